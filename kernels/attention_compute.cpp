@@ -1,0 +1,300 @@
+// Flash-decode attention, compute: one KV group's query rows against the KV cache with an online
+// softmax (DESIGN.md §6). Never holds more than one K/V block; L1 use is flat in the context.
+//
+//   QS = QSTAGE * scale                                   once per request
+//   per block j (only its live position tiles are touched):
+//     S     = QS . K_j^T  (+ tail mask on the last live tile)
+//     M_NEW = max(M_OLD, rowmax(S))
+//     P     = exp(S - M_NEW)
+//     C     = exp(M_OLD - M_NEW)                          (not on the first block)
+//     L     = C * L + rowsum(P)
+//     O     = C * O + P . V_j
+//   OUT = O * (1 / L)
+//
+// Compile-time args: named dim_tiles, block_tiles, dst_tiles (DST tiles per acquire for this
+// compute config). Runtime args: request count, then 16 words per request.
+// CBs in (from the reader): QSTAGE dim_tiles, CONST 4, K and V block_tiles*dim_tiles per block.
+// CB out (to the writer): OUT dim_tiles. The rest are internal (residency.py lists them).
+// Row statistics (M, L, LSUM, C) live in column 0 of their tile, as REDUCE_ROW leaves them.
+#include <cstdint>
+
+#include "api/compute/bcast.h"
+#include "api/compute/binary_max_min.h"
+#include "api/compute/compute_kernel_api.h"
+#include "api/compute/compute_kernel_hw_startup.h"
+#include "api/compute/eltwise_binary.h"
+#include "api/compute/eltwise_unary/exp.h"
+#include "api/compute/eltwise_unary/recip.h"
+#include "api/compute/matmul.h"
+#include "api/compute/reduce.h"
+#include "api/compute/tile_move_copy.h"
+#include "api/debug/kernel_profiler.hpp"
+#include "attention_protocol.hpp"
+
+using namespace flashdecode;
+
+namespace {
+
+constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
+constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
+constexpr uint32_t kDstTiles = get_named_compile_time_arg_val("dst_tiles");
+constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
+// Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
+constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
+static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
+
+// Hands DST tiles [0, count) to the packer and appends them to `cb` as `count` new pages.
+void pack_to(uint32_t cb, uint32_t count) {
+    tile_regs_commit();
+    tile_regs_wait();
+    cb_reserve_back(cb, count);
+    for (uint32_t i = 0; i < count; ++i) {
+        pack_tile(i, cb);
+    }
+    cb_push_back(cb, count);
+    tile_regs_release();
+}
+
+// QS = QSTAGE * scale (scale = CONST page 1, broadcast as a scalar).
+void scale_query() {
+    cb_wait_front(kCbQStage, kDimTiles);
+    mul_bcast_scalar_init(kCbQStage, kCbConst);
+    for (uint32_t d = 0; d < kDimTiles; ++d) {
+        tile_regs_acquire();
+        mul_tiles_bcast_scalar(kCbQStage, kCbConst, d, kConstPageScale, 0);
+        pack_to(kCbQs, 1);
+    }
+    cb_pop_front(kCbQStage, kDimTiles);
+    cb_wait_front(kCbQs, kDimTiles);
+}
+
+// S = QS . K^T for the block's `live` tiles; the request's last live tile gets its tail mask.
+void scores(uint32_t live, uint32_t masked_tile) {
+    DeviceZoneScopedN("fd-compute-scores");
+    cb_reserve_back(kCbS, kBlockTiles);
+    matmul_init(kCbQs, kCbK, /*transpose=*/1);
+    for (uint32_t t = 0; t < live; ++t) {
+        tile_regs_acquire();
+        for (uint32_t d = 0; d < kDimTiles; ++d) {
+            matmul_tiles(kCbQs, kCbK, d, t * kDimTiles + d, 0);
+        }
+        if (t == masked_tile) {
+            // S += MASK: 0 on live columns, MASK_VALUE on the dead ones, so exp() zeroes them.
+            add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst);
+            add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst, kConstPageTailMask, 0);
+            matmul_init(kCbQs, kCbK, /*transpose=*/1);
+        }
+        tile_regs_commit();
+        tile_regs_wait();
+        pack_tile(0, kCbS);
+        tile_regs_release();
+    }
+    cb_push_back(kCbS, kBlockTiles);
+}
+
+// M_NEW = max(M_OLD, rowmax(S)); on the first block M_NEW = rowmax(S).
+void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
+    cb_wait_front(kCbS, kBlockTiles);
+    reduce_init<PoolType::MAX, ReduceDim::REDUCE_ROW>(kCbS, kCbConst, m_new);
+    tile_regs_acquire();
+    for (uint32_t t = 0; t < live; ++t) {
+        reduce_tile<PoolType::MAX, ReduceDim::REDUCE_ROW>(kCbS, kCbConst, t, kConstPageScaler, 0);
+    }
+    reduce_uninit();
+    if (!first) {
+        copy_init(m_old);
+        copy_tile(m_old, 0, 1);
+        binary_max_tile_init();
+        binary_max_tile(0, 1, 0);
+    }
+    pack_to(m_new, 1);
+}
+
+// P = exp(S - M_NEW) into SCRATCH; frees S.
+void probabilities(uint32_t live, uint32_t m_new) {
+    cb_wait_front(m_new, 1);
+    cb_reserve_back(kCbScratch, kBlockTiles);
+    sub_bcast_cols_init(kCbS, m_new);
+    exp_tile_init();
+    for (uint32_t t = 0; t < live; ++t) {
+        tile_regs_acquire();
+        sub_tiles_bcast_cols(kCbS, m_new, t, 0, 0);
+        exp_tile(0);
+        tile_regs_commit();
+        tile_regs_wait();
+        pack_tile(0, kCbScratch);
+        tile_regs_release();
+    }
+    cb_push_back(kCbScratch, kBlockTiles);
+    cb_pop_front(kCbS, kBlockTiles);
+}
+
+// C = exp(M_OLD - M_NEW); frees M_OLD.
+void correction(uint32_t m_old, uint32_t m_new) {
+    sub_init(m_old, m_new);
+    exp_tile_init();
+    tile_regs_acquire();
+    sub_tiles(m_old, m_new, 0, 0, 0);
+    exp_tile(0);
+    pack_to(kCbC, 1);
+    cb_pop_front(m_old, 1);
+}
+
+// L = rowsum(P) on the first block, else L = C * L + rowsum(P).
+void running_sum(uint32_t live, bool first) {
+    cb_wait_front(kCbScratch, kBlockTiles);
+    reduce_init<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, first ? kCbL : kCbLsum);
+    tile_regs_acquire();
+    for (uint32_t t = 0; t < live; ++t) {
+        reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, t, kConstPageScaler, 0);
+    }
+    reduce_uninit();
+    if (first) {
+        pack_to(kCbL, 1);
+        return;
+    }
+    pack_to(kCbLsum, 1);
+    cb_wait_front(kCbC, 1);
+    cb_wait_front(kCbL, 1);
+    cb_wait_front(kCbLsum, 1);
+    mul_init(kCbC, kCbL);
+    tile_regs_acquire();
+    mul_tiles(kCbC, kCbL, 0, 0, 0);
+    add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum);
+    add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum, 0, 0);
+    cb_pop_front(kCbL, 1);
+    cb_pop_front(kCbLsum, 1);
+    pack_to(kCbL, 1);
+}
+
+// P . V_j for the block's live tiles into `out_cb` (O on the first block, else PV); frees P.
+void weighted_values(uint32_t live, uint32_t out_cb) {
+    DeviceZoneScopedN("fd-compute-pv");
+    matmul_init(kCbScratch, kCbV, /*transpose=*/0);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
+        const uint32_t count = kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk;
+        tile_regs_acquire();
+        for (uint32_t t = 0; t < live; ++t) {
+            for (uint32_t i = 0; i < count; ++i) {
+                matmul_tiles(kCbScratch, kCbV, t, t * kDimTiles + d0 + i, i);
+            }
+        }
+        pack_to(out_cb, count);
+    }
+    cb_pop_front(kCbScratch, kBlockTiles);
+}
+
+// O = C * O + PV, chunk by chunk: each chunk's old O pages are popped before its new ones are
+// pushed, so O needs only dim_tiles pages.
+void rescale_output() {
+    cb_wait_front(kCbC, 1);
+    cb_wait_front(kCbPv, kDimTiles);
+    cb_wait_front(kCbO, kDimTiles);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
+        const uint32_t count = kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk;
+        mul_bcast_cols_init(kCbO, kCbC);
+        tile_regs_acquire();
+        for (uint32_t i = 0; i < count; ++i) {
+            mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);  // old O pages of this chunk are at the front
+        }
+        add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv);
+        for (uint32_t i = 0; i < count; ++i) {
+            add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv, d0 + i, i);
+        }
+        cb_pop_front(kCbO, count);
+        pack_to(kCbO, count);
+    }
+    cb_pop_front(kCbPv, kDimTiles);
+    cb_pop_front(kCbC, 1);
+}
+
+// OUT = O * (1 / L); frees O, L and the final running max.
+void normalise(uint32_t m_final) {
+    DeviceZoneScopedN("fd-compute-normalise");
+    cb_wait_front(kCbL, 1);
+    copy_init(kCbL);
+    recip_tile_init();
+    tile_regs_acquire();
+    copy_tile(kCbL, 0, 0);
+    recip_tile(0);
+    pack_to(kCbLsum, 1);
+    cb_pop_front(kCbL, 1);
+
+    cb_wait_front(kCbLsum, 1);
+    cb_wait_front(kCbO, kDimTiles);
+    mul_bcast_cols_init(kCbO, kCbLsum);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
+        const uint32_t count = kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk;
+        tile_regs_acquire();
+        for (uint32_t i = 0; i < count; ++i) {
+            mul_tiles_bcast_cols(kCbO, kCbLsum, d0 + i, 0, i);
+        }
+        pack_to(kCbOut, count);
+    }
+    cb_pop_front(kCbO, kDimTiles);
+    cb_pop_front(kCbLsum, 1);
+    cb_wait_front(m_final, 1);
+    cb_pop_front(m_final, 1);
+}
+
+// Frees a block that holds no live position tile (padding up to a whole double block).
+void skip_block() {
+    cb_wait_front(kCbK, kBlockPages);
+    cb_pop_front(kCbK, kBlockPages);
+    cb_wait_front(kCbV, kBlockPages);
+    cb_pop_front(kCbV, kBlockPages);
+}
+
+void attend(const Params& p) {
+    cb_wait_front(kCbConst, kConstPages);
+    scale_query();
+    const uint32_t last_live = p.live_tiles() - 1;
+    const uint32_t masked = p.mask_tile(last_live) == kNoMask ? kNoMask : last_live;
+    uint32_t m_old = kCbMA;
+    uint32_t m_new = kCbMB;
+    for (uint32_t block = 0; block < p.blocks(); ++block) {
+        const uint32_t live = p.live_tiles_in_block(block);
+        if (live == 0) {
+            skip_block();
+            continue;
+        }
+        const bool first = block == 0;
+        const uint32_t masked_in_block = masked - block * kBlockTiles;  // wraps past live when not here
+        cb_wait_front(kCbK, kBlockPages);
+        scores(live, masked_in_block);
+        cb_pop_front(kCbK, kBlockPages);
+        DeviceZoneScopedN("fd-compute-softmax");
+        running_max(live, first, m_old, m_new);
+        probabilities(live, m_new);
+        if (!first) {
+            correction(m_old, m_new);
+        }
+        running_sum(live, first);
+        cb_wait_front(kCbV, kBlockPages);
+        weighted_values(live, first ? kCbO : kCbPv);
+        cb_pop_front(kCbV, kBlockPages);
+        if (!first) {
+            rescale_output();
+        }
+        const uint32_t swap = m_old;  // M_NEW becomes next block's M_OLD
+        m_old = m_new;
+        m_new = swap;
+    }
+    normalise(m_old);
+    cb_pop_front(kCbQs, kDimTiles);
+    cb_pop_front(kCbConst, kConstPages);
+}
+
+}  // namespace
+
+void kernel_main() {
+    compute_kernel_hw_startup(kCbQStage, kCbConst, kCbQs);
+    const uint32_t requests = get_arg_val<uint32_t>(kArgRequestCount);
+    for (uint32_t r = 0; r < requests; ++r) {
+        const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        if (!p.valid_for(kDimTiles, kBlockTiles)) {
+            continue;  // refused (the host refuses it first); all three kernels skip it alike
+        }
+        attend(p);
+    }
+}

@@ -1,0 +1,180 @@
+// The parameter block, kernel half. Host half: ttnn_flashdecode/protocol.py. The two agree word
+// for word; tests/test_protocol_pair.py compiles this header with the host C++ compiler, feeds it
+// words from protocol.encode() and checks every decoded field and derived count.
+//
+// Plain C++ with no kernel API: the reader, compute and writer kernels include it, and so does the
+// host test.
+//
+// Word 0 (HEADS): byte 0 q_rows, byte 1 query_row, byte 2 flags, byte 3 positions (ROWS mode).
+// Live tiles and tail width are derived from KV_POSITIONS here and in protocol.py, never sent.
+// A COORD word with bit 31 set marks a DRAM-interleaved operand addressed through its
+// TensorAccessor: low 31 bits = first page (tile) id, BASE = buffer address. Otherwise COORD is a
+// NoC coordinate (y << 16) | x and BASE an L1 byte address.
+#pragma once
+
+#include <cstdint>
+
+namespace flashdecode {
+
+enum Field : uint32_t {
+    kHeads = 0,
+    kDimTiles = 1,
+    kKvPositions = 2,
+    kBlockTiles = 3,
+    kCapacityTiles = 4,
+    kReserved = 5,
+    kQCoord = 6,
+    kQBase = 7,
+    kKCoord = 8,
+    kKBase = 9,
+    kVCoord = 10,
+    kVBase = 11,
+    kConstCoord = 12,
+    kConstBase = 13,
+    kOutCoord = 14,
+    kOutBase = 15,
+    kWords = 16,
+};
+
+enum Flag : uint32_t { kFlagChunk = 1u, kFlagRows = 2u };
+
+// Circular-buffer indices (DESIGN.md §4); protocol.CB mirrors them.
+enum Cb : uint32_t {
+    kCbQ = 0,
+    kCbK = 1,
+    kCbV = 2,
+    kCbConst = 3,
+    kCbS = 4,
+    kCbScratch = 5,
+    kCbMA = 6,
+    kCbMB = 7,
+    kCbL = 8,
+    kCbLsum = 9,
+    kCbC = 10,
+    kCbO = 11,
+    kCbPv = 12,
+    kCbQStage = 13,
+    kCbQs = 14,
+    kCbOut = 16,
+};
+
+// Constants operand tiles (DESIGN.md §2); protocol.ConstTile mirrors them.
+constexpr uint32_t kConstScalerTile = 0;
+constexpr uint32_t kConstScaleTile = 1;
+constexpr uint32_t kConstTailMaskTile = 2;     // + t, t = 0..31; t = 0 kills a whole tile
+constexpr uint32_t kConstCausalMaskTile = 34;  // + C - 1
+constexpr uint32_t kConstTiles = 66;
+
+// Pages of the CONST circular buffer per request: scaler, scale, tail mask, causal mask.
+constexpr uint32_t kConstPages = 4;
+constexpr uint32_t kConstPageScaler = 0;
+constexpr uint32_t kConstPageScale = 1;
+constexpr uint32_t kConstPageTailMask = 2;
+constexpr uint32_t kConstPageCausalMask = 3;
+
+constexpr uint32_t kTilePositions = 32;
+
+// bfloat16 tile geometry (TT_FACTS §1): four 16x16 faces, row-major inside a face; faces 0/1 hold
+// rows 0..15, faces 2/3 rows 16..31. One tile row is two 32-byte face rows (half 0 left, 1 right).
+constexpr uint32_t kFaceBytes = 16 * 16 * 2;
+constexpr uint32_t kFaceRowBytes = 16 * 2;
+constexpr uint32_t face_row_offset(uint32_t row, uint32_t half) {
+    return ((row / 16) * 2 + half) * kFaceBytes + (row % 16) * kFaceRowBytes;
+}
+constexpr uint32_t kInterleavedBit = 1u << 31;
+constexpr uint32_t kNoMask = 0xFFFFFFFFu;
+
+struct Operand {
+    uint32_t coord;
+    uint32_t base;
+    constexpr bool interleaved() const { return (coord & kInterleavedBit) != 0; }
+    constexpr uint32_t first_page() const { return coord & ~kInterleavedBit; }
+};
+
+// One decoded parameter block plus the counts both sides derive from it.
+struct Params {
+    uint32_t q_rows;
+    uint32_t query_row;
+    uint32_t flags;
+    uint32_t positions;
+    uint32_t dim_tiles;
+    uint32_t kv_positions;
+    uint32_t block_tiles;
+    uint32_t capacity_tiles;
+    uint32_t reserved;
+    Operand q, k, v, constants, out;
+
+    // ceil(kv_positions / 32): position tiles holding at least one live position.
+    constexpr uint32_t live_tiles() const { return (kv_positions + kTilePositions - 1) / kTilePositions; }
+    // Live positions in the last live tile when it is partial, else 0.
+    constexpr uint32_t tail_width() const { return kv_positions % kTilePositions; }
+    // Live tiles rounded up to whole double blocks: the reader's window and the CB push/pop count.
+    constexpr uint32_t padded_tiles() const {
+        const uint32_t double_block = 2 * block_tiles;
+        return (live_tiles() + double_block - 1) / double_block * double_block;
+    }
+    constexpr uint32_t blocks() const { return padded_tiles() / block_tiles; }
+    // Live tiles inside block `block` (0 for a block past the live range).
+    constexpr uint32_t live_tiles_in_block(uint32_t block) const {
+        const uint32_t first = block * block_tiles;
+        const uint32_t live = live_tiles();
+        if (first >= live) {
+            return 0;
+        }
+        return live - first < block_tiles ? live - first : block_tiles;
+    }
+    // Constants tile masking window tile `tile`, or kNoMask for a fully live tile.
+    constexpr uint32_t mask_tile(uint32_t tile) const {
+        const uint32_t live = live_tiles();
+        if (tile + 1 < live) {
+            return kNoMask;
+        }
+        if (tile + 1 == live) {
+            return tail_width() == 0 ? kNoMask : kConstTailMaskTile + tail_width();
+        }
+        return kConstTailMaskTile;
+    }
+    // The checks every kernel repeats before touching a request; the host refuses the same cases.
+    constexpr bool valid_for(uint32_t residency_dim_tiles, uint32_t residency_block_tiles) const {
+        return q_rows >= 1 && q_rows <= 32 && query_row <= 31 && dim_tiles == residency_dim_tiles &&
+               block_tiles == residency_block_tiles && block_tiles != 0 && kv_positions != 0 &&
+               padded_tiles() <= capacity_tiles;
+    }
+};
+
+constexpr Params decode_words(const uint32_t* w) {
+    Params p{};
+    p.q_rows = w[kHeads] & 0xFFu;
+    p.query_row = (w[kHeads] >> 8) & 0xFFu;
+    p.flags = (w[kHeads] >> 16) & 0xFFu;
+    p.positions = (w[kHeads] >> 24) & 0xFFu;
+    p.dim_tiles = w[kDimTiles];
+    p.kv_positions = w[kKvPositions];
+    p.block_tiles = w[kBlockTiles];
+    p.capacity_tiles = w[kCapacityTiles];
+    p.reserved = w[kReserved];
+    p.q = Operand{w[kQCoord], w[kQBase]};
+    p.k = Operand{w[kKCoord], w[kKBase]};
+    p.v = Operand{w[kVCoord], w[kVBase]};
+    p.constants = Operand{w[kConstCoord], w[kConstBase]};
+    p.out = Operand{w[kOutCoord], w[kOutBase]};
+    return p;
+}
+
+// Runtime-arg layout of every kernel: word 0 is the request count, then kWords words per request.
+constexpr uint32_t kArgRequestCount = 0;
+constexpr uint32_t request_arg_offset(uint32_t request) { return 1 + request * kWords; }
+
+// Reads request `request` through `arg` (a callable uint32_t(uint32_t index), e.g. a lambda over
+// get_arg_val<uint32_t>), so the header needs no kernel API.
+template <typename ArgReader>
+Params read_request(ArgReader arg, uint32_t request) {
+    uint32_t words[kWords];
+    const uint32_t offset = request_arg_offset(request);
+    for (uint32_t i = 0; i < kWords; ++i) {
+        words[i] = arg(offset + i);
+    }
+    return decode_words(words);
+}
+
+}  // namespace flashdecode

@@ -1,0 +1,58 @@
+// Flash-decode attention, writer (data movement): scatters the group's normalised output rows from
+// the OUT circular buffer back into the output tensor, which has Q's activation layout.
+//
+// Compile-time args: as the reader (TensorAccessorArgs of Q, K, V, CONST, OUT; named dim_tiles,
+// block_tiles, tile_bytes). Runtime args: request count, then 16 words per request.
+//
+// Row g of OUT tile d belongs to Q head (group_first_head + g), dim tile d, row `query_row`. Other
+// rows of the same output tile belong to other users (other cores), so only that row is written:
+// two 32-byte face-row writes per (head, dim tile), never a whole tile.
+#include <cstdint>
+
+#include "api/dataflow/dataflow_api.h"
+#include "api/debug/kernel_profiler.hpp"
+#include "attention_protocol.hpp"
+
+using namespace flashdecode;
+
+namespace {
+
+constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
+constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
+constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
+static_assert(kTileBytes == 2048, "the writer scatters bfloat16 tile rows");
+
+
+}  // namespace
+
+void kernel_main() {
+    constexpr auto q_args = TensorAccessorArgs<0>();
+    constexpr auto k_args = TensorAccessorArgs<q_args.next_compile_time_args_offset()>();
+    constexpr auto v_args = TensorAccessorArgs<k_args.next_compile_time_args_offset()>();
+    constexpr auto const_args = TensorAccessorArgs<v_args.next_compile_time_args_offset()>();
+    constexpr auto out_args = TensorAccessorArgs<const_args.next_compile_time_args_offset()>();
+
+    const uint32_t requests = get_arg_val<uint32_t>(kArgRequestCount);
+    for (uint32_t r = 0; r < requests; ++r) {
+        const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        if (!p.valid_for(kDimTiles, kBlockTiles)) {
+            continue;  // refused (the host refuses it first); all three kernels skip it alike
+        }
+        const auto out_writer = TensorAccessor(out_args, p.out.base, kTileBytes);
+
+        DeviceZoneScopedN("fd-writer-out");
+        cb_wait_front(kCbOut, kDimTiles);
+        const uint32_t result = get_read_ptr(kCbOut);
+        for (uint32_t g = 0; g < p.q_rows; ++g) {
+            for (uint32_t d = 0; d < kDimTiles; ++d) {
+                const uint32_t page = p.out.first_page() + g * kDimTiles + d;
+                for (uint32_t half = 0; half < 2; ++half) {
+                    const uint32_t src = result + d * kTileBytes + face_row_offset(g, half);
+                    noc_async_write(src, out_writer.get_noc_addr(page, face_row_offset(p.query_row, half)), kFaceRowBytes);
+                }
+            }
+        }
+        noc_async_write_barrier();
+        cb_pop_front(kCbOut, kDimTiles);
+    }
+}

@@ -1,0 +1,114 @@
+"""The pinned off-hardware pair: kernels/attention_protocol.hpp decodes what protocol.encode writes.
+
+The header is compiled by the system C++ compiler into a small host program; several thousand
+hypothesis-generated requests are encoded in Python, decoded in C++, and every field and derived
+count is compared with the Python side's.
+"""
+
+import shutil
+import subprocess
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ttnn_flashdecode import protocol
+from ttnn_flashdecode.paths import kernel_dir
+from ttnn_flashdecode.residency import Residency
+
+HERE = __import__("pathlib").Path(__file__).parent
+REQUESTS_PER_EXAMPLE = 40  # requests per C++ process launch (keeps thousands of cases fast)
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory):
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.fail("no host C++ compiler (g++) found; the protocol pair test needs one")
+    exe = tmp_path_factory.mktemp("pair") / "decode"
+    subprocess.run(
+        [compiler, "-std=c++20", "-O1", "-Wall", "-Werror", f"-I{kernel_dir()}",
+         str(HERE / "protocol_pair" / "decode_main.cpp"), "-o", str(exe)],
+        check=True,
+    )
+    return exe
+
+
+u32 = st.integers(0, 2**32 - 1)
+operands = st.builds(protocol.Operand, coord=u32, base=u32)
+
+
+@st.composite
+def requests(draw):
+    block_tiles = draw(st.integers(1, 64))
+    kv_positions = draw(st.one_of(st.integers(1, 4096), st.integers(1, 2**24)))
+    window = protocol.padded_tiles(kv_positions, block_tiles)
+    flags = draw(st.sampled_from([0, protocol.Flag.CHUNK, protocol.Flag.ROWS, protocol.Flag.CHUNK | protocol.Flag.ROWS]))
+    request = protocol.Request(
+        q_rows=draw(st.integers(1, 32)),
+        query_row=draw(st.integers(0, 31)),
+        flags=int(flags),
+        positions=draw(st.integers(0, 255)) if flags & protocol.Flag.ROWS else 0,
+        dim_tiles=draw(st.integers(1, 16)),
+        kv_positions=kv_positions,
+        block_tiles=block_tiles,
+        capacity_tiles=draw(st.integers(window, min(2**32 - 1, window + 10_000))),
+        q=draw(operands), k=draw(operands), v=draw(operands), constants=draw(operands), out=draw(operands),
+    )
+    return request
+
+
+def _expected_line(request):
+    live = protocol.live_tiles(request.kv_positions)
+    window = protocol.padded_tiles(request.kv_positions, request.block_tiles)
+    fields = [
+        request.q_rows, request.query_row, request.flags, request.positions, request.dim_tiles,
+        request.kv_positions, request.block_tiles, request.capacity_tiles, request.reserved,
+        request.q.coord, request.q.base, request.k.coord, request.k.base, request.v.coord, request.v.base,
+        request.constants.coord, request.constants.base, request.out.coord, request.out.base,
+        live, protocol.tail_width(request.kv_positions), window, window // request.block_tiles, 1,
+    ]
+    masks = [f"m{protocol.mask_tile(request.kv_positions, t)}" for t in range(window)]
+    blocks = [
+        f"b{max(0, min(request.block_tiles, live - b * request.block_tiles))}"
+        for b in range(window // request.block_tiles)
+    ]
+    return " ".join(map(str, fields + masks + blocks))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(requests(), min_size=REQUESTS_PER_EXAMPLE, max_size=REQUESTS_PER_EXAMPLE))
+def test_header_decodes_what_encode_writes(decoder, batch):
+    stdin = []
+    expected = []
+    for request in batch:
+        residency = Residency(q_rows=request.q_rows, dim_tiles=request.dim_tiles, block_tiles=request.block_tiles)
+        words = protocol.encode(request, residency)
+        stdin.append(" ".join(map(str, words)))
+        expected.append(_expected_line(request))
+    result = subprocess.run([str(decoder)], input="\n".join(stdin) + "\n", capture_output=True, text=True, check=True)
+    got = result.stdout.splitlines()
+    assert len(got) == len(expected)
+    for request, line, want in zip(batch, got, expected):
+        assert line == want, f"header and protocol.py disagree for {request}"
+
+
+def test_header_constants_match_python(decoder):
+    """The enum values in the header equal protocol.py's (parsed from the header text)."""
+    import re
+
+    text = (kernel_dir() / "attention_protocol.hpp").read_text()
+    header = {name: int(value) for name, value in re.findall(r"\b(k\w+)\s*=\s*(\d+)u?\b", text)}
+    for field in protocol.Field:
+        camel = "k" + "".join(part.capitalize() for part in field.name.split("_"))
+        assert header[camel] == field.value, field
+    cb_names = {"Q": "kCbQ", "K": "kCbK", "V": "kCbV", "CONST": "kCbConst", "S": "kCbS", "SCRATCH": "kCbScratch",
+                "M_A": "kCbMA", "M_B": "kCbMB", "L": "kCbL", "LSUM": "kCbLsum", "C": "kCbC", "O": "kCbO",
+                "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut"}
+    assert set(cb_names) == {cb.name for cb in protocol.CB}
+    for cb in protocol.CB:
+        assert header[cb_names[cb.name]] == cb.value, cb
+    assert header["kWords"] == protocol.WORDS
+    assert header["kFlagChunk"] == protocol.Flag.CHUNK and header["kFlagRows"] == protocol.Flag.ROWS
+    assert re.search(r"kConstTailMaskTile = 2;", text) and re.search(r"kConstCausalMaskTile = 34;", text)
+    assert re.search(r"kConstTiles = 66;", text)

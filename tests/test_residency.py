@@ -1,0 +1,68 @@
+"""residency.py: the 16-CB plan, L1 bytes, and max_block_tiles against the installed ttnn's L1."""
+
+import pytest
+
+from ttnn_flashdecode import protocol
+from ttnn_flashdecode.emulator.arch import ArchSpec
+from ttnn_flashdecode.residency import Residency, cb_plan, check_fits, l1_bytes, max_block_tiles
+
+SEED = Residency(q_rows=8, dim_tiles=4, block_tiles=16)
+ARCHES = ["wormhole_b0", "blackhole"]
+
+
+def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
+    plan = cb_plan(SEED)
+    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB)
+    assert len({cb.index for cb in plan}) == 16
+
+
+def test_plan_page_counts():
+    pages = {cb.name: cb.pages for cb in cb_plan(SEED)}
+    assert pages["K"] == pages["V"] == 2 * 16 * 4
+    assert pages["CONST"] == 4
+    assert pages["S"] == pages["SCRATCH"] == 16
+    assert all(pages[name] == 1 for name in ["M_A", "M_B", "L", "LSUM", "C"])
+    assert all(pages[name] == 4 for name in ["Q", "O", "PV", "QSTAGE", "QS", "OUT"])
+    assert all(cb.page_bytes == 2048 and cb.data_format == 5 for cb in cb_plan(SEED))
+
+
+def test_l1_bytes_is_the_sum_of_the_cbs_and_flat_in_context():
+    assert l1_bytes(SEED) == sum(cb.pages for cb in cb_plan(SEED)) * 2048
+    # the context length is not an input: a residency serves any kv_positions
+    assert l1_bytes(SEED) == (2 * 2 * 16 * 4 + 2 * 16 + 4 + 5 + 6 * 4) * 2048
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_seed_residency_fits(arch):
+    check_fits(SEED, arch)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("dim_tiles", [1, 2, 4, 8])
+def test_max_block_tiles_is_the_largest_that_fits(arch, dim_tiles):
+    best = max_block_tiles(8, dim_tiles, 2048, arch)
+    assert best >= 1
+    check_fits(Residency(8, dim_tiles, best), arch)
+    with pytest.raises(ValueError, match="bytes"):
+        check_fits(Residency(8, dim_tiles, best + 1), arch)
+
+
+def test_free_l1_comes_from_the_installed_ttnn():
+    wh, bh = ArchSpec.for_name("wormhole_b0"), ArchSpec.for_name("blackhole")
+    assert wh.l1_bytes == 1464 * 1024 and bh.l1_bytes == 1536 * 1024  # dev_mem_map.h MEM_L1_SIZE
+    assert wh.unreserved_base < wh.l1_bytes and bh.unreserved_base < bh.l1_bytes
+    assert max_block_tiles(8, 4, 2048, "blackhole") >= max_block_tiles(8, 4, 2048, "wormhole_b0")
+
+
+def test_too_big_residency_reports_needed_and_available_bytes():
+    with pytest.raises(ValueError) as info:
+        check_fits(Residency(8, 8, 64), "wormhole_b0")
+    message = str(info.value)
+    assert str(l1_bytes(Residency(8, 8, 64))) in message and "bytes free" in message
+
+
+@pytest.mark.parametrize("bad", [dict(q_rows=0), dict(q_rows=33), dict(dim_tiles=0), dict(block_tiles=0), dict(tile_bytes=4096)])
+def test_plan_refuses_bad_residency(bad):
+    fields = dict(q_rows=8, dim_tiles=4, block_tiles=16, tile_bytes=2048) | bad
+    with pytest.raises(ValueError):
+        cb_plan(Residency(**fields))

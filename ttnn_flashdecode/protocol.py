@@ -1,0 +1,344 @@
+"""The parameter block: the 16 uint32 runtime-arg words that describe one attention request.
+
+Host half of the contract; the kernel half is ``kernels/attention_protocol.hpp``. The two must
+agree word for word, and ``tests/test_protocol_pair.py`` pins them off-hardware by compiling the
+header with the host C++ compiler and feeding it words produced by :func:`encode`.
+
+Layout (DESIGN.md §3)::
+
+    word 0  HEADS           byte 0 q_rows (1..32), byte 1 query_row (0..31),
+                            byte 2 flags (bit0 CHUNK, bit1 ROWS), byte 3 positions (ROWS mode, else 0)
+    word 1  DIM_TILES       head_dim tiles, ceil(head_dim / 32)
+    word 2  KV_POSITIONS    live positions attended to (live tiles and tail width are derived)
+    word 3  BLOCK_TILES     position tiles per K/V block; equals the residency's
+    word 4  CAPACITY_TILES  position tiles the K (and V) region holds
+    word 5  RESERVED        0 (kept for the split-K slice of issue 7)
+    words 6..15             (COORD, BASE) for Q, K, V, CONST, OUT
+
+Operand words. A ``COORD`` word is either a NoC coordinate ``(y << 16) | x`` of an L1 operand,
+or, when bit 31 (:data:`INTERLEAVED_BIT`) is set, marks a DRAM-interleaved tensor addressed
+through its TensorAccessor: the low 31 bits are then the operand's first page id (tile index) and
+``BASE`` is the buffer's address. NoC coordinates never set bit 31 (y < 2**15), so the two forms
+cannot be confused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Sequence
+
+__all__ = [
+    "WORDS",
+    "TILE_POSITIONS",
+    "INTERLEAVED_BIT",
+    "NO_MASK",
+    "Field",
+    "Flag",
+    "CB",
+    "ConstTile",
+    "Operand",
+    "Request",
+    "encode",
+    "decode",
+    "live_tiles",
+    "tail_width",
+    "padded_tiles",
+    "mask_tile",
+]
+
+WORDS = 16
+"""Words in one parameter block."""
+
+TILE_POSITIONS = 32
+"""Positions (rows) per tile on the position axis (a 32x32 tile)."""
+
+INTERLEAVED_BIT = 1 << 31
+"""Bit 31 of a COORD word: the operand is DRAM-interleaved; the low 31 bits are its first page."""
+
+NO_MASK = 0xFFFFFFFF
+"""What :func:`mask_tile` returns for a fully live position tile (the kernel's ``kNoMask``)."""
+
+MAX_Q_ROWS = 32
+MAX_QUERY_ROW = 31
+_U32 = 0xFFFFFFFF
+
+
+class Field(enum.IntEnum):
+    """Word index of each field (``attention_protocol.hpp``: ``enum Field``)."""
+
+    HEADS = 0
+    DIM_TILES = 1
+    KV_POSITIONS = 2
+    BLOCK_TILES = 3
+    CAPACITY_TILES = 4
+    RESERVED = 5
+    Q_COORD = 6
+    Q_BASE = 7
+    K_COORD = 8
+    K_BASE = 9
+    V_COORD = 10
+    V_BASE = 11
+    CONST_COORD = 12
+    CONST_BASE = 13
+    OUT_COORD = 14
+    OUT_BASE = 15
+
+
+class Flag(enum.IntFlag):
+    """Byte 2 of word 0. No flag set: an ordinary decode request (one KV group, one query row)."""
+
+    CHUNK = 1
+    ROWS = 2
+
+
+class CB(enum.IntEnum):
+    """Circular-buffer indices; part of the contract (DESIGN.md §4, ``attention_protocol.hpp``)."""
+
+    Q = 0
+    K = 1
+    V = 2
+    CONST = 3
+    S = 4
+    SCRATCH = 5
+    M_A = 6
+    M_B = 7
+    L = 8
+    LSUM = 9
+    C = 10
+    O = 11
+    PV = 12
+    QSTAGE = 13
+    QS = 14
+    OUT = 16
+
+
+class ConstTile(enum.IntEnum):
+    """Tile index of each entry of the constants operand (DESIGN.md §2, ``constants.py``)."""
+
+    SCALER = 0
+    SCALE = 1
+    TAIL_MASK = 2  # tail mask t is tile TAIL_MASK + t, t = 0..31 (t = 0 kills the whole tile)
+    CAUSAL_MASK = 34  # causal mask for chunk length C is tile CAUSAL_MASK + C - 1
+    COUNT = 66
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """Where one operand lives: the (COORD, BASE) word pair of the parameter block.
+
+    Attributes:
+        coord: the COORD word, a uint32 (see the module docstring).
+        base: the BASE word, a uint32 byte address.
+    """
+
+    coord: int = 0
+    base: int = 0
+
+    @classmethod
+    def interleaved(cls, address: int, first_page: int = 0) -> Operand:
+        """A DRAM-interleaved operand: buffer ``address`` (bytes), region starting at page ``first_page``.
+
+        Raises:
+            ValueError: ``first_page`` does not fit 31 bits or ``address`` does not fit 32 bits.
+        """
+        if not 0 <= first_page < INTERLEAVED_BIT:
+            raise ValueError(f"first_page: expected 0 <= first_page < 2**31, got {first_page}")
+        return cls(coord=INTERLEAVED_BIT | first_page, base=address)
+
+    @property
+    def is_interleaved(self) -> bool:
+        """True when the COORD word marks a DRAM-interleaved tensor."""
+        return bool(self.coord & INTERLEAVED_BIT)
+
+    @property
+    def first_page(self) -> int:
+        """First page id of an interleaved operand's region (tiles)."""
+        return self.coord & ~INTERLEAVED_BIT
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One attention request: the host's view of one parameter block.
+
+    Attributes:
+        q_rows: Q heads in the KV group (decode), or chunk length C (CHUNK mode); 1..32.
+        dim_tiles: head_dim in tiles, ``ceil(head_dim / 32)``; >= 1.
+        kv_positions: live positions attended to (positions ``0..kv_positions-1``); >= 1.
+        block_tiles: position tiles per K/V block; must equal the residency's.
+        capacity_tiles: position tiles the K (and V) region of this KV head holds.
+        query_row: row of Q (and the output) holding this request's query, 0..31 within its row tile
+            (the row tile itself is folded into the Q/OUT first page).
+        flags: :class:`Flag` bits.
+        positions: ROWS mode: query rows served at once; 0 otherwise.
+        reserved: word 5; 0.
+        q, k, v, constants, out: operand locations (:class:`Operand`).
+        tile_bytes: bytes per tile of the operands (2048 for bfloat16); not on the wire.
+    """
+
+    q_rows: int
+    dim_tiles: int
+    kv_positions: int
+    block_tiles: int
+    capacity_tiles: int
+    query_row: int = 0
+    flags: int = 0
+    positions: int = 0
+    reserved: int = 0
+    q: Operand = Operand()
+    k: Operand = Operand()
+    v: Operand = Operand()
+    constants: Operand = Operand()
+    out: Operand = Operand()
+    tile_bytes: int = 2048
+
+
+def live_tiles(kv_positions: int) -> int:
+    """Position tiles holding at least one live position: ``ceil(kv_positions / 32)`` (tiles)."""
+    return -(-kv_positions // TILE_POSITIONS)
+
+
+def tail_width(kv_positions: int) -> int:
+    """Live positions in the last live tile when it is partial, else 0 (positions)."""
+    return kv_positions % TILE_POSITIONS
+
+
+def padded_tiles(kv_positions: int, block_tiles: int) -> int:
+    """Position tiles in the request's read window: live tiles rounded up to whole double blocks.
+
+    The rounding keeps every request's K/V circular-buffer push and pop counts a whole number of
+    double blocks (DESIGN.md §2, "Block prefetch, double-buffered").
+
+    Raises:
+        ValueError: ``block_tiles`` is not positive.
+    """
+    if block_tiles <= 0:
+        raise ValueError(f"block_tiles: expected >= 1, got {block_tiles}")
+    double_block = 2 * block_tiles
+    return -(-live_tiles(kv_positions) // double_block) * double_block
+
+
+def mask_tile(kv_positions: int, tile: int) -> int:
+    """Constants tile that masks position tile ``tile`` of the window, or :data:`NO_MASK`.
+
+    Fully live tiles need no mask; the last live tile needs tail mask ``kv_positions % 32`` when it
+    is partial; tiles past the live ones are dead and take tail mask 0 (every column dead).
+    """
+    live = live_tiles(kv_positions)
+    if tile < live - 1:
+        return NO_MASK
+    if tile == live - 1:
+        tail = tail_width(kv_positions)
+        return NO_MASK if tail == 0 else ConstTile.TAIL_MASK + tail
+    return int(ConstTile.TAIL_MASK)
+
+
+def _require(field: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"{field}: expected {low} <= {field} <= {high}, got {value}")
+
+
+def encode(request: Request, residency) -> list[int]:
+    """Encode ``request`` into the 16 uint32 words of the parameter block.
+
+    Pure: no device, no allocation beyond the returned list.
+
+    Args:
+        request: the request.
+        residency: the program's :class:`ttnn_flashdecode.residency.Residency` (anything with
+            ``block_tiles``, ``dim_tiles`` and ``tile_bytes``); the request must agree with it.
+
+    Returns:
+        16 ints, each in ``0..2**32-1`` (little-endian uint32 runtime args).
+
+    Raises:
+        ValueError: naming the field, the value and the bound, when ``q_rows`` is not in 1..32,
+            ``query_row`` is past 31, ``dim_tiles`` or ``kv_positions`` is 0, ``positions`` does
+            not fit its byte (or is set without the ROWS flag), ``flags`` has unknown bits,
+            ``tile_bytes`` differs from the residency's (the cache's), ``block_tiles`` or
+            ``dim_tiles`` differs from the residency's, the padded read window
+            (:func:`padded_tiles`) runs past ``capacity_tiles``, or any word does not fit 32 bits.
+    """
+    _require("q_rows", request.q_rows, 1, MAX_Q_ROWS)
+    _require("query_row", request.query_row, 0, MAX_QUERY_ROW)
+    _require("flags", request.flags, 0, int(Flag.CHUNK | Flag.ROWS))
+    _require("positions", request.positions, 0, 0xFF)
+    if request.positions and not request.flags & Flag.ROWS:
+        raise ValueError(f"positions: expected 0 without the ROWS flag, got {request.positions}")
+    _require("dim_tiles", request.dim_tiles, 1, _U32)
+    _require("kv_positions", request.kv_positions, 1, _U32)
+    _require("reserved", request.reserved, 0, 0)
+    if request.tile_bytes != residency.tile_bytes:
+        raise ValueError(
+            f"tile_bytes: expected the cache's tile size {residency.tile_bytes}, got {request.tile_bytes}"
+        )
+    if request.block_tiles != residency.block_tiles:
+        raise ValueError(
+            f"block_tiles: expected the residency's {residency.block_tiles}, got {request.block_tiles}"
+        )
+    if request.dim_tiles != residency.dim_tiles:
+        raise ValueError(f"dim_tiles: expected the residency's {residency.dim_tiles}, got {request.dim_tiles}")
+    _require("capacity_tiles", request.capacity_tiles, 0, _U32)
+    window = padded_tiles(request.kv_positions, request.block_tiles)
+    if window > request.capacity_tiles:
+        raise ValueError(
+            f"kv_positions: expected a padded read window <= capacity_tiles {request.capacity_tiles}, got "
+            f"{window} tiles (kv_positions {request.kv_positions}, block_tiles {request.block_tiles})"
+        )
+    heads = request.q_rows | request.query_row << 8 | request.flags << 16 | request.positions << 24
+    words = [0] * WORDS
+    words[Field.HEADS] = heads
+    words[Field.DIM_TILES] = request.dim_tiles
+    words[Field.KV_POSITIONS] = request.kv_positions
+    words[Field.BLOCK_TILES] = request.block_tiles
+    words[Field.CAPACITY_TILES] = request.capacity_tiles
+    words[Field.RESERVED] = request.reserved
+    for name, index in _OPERAND_FIELDS:
+        operand: Operand = getattr(request, name)
+        _require(f"{name}.coord", operand.coord, 0, _U32)
+        _require(f"{name}.base", operand.base, 0, _U32)
+        words[index] = operand.coord
+        words[index + 1] = operand.base
+    return words
+
+
+_OPERAND_FIELDS = (
+    ("q", Field.Q_COORD),
+    ("k", Field.K_COORD),
+    ("v", Field.V_COORD),
+    ("constants", Field.CONST_COORD),
+    ("out", Field.OUT_COORD),
+)
+
+
+def decode(words: Sequence[int], tile_bytes: int = 2048) -> Request:
+    """Decode 16 parameter-block words back into a :class:`Request` (inverse of :func:`encode`).
+
+    Args:
+        words: 16 uint32 values.
+        tile_bytes: the tile size to record (not carried on the wire).
+
+    Raises:
+        ValueError: ``words`` is not 16 values in ``0..2**32-1``.
+    """
+    if len(words) != WORDS:
+        raise ValueError(f"words: expected {WORDS} words, got {len(words)}")
+    for index, word in enumerate(words):
+        _require(f"words[{index}]", int(word), 0, _U32)
+    heads = int(words[Field.HEADS])
+    operands = {
+        name: Operand(coord=int(words[index]), base=int(words[index + 1])) for name, index in _OPERAND_FIELDS
+    }
+    return Request(
+        q_rows=heads & 0xFF,
+        query_row=heads >> 8 & 0xFF,
+        flags=heads >> 16 & 0xFF,
+        positions=heads >> 24 & 0xFF,
+        dim_tiles=int(words[Field.DIM_TILES]),
+        kv_positions=int(words[Field.KV_POSITIONS]),
+        block_tiles=int(words[Field.BLOCK_TILES]),
+        capacity_tiles=int(words[Field.CAPACITY_TILES]),
+        reserved=int(words[Field.RESERVED]),
+        tile_bytes=tile_bytes,
+        **operands,
+    )

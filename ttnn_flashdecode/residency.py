@@ -1,0 +1,157 @@
+"""Residency: the 16 circular buffers one program places, and whether they fit L1.
+
+The residency ``(q_rows, dim_tiles, block_tiles, tile_bytes)`` fixes every CB once per program
+(DESIGN.md §2, §4). L1 use depends only on it, never on the context length: that is what the
+online softmax buys.
+
+CB plan (indices are part of the contract, :class:`ttnn_flashdecode.protocol.CB`)::
+
+    Q        dim_tiles             landing pages for one Q head's raw tiles (reader-internal)
+    K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks
+    CONST    4                     scaler, scale, tail mask, causal mask
+    S        block_tiles           scores of one block, QS . K^T (+ mask)
+    SCRATCH  block_tiles           probabilities P = exp(S - m) of one block
+    M_A, M_B 1 each                running max, ping-pong (old / new)
+    L        1                     running sum
+    LSUM     1                     block row sum, then 1/l at the end
+    C        1                     correction factor exp(m_old - m_new)
+    O        dim_tiles             running output
+    PV       dim_tiles             block output P . V
+    QSTAGE   dim_tiles             the group's gathered query rows
+    QS       dim_tiles             QSTAGE * scale
+    OUT      dim_tiles             normalised output, O / l
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ttnn_flashdecode.emulator.arch import ArchSpec
+from ttnn_flashdecode.protocol import CB
+
+__all__ = ["Residency", "CbSpec", "cb_plan", "l1_bytes", "max_block_tiles", "check_fits", "BFLOAT16_TILE_BYTES"]
+
+BFLOAT16_TILE_BYTES = 2048
+"""Bytes of one 32x32 bfloat16 tile (TT_FACTS §1; ``MUL_WITH_TILE_SIZE`` in dataflow_api_addrgen.h)."""
+
+FLOAT16_B = 5
+"""tt::DataFormat code of bfloat16 (``tensix_types.h``); the format of every CB here."""
+
+CONST_PAGES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Residency:
+    """What one staged program can serve.
+
+    Attributes:
+        q_rows: rows of the group tile: Q heads per KV group (decode), 1..32.
+        dim_tiles: head_dim in tiles, ``ceil(head_dim / 32)``.
+        block_tiles: position tiles per K/V block (the prefetch depth).
+        tile_bytes: bytes per tile of every CB; 2048 (bfloat16), the KV cache's.
+    """
+
+    q_rows: int
+    dim_tiles: int
+    block_tiles: int
+    tile_bytes: int = BFLOAT16_TILE_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class CbSpec:
+    """One circular buffer: index, name, tt::DataFormat code, page size (bytes), page count."""
+
+    index: int
+    name: str
+    data_format: int
+    page_bytes: int
+    pages: int
+
+    @property
+    def total_bytes(self) -> int:
+        """``page_bytes * pages``."""
+        return self.page_bytes * self.pages
+
+
+def _pages(residency: Residency) -> dict[CB, int]:
+    dim, block = residency.dim_tiles, residency.block_tiles
+    kv_pages = 2 * block * dim  # two blocks: the reader fills one while compute drains the other
+    return {
+        CB.Q: dim, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
+        CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
+        CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim,
+    }
+
+
+def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
+    """The 16 CBs of ``residency``, in index order.
+
+    Raises:
+        ValueError: a residency field is out of range (q_rows not 1..32, dim_tiles or block_tiles < 1,
+            tile_bytes not 2048).
+    """
+    _validate(residency)
+    return tuple(
+        CbSpec(int(cb), cb.name, FLOAT16_B, residency.tile_bytes, pages)
+        for cb, pages in sorted(_pages(residency).items())
+    )
+
+
+def _validate(residency: Residency) -> None:
+    if not 1 <= residency.q_rows <= 32:
+        raise ValueError(f"q_rows: expected 1 <= q_rows <= 32, got {residency.q_rows}")
+    if residency.dim_tiles < 1:
+        raise ValueError(f"dim_tiles: expected >= 1, got {residency.dim_tiles}")
+    if residency.block_tiles < 1:
+        raise ValueError(f"block_tiles: expected >= 1, got {residency.block_tiles}")
+    if residency.tile_bytes != BFLOAT16_TILE_BYTES:
+        raise ValueError(f"tile_bytes: expected {BFLOAT16_TILE_BYTES} (bfloat16 KV cache), got {residency.tile_bytes}")
+
+
+def l1_bytes(residency: Residency) -> int:
+    """L1 bytes the residency's 16 CBs occupy. Flat in the context length."""
+    return sum(cb.total_bytes for cb in cb_plan(residency))
+
+
+def available_l1_bytes(arch: str) -> int:
+    """L1 bytes free for CBs on one worker core of ``arch``: L1 size minus the unreserved base.
+
+    Both figures are read from the installed ttnn (see :class:`ttnn_flashdecode.emulator.arch.ArchSpec`).
+    """
+    spec = ArchSpec.for_name(arch)
+    return spec.l1_bytes - spec.unreserved_base
+
+
+def check_fits(residency: Residency, arch: str) -> None:
+    """Raise if the residency's CBs do not fit ``arch``'s free L1.
+
+    Raises:
+        ValueError: with the needed and available byte counts.
+    """
+    need, have = l1_bytes(residency), available_l1_bytes(arch)
+    if need > have:
+        raise ValueError(
+            f"residency {residency} needs {need} bytes of L1 for its circular buffers; "
+            f"{arch} has {have} bytes free (try a smaller block_tiles; the largest that fits is "
+            f"{max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch)})"
+        )
+
+
+def max_block_tiles(q_rows: int, dim_tiles: int, tile_bytes: int, arch: str) -> int:
+    """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
+
+    Args:
+        q_rows: Q heads per KV group, 1..32 (the group tile has 32 rows whatever q_rows is).
+        dim_tiles: head_dim in tiles.
+        tile_bytes: 2048 (bfloat16).
+        arch: ``"wormhole_b0"`` or ``"blackhole"``.
+
+    Raises:
+        ValueError: bad residency fields or an unknown arch.
+    """
+    have = available_l1_bytes(arch)
+    base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes))
+    per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes)) - base
+    if base > have:
+        return 0
+    return 1 + (have - base) // per_block_tile
