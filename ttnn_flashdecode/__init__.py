@@ -1,1 +1,28 @@
-"""ttnn-flashdecode: flash-decode GQA attention for TT-NN, with a host emulator for its kernels."""
+"""ttnn-flashdecode: flash-decode GQA attention for TT-NN, with a host emulator for its kernels.
+
+``attention(q, k, v, cur_pos=[...])`` runs on a Tenstorrent device through ``ttnn.generic_op``
+when given device tensors, and on the host emulator (the real kernel sources compiled for the
+CPU) otherwise. It is also registered with ttnn as ``ttnn.flashdecode.attention``, with a
+float64 golden function (:func:`ttnn_flashdecode.reference.attention_reference`).
+"""
+
+import ttnn as _ttnn
+
+from ttnn_flashdecode.operation import attention, last_report
+from ttnn_flashdecode.reference import attention_reference
+
+__all__ = ["attention", "attention_reference", "last_report"]
+
+
+def _golden(q, k, v, *, cur_pos, scale=None, **_):
+    return attention_reference(q, k, v, cur_pos=cur_pos, scale=scale)
+
+
+def _register() -> None:
+    namespace = getattr(_ttnn, "flashdecode", None)
+    if namespace is not None and hasattr(namespace, "attention"):
+        return  # already registered (module re-import)
+    _ttnn.register_python_operation(name="ttnn.flashdecode.attention", golden_function=_golden)(attention)
+
+
+_register()

@@ -1,0 +1,112 @@
+"""program_factory.py: the descriptor a card (or the emulator) would run, inspected without a device."""
+
+import pytest
+import ttnn
+
+from ttnn_flashdecode import protocol
+from ttnn_flashdecode.paths import kernel_dir
+from ttnn_flashdecode.program_factory import (
+    MAX_REQUESTS_PER_CORE,
+    Addresses,
+    ComputeOptions,
+    DecodeShape,
+    build_program,
+    decode_requests,
+    plan_decode,
+)
+from ttnn_flashdecode.residency import Residency, cb_plan
+
+DRAM_ACCESSOR = [2, 2048]  # TensorAccessorArgs of a DRAM-interleaved bf16 tile tensor (TT_FACTS §3)
+ACCESSORS = [DRAM_ACCESSOR] * 5
+ADDRESSES = Addresses(q=0x1000, k=0x20000, v=0x40000, constants=0x60000, out=0x70000)
+
+
+def _plan(batch=2, n_q=16, n_kv=2, head_dim=128, capacity=8192, block=16, grid=(8, 8), compute=ComputeOptions()):
+    shape = DecodeShape(batch, n_q, n_kv, head_dim, capacity)
+    residency = Residency(shape.q_rows, shape.dim_tiles, block)
+    return plan_decode(shape, residency, grid=grid, arch="wormhole_b0", compute=compute, accessor_args=ACCESSORS)
+
+
+def _runtime_args(kernel, core):
+    return list(kernel.runtime_args[core[0]][core[1]])
+
+
+def test_descriptor_has_the_residency_cbs():
+    plan = _plan()
+    program = build_program(plan, decode_requests(plan, [100, 8000], ADDRESSES))
+    got = {(cb.format_descriptors[0].buffer_index, cb.format_descriptors[0].page_size, cb.total_size,
+            cb.format_descriptors[0].data_format_as_uint8) for cb in program.cbs}
+    want = {(spec.index, spec.page_bytes, spec.total_bytes, spec.data_format) for spec in cb_plan(plan.residency)}
+    assert got == want and len(program.cbs) == 16
+
+
+def test_kernels_have_absolute_paths_and_shared_compile_time_args():
+    plan = _plan()
+    program = build_program(plan, decode_requests(plan, [100, 8000], ADDRESSES))
+    sources = [k.kernel_source for k in program.kernels]
+    assert sources == [str(kernel_dir() / n) for n in ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")]
+    for kernel in program.kernels:
+        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5
+        assert dict(kernel.named_compile_time_args) == {
+            "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4}
+    compute = program.kernels[1].config
+    assert isinstance(compute, ttnn.ComputeConfigDescriptor)
+    assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
+
+
+def test_compute_config_is_overridable():
+    options = ComputeOptions.from_config(ttnn.ComputeConfigDescriptor(math_fidelity=ttnn.MathFidelity.LoFi, fp32_dest_acc_en=False))
+    plan = _plan(compute=options)
+    program = build_program(plan, decode_requests(plan, [1, 1], ADDRESSES))
+    assert program.kernels[1].config.math_fidelity == ttnn.MathFidelity.LoFi
+    assert dict(program.kernels[1].named_compile_time_args)["dst_tiles"] == 8
+
+
+def test_every_core_decodes_to_its_request():
+    plan = _plan(batch=3, n_q=32, n_kv=8, head_dim=128)
+    positions = [0, 511, 8191]
+    program = build_program(plan, decode_requests(plan, positions, ADDRESSES))
+    assert len(plan.cores) == 24
+    for index, core in enumerate(plan.cores):
+        user, group = divmod(index, 8)
+        for kernel in program.kernels:
+            args = _runtime_args(kernel, core)
+            assert args[0] == 1 and len(args) == 1 + protocol.WORDS
+            request = protocol.decode(args[1:])
+            assert request.kv_positions == positions[user] + 1
+            assert request.q_rows == 4 and request.query_row == user and request.dim_tiles == 4
+            assert request.k.first_page == (user * 8 + group) * 256 * 4 and request.k.base == ADDRESSES.k
+            assert request.v.first_page == request.k.first_page and request.v.base == ADDRESSES.v
+            assert request.q.first_page == group * 4 * 4 == request.out.first_page  # row tile 0
+            assert request.constants == protocol.Operand.interleaved(ADDRESSES.constants)
+
+
+def test_more_requests_than_cores_share_cores_in_sequence():
+    plan = _plan(batch=32, n_q=32, n_kv=8)  # 256 requests on 64 cores
+    assert len(plan.cores) == 64 and set(plan.requests_per_core) == {4}
+    program = build_program(plan, decode_requests(plan, list(range(32)), ADDRESSES))
+    args = _runtime_args(program.kernels[0], plan.cores[1])
+    assert args[0] == 4 and len(args) == 1 + 4 * protocol.WORDS
+    decoded = [protocol.decode(args[1 + i * 16: 17 + i * 16]) for i in range(4)]
+    assert [(r.query_row, r.k.first_page // (256 * 4) % 8) for r in decoded] == [(0, 4), (0, 5), (0, 6), (0, 7)]  # requests 4..7
+
+
+def test_requests_past_runtime_arg_capacity_are_refused():
+    with pytest.raises(ValueError, match="requests"):
+        _plan(batch=32, n_q=32, n_kv=8, grid=(1, 2))  # 256 > 2 * 21
+    assert MAX_REQUESTS_PER_CORE == 21
+
+
+def test_program_hash_ignores_positions_and_addresses_but_not_structure():
+    plan = _plan()
+    one = build_program(plan, decode_requests(plan, [1, 2], ADDRESSES))
+    two = build_program(plan, decode_requests(plan, [500, 7000], Addresses(1, 2, 3, 4, 5)))
+    assert one.custom_program_hash == two.custom_program_hash == plan.program_hash
+    assert _plan(block=8).program_hash != plan.program_hash
+    assert _plan(batch=3).program_hash != plan.program_hash
+
+
+def test_residency_must_match_the_shape():
+    shape = DecodeShape(1, 16, 2, 128, 8192)
+    with pytest.raises(ValueError, match="residency"):
+        plan_decode(shape, Residency(4, 4, 16), grid=(8, 8), arch="wormhole_b0", compute=ComputeOptions(), accessor_args=ACCESSORS)

@@ -1,0 +1,378 @@
+"""``attention()``: flash-decode GQA attention against a KV cache, on a card or the host emulator.
+
+Lifecycle (FlashInfer's plan/run split): the first call for a given (shapes, block size, compute
+config, grid) builds a :class:`~ttnn_flashdecode.program_factory.Plan` and caches it; every call
+then only validates its inputs, encodes per-core runtime args (addresses, positions) and launches
+the same ``ttnn.ProgramDescriptor`` — through ``ttnn.generic_op`` on a device, through
+:mod:`ttnn_flashdecode.emulator` otherwise. ``custom_program_hash`` carries structure only, so a
+new position or buffer address never recompiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import threading
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+import ttnn
+
+from ttnn_flashdecode import constants, protocol, tiles
+from ttnn_flashdecode.program_factory import (
+    Addresses,
+    ComputeOptions,
+    DecodeShape,
+    Plan,
+    build_program,
+    decode_requests,
+    plan_decode,
+)
+from ttnn_flashdecode.residency import Residency, max_block_tiles
+
+__all__ = ["attention", "last_report", "DEFAULT_BLOCK_TILES", "DEFAULT_ARCH"]
+
+DEFAULT_BLOCK_TILES = 16
+"""The seed's block size (DESIGN.md §8): 16 position tiles = 512 positions per K/V block."""
+
+DEFAULT_ARCH = "wormhole_b0"
+"""Architecture the emulator models when no device says otherwise (n150 / n300)."""
+
+BACKENDS = ("auto", "device", "emulator")
+
+_last_report = threading.local()
+
+
+def last_report():
+    """The emulator's :class:`~ttnn_flashdecode.emulator.RunReport` of this thread's last
+    emulated :func:`attention` call (DRAM/NoC bytes per core, API call counts, cores, time), or
+    ``None`` if the last call ran on a device or none ran yet."""
+    return getattr(_last_report, "value", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inputs:
+    shape: DecodeShape
+    cur_pos: tuple[int, ...]
+    kind: str  # "numpy", "host" (ttnn host tensor) or "device"
+
+
+def _shape_of(tensor) -> tuple[int, ...]:
+    return tuple(int(d) for d in tensor.shape)
+
+
+def _kind(tensor, name: str) -> str:
+    if isinstance(tensor, np.ndarray):
+        if tensor.dtype not in (np.float32, ml_dtypes.bfloat16):
+            raise ValueError(f"{name}: expected a float32 or bfloat16 array, got dtype {tensor.dtype}")
+        return "numpy"
+    if isinstance(tensor, ttnn.Tensor):
+        return "device" if tensor.storage_type() == ttnn.StorageType.DEVICE else "host"
+    raise TypeError(f"{name}: expected a ttnn.Tensor or numpy.ndarray, got {type(tensor).__name__}")
+
+
+def _validate(q, k, v, cur_pos) -> _Inputs:
+    kinds = {_kind(q, "q"), _kind(k, "k"), _kind(v, "v")}
+    if "device" in kinds and kinds != {"device"}:
+        raise ValueError(f"q, k, v: expected all on the device or all on the host, got {sorted(kinds)}")
+    kind = "device" if kinds == {"device"} else ("numpy" if kinds == {"numpy"} else "host")
+    q_shape, k_shape, v_shape = _shape_of(q), _shape_of(k), _shape_of(v)
+    if len(q_shape) != 4 or q_shape[:2] != (1, 1):
+        raise ValueError(f"q: expected shape [1, 1, batch, n_q_heads * head_dim], got {list(q_shape)}")
+    if len(k_shape) != 4:
+        raise ValueError(f"k: expected shape [batch, n_kv_heads, capacity, head_dim], got {list(k_shape)}")
+    if v_shape != k_shape:
+        raise ValueError(f"v: expected the shape of k {list(k_shape)}, got {list(v_shape)}")
+    batch, n_kv_heads, capacity, head_dim = k_shape
+    if min(k_shape) < 1:
+        raise ValueError(f"k: expected every dimension >= 1, got {list(k_shape)}")
+    if q_shape[2] != batch:
+        raise ValueError(f"q: expected {batch} rows (one per user, k's batch), got {q_shape[2]}")
+    width = q_shape[3]
+    if width % head_dim:
+        raise ValueError(f"q: expected a width that is a multiple of head_dim {head_dim}, got {width}")
+    n_q_heads = width // head_dim
+    if n_q_heads % n_kv_heads:
+        raise ValueError(
+            f"GQA ratio: expected n_q_heads ({n_q_heads}) to be a multiple of n_kv_heads ({n_kv_heads})"
+        )
+    if n_q_heads // n_kv_heads > protocol.MAX_Q_ROWS:
+        raise ValueError(
+            f"GQA ratio: expected at most {protocol.MAX_Q_ROWS} Q heads per KV head (one tile's rows), "
+            f"got {n_q_heads // n_kv_heads}"
+        )
+    positions = _positions(cur_pos, batch, capacity)
+    if kind == "device":
+        _validate_device_tensors(q, k, v)
+    return _Inputs(DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity), positions, kind)
+
+
+def _positions(cur_pos, batch: int, capacity: int) -> tuple[int, ...]:
+    if isinstance(cur_pos, (int, np.integer)):
+        raise TypeError("cur_pos: expected one position per user (a sequence of ints), got a single int")
+    values = tuple(cur_pos)
+    if len(values) != batch:
+        raise ValueError(f"cur_pos: expected {batch} positions (one per user), got {len(values)}")
+    for user, position in enumerate(values):
+        if not isinstance(position, (int, np.integer)) or isinstance(position, bool):
+            raise TypeError(f"cur_pos[{user}]: expected an int, got {type(position).__name__}")
+        if not 0 <= position < capacity:
+            raise ValueError(f"cur_pos[{user}]: expected 0 <= position < capacity {capacity}, got {position}")
+    return tuple(int(p) for p in values)
+
+
+def _validate_device_tensors(q, k, v) -> None:
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if tensor.dtype != ttnn.bfloat16:
+            raise ValueError(f"{name}: expected dtype bfloat16, got {tensor.dtype}")
+        if tensor.layout != ttnn.TILE_LAYOUT:
+            raise ValueError(f"{name}: expected TILE layout, got {tensor.layout}")
+        if tensor.memory_config().buffer_type != ttnn.BufferType.DRAM or tensor.memory_config().is_sharded():
+            raise ValueError(f"{name}: expected a DRAM-interleaved tensor, got {tensor.memory_config()}")
+    devices = {id(t.device()) for t in (q, k, v)}
+    if len(devices) != 1:
+        raise ValueError("q, k, v: expected tensors on one device, got tensors on different devices")
+
+
+def _block_tiles(shape: DecodeShape, requested: int | None, arch: str) -> int:
+    """The residency's block size: ``requested`` when given, else the largest b <= 16 that fits L1
+    and for which whole double blocks tile the cache (2*b divides capacity_tiles), so every
+    position up to capacity-1 has a padded window inside the cache."""
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch)
+    if fit == 0:
+        raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit L1 on {arch} even with block_tiles 1")
+    if requested is not None:
+        if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
+            raise ValueError(f"block_tiles: expected a positive int, got {requested!r}")
+        if requested > fit:
+            raise ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), got {requested}")
+        return int(requested)
+    for candidate in range(min(DEFAULT_BLOCK_TILES, fit), 0, -1):
+        if shape.capacity_tiles % (2 * candidate) == 0:
+            return candidate
+    return 1
+
+
+def _check_windows(plan: Plan, cur_pos: Sequence[int]) -> None:
+    for user, position in enumerate(cur_pos):
+        window = protocol.padded_tiles(position + 1, plan.residency.block_tiles)
+        if window > plan.shape.capacity_tiles:
+            raise ValueError(
+                f"cur_pos[{user}]: expected a padded read window (whole double blocks of "
+                f"{plan.residency.block_tiles} tiles) inside the cache's {plan.shape.capacity_tiles} tiles, got "
+                f"{window} tiles for position {position}; use a capacity that is a multiple of "
+                f"{64 * plan.residency.block_tiles} positions or a smaller block_tiles"
+            )
+
+
+def attention(
+    q,
+    k,
+    v,
+    *,
+    cur_pos: Sequence[int],
+    scale: float | None = None,
+    block_tiles: int | None = None,
+    compute_kernel_config=None,
+    memory_config=None,
+    backend: str = "auto",
+):
+    """Flash-decode attention of one new query per user against a GQA KV cache.
+
+    User ``b``'s Q heads attend to positions ``0..cur_pos[b]`` of its K/V; Q head ``h`` uses KV
+    head ``h // (n_q_heads // n_kv_heads)``. One request per (user, KV group) runs on one core
+    with an online softmax; the KV cache is read once per group.
+
+    Parameters:
+        q: ``[1, 1, batch, n_q_heads * head_dim]``, activation layout; row ``b`` is user ``b``.
+            On a device: bfloat16, TILE layout, DRAM interleaved. On the host: a numpy array
+            (float32 or ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``.
+        k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q``
+            (bfloat16 TILE DRAM-interleaved on a device). Positions past ``cur_pos`` are not
+            read beyond their tile; those inside the last live tile must be finite.
+        cur_pos: one int per user, ``0 <= cur_pos[b] < capacity`` (positions, inclusive).
+        scale: query scale; default ``1/sqrt(head_dim)`` of the real head_dim.
+        block_tiles: position tiles per K/V block (residency); default: the largest <= 16 that
+            fits L1 and whose double block divides the cache's tiles.
+        compute_kernel_config: ``ttnn.ComputeConfigDescriptor`` / ttnn compute config /
+            :class:`~ttnn_flashdecode.program_factory.ComputeOptions`; default HiFi4 with fp32
+            DST accumulation.
+        memory_config: output memory config on a device; must be DRAM interleaved (default).
+        backend: ``"auto"`` (device tensors -> device, otherwise emulator), ``"device"`` or
+            ``"emulator"``.
+
+    Returns:
+        ``[1, 1, batch, n_q_heads * head_dim]`` of the same kind as ``q``: a device tensor
+        (bfloat16 TILE), a host ``ttnn.Tensor`` (bfloat16 ROW_MAJOR), or a numpy array of ``q``'s dtype.
+
+    Raises:
+        TypeError: an input is neither a ttnn.Tensor nor a numpy array; ``cur_pos`` is not a
+            sequence of ints.
+        ValueError: shapes disagree (``q`` rows vs batch, ``k`` vs ``v``, width not a multiple of
+            head_dim), the GQA ratio is not an integer or exceeds 32, a position is negative or
+            past capacity or its padded window leaves the cache, head_dim or block_tiles does not
+            fit L1, more requests than the grid's runtime-arg capacity, device tensors that are not
+            bfloat16 / TILE / DRAM interleaved or live on different devices, a bad backend or
+            memory_config. All raised before anything reaches a device.
+
+    Example:
+        >>> import numpy as np
+        >>> from ttnn_flashdecode import attention
+        >>> rng = np.random.default_rng(0)
+        >>> q = rng.standard_normal((1, 1, 2, 4 * 64), dtype=np.float32)   # 2 users, 4 Q heads
+        >>> k = rng.standard_normal((2, 2, 128, 64), dtype=np.float32)     # 2 KV heads
+        >>> v = rng.standard_normal((2, 2, 128, 64), dtype=np.float32)
+        >>> out = attention(q, k, v, cur_pos=[5, 100])                      # runs on the emulator
+        >>> out.shape
+        (1, 1, 2, 256)
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    inputs = _validate(q, k, v, cur_pos)
+    compute = ComputeOptions.from_config(compute_kernel_config)
+    if scale is not None and not (isinstance(scale, (int, float, np.floating)) and math.isfinite(scale)):
+        raise ValueError(f"scale: expected a finite number, got {scale!r}")
+    run_on_device = backend == "device" or (backend == "auto" and inputs.kind == "device")
+    if run_on_device:
+        if inputs.kind != "device":
+            raise ValueError(f"backend: 'device' expects device tensors, got {inputs.kind} inputs")
+        return _run_on_device(q, k, v, inputs, scale, block_tiles, compute, memory_config)
+    if memory_config is not None and memory_config != ttnn.DRAM_MEMORY_CONFIG:
+        raise ValueError(f"memory_config: expected None or ttnn.DRAM_MEMORY_CONFIG on the emulator, got {memory_config}")
+    _last_report.value = None
+    return _run_on_emulator(q, k, v, inputs, scale, block_tiles, compute)
+
+
+# ---------------------------------------------------------------- host arrays <-> tile pages
+
+def _to_numpy(tensor) -> np.ndarray:
+    if isinstance(tensor, np.ndarray):
+        return tensor
+    host = tensor.cpu() if tensor.storage_type() == ttnn.StorageType.DEVICE else tensor
+    if host.layout != ttnn.ROW_MAJOR_LAYOUT:
+        host = host.to(ttnn.ROW_MAJOR_LAYOUT)
+    if host.dtype == ttnn.float32:
+        return host.to_numpy()
+    return np.asarray(host.to_list(), dtype=np.float32)
+
+
+def _heads_padded(q: np.ndarray, shape: DecodeShape) -> np.ndarray:
+    """``[1, 1, batch, n_q_heads*head_dim]`` -> ``[1, 1, batch, n_q_heads*dim_tiles*32]``: each head
+    starts on a tile column (DESIGN.md §5)."""
+    padded_dim = shape.dim_tiles * 32
+    if padded_dim == shape.head_dim:
+        return q
+    heads = q.reshape(*q.shape[:3], shape.n_q_heads, shape.head_dim)
+    out = np.zeros((*q.shape[:3], shape.n_q_heads, padded_dim), dtype=q.dtype)
+    out[..., : shape.head_dim] = heads
+    return out.reshape(*q.shape[:3], shape.n_q_heads * padded_dim)
+
+
+def _heads_unpadded(out: np.ndarray, shape: DecodeShape) -> np.ndarray:
+    padded_dim = shape.dim_tiles * 32
+    heads = out.reshape(*out.shape[:3], shape.n_q_heads, padded_dim)[..., : shape.head_dim]
+    return heads.reshape(*out.shape[:3], shape.n_q_heads * shape.head_dim)
+
+
+# ---------------------------------------------------------------- emulator backend
+
+@functools.lru_cache(maxsize=4)
+def _emulator(arch: str):
+    from ttnn_flashdecode.emulator import Emulator
+
+    return Emulator(arch=arch)
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(shape: DecodeShape, block_tiles: int | None, compute: ComputeOptions, arch: str, grid, accessor_args) -> Plan:
+    residency = Residency(shape.q_rows, shape.dim_tiles, _block_tiles(shape, block_tiles, arch))
+    return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args)
+
+
+def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, compute: ComputeOptions):
+    from ttnn_flashdecode.emulator import tensor_accessor_compile_time_args
+
+    shape = inputs.shape
+    emu = _emulator(DEFAULT_ARCH)
+    q_np, k_np, v_np = (_to_numpy(t) for t in (q, k, v))
+    q_pages = tiles.to_tile_bytes(_heads_padded(q_np, shape))
+    kv_pages = [tiles.to_tile_bytes(t) for t in (k_np, v_np)]
+    const_pages = constants.build_constants(shape.head_dim, scale)
+    buffers = []
+    try:
+        for pages in (q_pages, *kv_pages, const_pages):
+            buffer = emu.allocate_dram(len(pages), pages.shape[1])
+            buffers.append(buffer)
+            emu.write_pages(buffer, pages)
+        out_buffer = emu.allocate_dram(len(q_pages), q_pages.shape[1])
+        buffers.append(out_buffer)
+        emu.write_pages(out_buffer, np.zeros_like(q_pages))
+        accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in buffers)
+        plan = _plan(shape, block_tiles, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args)
+        _check_windows(plan, inputs.cur_pos)
+        addresses = Addresses(*(b.address for b in buffers))
+        program = build_program(plan, decode_requests(plan, inputs.cur_pos, addresses))
+        report = emu.run(program)
+        result = tiles.from_tile_bytes(emu.read_pages(out_buffer), (1, 1, shape.batch, shape.q_width_tiles * 32))
+    finally:
+        for buffer in buffers:
+            emu.free(buffer)
+    _last_report.value = report
+    result = _heads_unpadded(result, shape)
+    if inputs.kind == "host":
+        return ttnn.Tensor(result.astype(np.float32).flatten().tolist(), list(result.shape), ttnn.bfloat16, ttnn.ROW_MAJOR_LAYOUT)
+    return result.astype(q_np.dtype)
+
+
+# ---------------------------------------------------------------- device backend
+
+def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, compute: ComputeOptions, memory_config):
+    shape = inputs.shape
+    if shape.head_dim % 32:
+        raise NotImplementedError(
+            f"head_dim: {shape.head_dim} is not a multiple of 32; on a device Q must already hold whole-tile "
+            "heads (pad each head to 32 columns). The emulator path pads numpy/host inputs itself."
+        )
+    if memory_config is not None and (memory_config.buffer_type != ttnn.BufferType.DRAM or memory_config.is_sharded()):
+        raise ValueError(f"memory_config: expected DRAM interleaved, got {memory_config}")
+    device = q.device()
+    arch = "blackhole" if "BLACKHOLE" in str(device.arch()).upper() else "wormhole_b0"
+    grid = device.compute_with_storage_grid_size()
+    out = ttnn.allocate_tensor_on_device(
+        q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device, memory_config or ttnn.DRAM_MEMORY_CONFIG
+    )
+    operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out)
+    accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
+    plan = _plan(shape, block_tiles, compute, arch, (grid.x, grid.y), accessor_args)
+    _check_windows(plan, inputs.cur_pos)
+    addresses = Addresses(*(t.buffer_address() for t in operands))
+    program = build_program(plan, decode_requests(plan, inputs.cur_pos, addresses))
+    signpost = _tracy_signpost()
+    if signpost is not None:
+        signpost(f"ttnn_flashdecode.attention batch={shape.batch} heads={shape.n_q_heads}/{shape.n_kv_heads}")
+    return ttnn.generic_op(list(operands), program)
+
+
+_device_constants_cache: dict = {}
+
+
+def _device_constants(device, head_dim: int, scale: float | None):
+    """The constants operand on ``device``, uploaded once per (device, head_dim, scale)."""
+    key = (id(device), head_dim, scale)
+    if key not in _device_constants_cache:
+        host = ttnn.Tensor(
+            constants.constant_tiles(head_dim, scale).flatten().tolist(),
+            [1, 1, protocol.ConstTile.COUNT * 32, 32], ttnn.bfloat16, ttnn.ROW_MAJOR_LAYOUT,
+        ).to(ttnn.TILE_LAYOUT)
+        _device_constants_cache[key] = ttnn.to_device(host, device, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    return _device_constants_cache[key]
+
+
+def _tracy_signpost():
+    try:
+        from tracy import signpost  # tt-metal's Tracy bindings; present only in Tracy-enabled builds
+    except ImportError:
+        return None
+    return signpost
