@@ -1,0 +1,106 @@
+"""Mutation check: each deliberate one-line kernel change must turn the attention tests red.
+
+Copies ``kernels/`` to a temporary folder, applies ONE mutation, and runs a small slice of
+``tests/test_attention.py`` against the mutated copy (through ``TTNN_FLASHDECODE_KERNEL_DIR``).
+A mutation that leaves the slice green means the tests cannot see that bug: the check fails.
+
+Usage: ``python scripts/mutation_check.py [--only NAME]``; exit status 0 iff every mutation is caught.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "kernels"
+# Cases that exercise a tail mask, several blocks, the correction factor and a multi-tile row.
+TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "tests/test_attention.py::test_attention_seed_shapes[2048]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    original: str
+    mutated: str
+    bug: str
+
+
+MUTATIONS = [
+    Mutation("wrong-mask-index", "attention_protocol.hpp",
+             "return tail_width() == 0 ? kNoMask : kConstTailMaskTile + tail_width();",
+             "return tail_width() == 0 ? kNoMask : kConstTailMaskTile + tail_width() - 1;",
+             "the tail tile keeps one dead position live"),
+    Mutation("missing-correction-factor", "attention_compute.cpp",
+             "sub_tiles(m_old, m_new, 0, 0, 0);",
+             "sub_tiles(m_new, m_new, 0, 0, 0);",
+             "C = exp(0) = 1: earlier blocks are never rescaled to the new running max"),
+    Mutation("off-by-one-tiles-read", "attention_reader.cpp",
+             "for (uint32_t page = 0; page < live * kDimTiles; ++page) {",
+             "for (uint32_t page = 0; page + kDimTiles < live * kDimTiles; ++page) {",
+             "the last live position tile of each block is never fetched"),
+    Mutation("wrong-scale", "attention_reader.cpp",
+             "noc_async_read_tile(first + kConstScaleTile, const_reader, pages + kConstPageScale * kTileBytes);",
+             "noc_async_read_tile(first + kConstScalerTile, const_reader, pages + kConstPageScale * kTileBytes);",
+             "Q is scaled by the reduce scaler (1.0) instead of 1/sqrt(head_dim)"),
+    Mutation("unnormalised-output", "attention_compute.cpp",
+             "recip_tile(0);",
+             "",
+             "OUT = O * l instead of O / l"),
+]
+
+
+def _mutated_copy(mutation: Mutation, into: pathlib.Path) -> pathlib.Path:
+    target = into / "kernels"
+    shutil.copytree(KERNELS, target)
+    path = target / mutation.file
+    text = path.read_text()
+    count = text.count(mutation.original)
+    if count != 1:
+        raise SystemExit(f"{mutation.name}: expected the original line once in {mutation.file}, found it {count} times")
+    path.write_text(text.replace(mutation.original, mutation.mutated))
+    return target
+
+
+def run(mutation: Mutation) -> tuple[bool, float, str]:
+    """Run the slice against ``mutation``; returns (caught, seconds, last lines of output)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        kernels = _mutated_copy(mutation, pathlib.Path(tmp))
+        env = dict(os.environ, TTNN_FLASHDECODE_KERNEL_DIR=str(kernels))
+        start = time.perf_counter()
+        result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *TEST_SLICE],
+                                cwd=ROOT, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+    tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-3:])
+    # pytest exit 1 = tests failed; anything else (usage error, nothing collected) is not a catch.
+    return result.returncode == 1, seconds, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="run one mutation by name")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if args.only in (None, m.name)]
+    if not chosen:
+        parser.error(f"--only: expected one of {[m.name for m in MUTATIONS]}, got {args.only!r}")
+    missed = []
+    for mutation in chosen:
+        caught, seconds, tail = run(mutation)
+        print(f"{'CAUGHT' if caught else 'MISSED'}  {mutation.name:28s} {seconds:5.1f}s  ({mutation.bug})")
+        if not caught:
+            print("    " + tail.replace("\n", "\n    "))
+            missed.append(mutation.name)
+    print(f"{len(chosen) - len(missed)} of {len(chosen)} mutations caught")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

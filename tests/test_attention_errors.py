@@ -1,0 +1,82 @@
+"""attention() refuses every bad input with a clear error before anything reaches a device."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+import ttnn
+
+from ttnn_flashdecode import attention
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _good(batch=2, n_q=8, n_kv=2, head_dim=64, capacity=256):
+    q = np.zeros((1, 1, batch, n_q * head_dim), BF16)
+    k = np.zeros((batch, n_kv, capacity, head_dim), BF16)
+    return q, k, k.copy()
+
+
+@pytest.mark.parametrize("mutate, error, words", [
+    (lambda q, k, v: (q[0], k, v), ValueError, ["q:", "expected shape [1, 1, batch"]),
+    (lambda q, k, v: (q, k[0], v[0]), ValueError, ["k:", "expected shape"]),
+    (lambda q, k, v: (q, k, v[:, :, :128]), ValueError, ["v:", "expected the shape of k"]),
+    (lambda q, k, v: (q[:, :, :1], k, v), ValueError, ["q:", "expected 2 rows"]),
+    (lambda q, k, v: (q[..., :-3], k, v), ValueError, ["multiple of head_dim"]),
+    (lambda q, k, v: (np.zeros((1, 1, 2, 3 * 64), BF16), k, v), ValueError, ["GQA ratio", "multiple of n_kv_heads"]),
+    (lambda q, k, v: (np.zeros((1, 1, 2, 66 * 64), BF16), k, v), ValueError, ["GQA ratio", "at most 32"]),
+    (lambda q, k, v: (q.astype(np.float64), k, v), ValueError, ["q:", "float32 or bfloat16", "float64"]),
+    (lambda q, k, v: (q, k.astype(np.int32), v), ValueError, ["k:", "int32"]),
+    (lambda q, k, v: (q.tolist(), k, v), TypeError, ["q:", "list"]),
+])
+def test_attention_refuses_bad_tensors(mutate, error, words):
+    q, k, v = mutate(*_good())
+    with pytest.raises(error) as info:
+        attention(q, k, v, cur_pos=[0, 0])
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize("cur_pos, error, words", [
+    ([0], ValueError, ["cur_pos", "expected 2 positions", "got 1"]),
+    ([0, -1], ValueError, ["cur_pos[1]", "0 <= position < capacity 256", "got -1"]),
+    ([0, 256], ValueError, ["cur_pos[1]", "got 256"]),
+    ([0, 1.5], TypeError, ["cur_pos[1]", "expected an int"]),
+    (3, TypeError, ["cur_pos", "sequence"]),
+])
+def test_attention_refuses_bad_positions(cur_pos, error, words):
+    with pytest.raises(error) as info:
+        attention(*_good(), cur_pos=cur_pos)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_attention_refuses_a_window_past_the_cache():
+    q, k, v = _good(capacity=96)  # 3 position tiles: no double block of any size tiles it
+    with pytest.raises(ValueError, match=r"cur_pos\[0\].*padded read window"):
+        attention(q, k, v, cur_pos=[95, 0])
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(block_tiles=0), ["block_tiles", "positive"]),
+    (dict(block_tiles=10_000), ["block_tiles", "expected <="]),
+    (dict(scale=float("inf")), ["scale", "finite"]),
+    (dict(backend="gpu"), ["backend", "gpu"]),
+    (dict(backend="device"), ["backend", "device tensors"]),
+    (dict(memory_config=ttnn.L1_MEMORY_CONFIG), ["memory_config"]),
+])
+def test_attention_refuses_bad_options(kwargs, words):
+    with pytest.raises(ValueError) as info:
+        attention(*_good(), cur_pos=[0, 0], **kwargs)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_attention_refuses_head_dim_that_cannot_fit_l1():
+    q, k, v = _good(n_q=2, n_kv=2, head_dim=32 * 200, capacity=64)
+    with pytest.raises(ValueError, match="does not fit L1"):
+        attention(q, k, v, cur_pos=[0, 0])
+
+
+def test_attention_refuses_a_bad_compute_config():
+    with pytest.raises(TypeError, match="compute_kernel_config"):
+        attention(*_good(), cur_pos=[0, 0], compute_kernel_config="HiFi4")

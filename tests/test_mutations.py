@@ -1,0 +1,31 @@
+"""The mutation check runs in CI: every deliberate one-line kernel mutation turns the suite red."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "mutation_check.py"
+spec = importlib.util.spec_from_file_location("mutation_check", SCRIPT)
+mutation_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mutation_check)
+
+
+@pytest.mark.parametrize("mutation", mutation_check.MUTATIONS, ids=lambda m: m.name)
+def test_mutation_turns_attention_tests_red(mutation):
+    caught, seconds, tail = mutation_check.run(mutation)
+    print(f"\n{mutation.name}: {'caught' if caught else 'MISSED'} in {seconds:.1f}s ({mutation.bug})")
+    assert caught, f"mutation {mutation.name} ({mutation.bug}) left the attention tests green:\n{tail}"
+
+
+def test_mutation_slice_passes_on_the_real_kernels():
+    """Without this, a slice that always fails would 'catch' every mutation."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TTNN_FLASHDECODE_KERNEL_DIR"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *mutation_check.TEST_SLICE],
+                            cwd=SCRIPT.parent.parent, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout

@@ -1,0 +1,116 @@
+"""Where the plugin's C++ sources are on disk, for any kind of install.
+
+The kernel sources live in the repository's top-level ``kernels/`` folder and ship inside
+the installed package as ``ttnn_flashdecode/kernels/`` (pyproject.toml maps the folder to
+the data-only subpackage ``ttnn_flashdecode.kernels``).
+The emulator's C++ runtime ships as package data of ``ttnn_flashdecode.emulator``
+(``include/`` and ``src/``). Both must be real directories: ttnn's JIT build and the
+host compiler take include paths and source file names, not Python resources.
+
+Example:
+    >>> from ttnn_flashdecode.paths import kernel_dir, emulator_dir
+    >>> (kernel_dir() / "attention_protocol.hpp").is_file()
+    True
+    >>> (emulator_dir() / "include").is_dir()
+    True
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import pathlib
+
+__all__ = ["kernel_dir", "emulator_dir", "package_dir"]
+
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+
+KERNEL_DIR_ENV = "TTNN_FLASHDECODE_KERNEL_DIR"
+"""Environment variable that points :func:`kernel_dir` at another folder of kernel sources."""
+
+
+def package_dir() -> pathlib.Path:
+    """Return the directory of the imported ``ttnn_flashdecode`` package.
+
+    Returns:
+        Absolute path of the folder holding ``ttnn_flashdecode/__init__.py``.
+    """
+    return _PACKAGE_DIR
+
+
+def _installed_kernel_dir() -> pathlib.Path | None:
+    """``<package>/kernels`` of a wheel install, through importlib.resources."""
+    root = importlib.resources.files("ttnn_flashdecode")
+    if not isinstance(root, pathlib.Path):  # e.g. a zipped install: no real folder to give
+        return None
+    return root / "kernels"
+
+
+def _checkout_kernel_dir() -> pathlib.Path | None:
+    """The top-level ``kernels/`` of the source checkout the package is imported from.
+
+    That is where an editable install (``pip install -e .``, as run.sh does) and a plain
+    ``PYTHONPATH=<repo>`` import find the kernels: setuptools' editable finder cannot map
+    the data-only subpackage ``ttnn_flashdecode.kernels`` (it has no ``__init__.py``) onto
+    ``kernels/``. Only taken when the parent folder is this project's checkout, so a stray
+    ``site-packages/kernels`` is never mistaken for ours.
+    """
+    root = _PACKAGE_DIR.parent
+    if not (root / "pyproject.toml").is_file() or not (root / "setup.py").is_file():
+        return None
+    return root / "kernels"
+
+
+def kernel_dir() -> pathlib.Path:
+    """Return the directory holding the op's kernel sources.
+
+    The folder holds the reader, compute and writer kernels (``*.cpp``) and
+    ``attention_protocol.hpp``, the parameter-block/CB header shared with the host test.
+
+    Lookup order: the folder named by the environment variable ``TTNN_FLASHDECODE_KERNEL_DIR``
+    when set (kernel development, and the mutation check, which runs the suite on mutated
+    copies); ``ttnn_flashdecode/kernels`` inside the installed package (a wheel, i.e.
+    ``pip install .``); then the checkout's top-level ``kernels/`` (editable install or a
+    source tree on ``PYTHONPATH``).
+
+    Returns:
+        Absolute path of an existing directory.
+
+    Raises:
+        FileNotFoundError: no kernel directory exists in either place (a broken install:
+            the wheel was built without its package data).
+    """
+    override = os.environ.get(KERNEL_DIR_ENV)
+    if override:
+        path = pathlib.Path(override)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{KERNEL_DIR_ENV}: expected a folder of kernel sources, got {override!r}")
+        return path.resolve()
+    candidates = [_installed_kernel_dir(), _checkout_kernel_dir()]
+    for candidate in candidates:
+        if candidate is not None and candidate.is_dir():
+            return candidate.resolve()
+    tried = ", ".join(str(c) for c in candidates if c is not None)
+    raise FileNotFoundError(
+        f"expected the kernel sources in one of: {tried}; got no such folder. "
+        "Reinstall ttnn-flashdecode (pip install .)"
+    )
+
+
+def emulator_dir() -> pathlib.Path:
+    """Return the emulator's C++ root, the folder holding ``include/`` and ``src/``.
+
+    Returns:
+        Absolute path of ``ttnn_flashdecode/emulator`` in the imported package (the same
+        folder for wheel, editable and source-tree use, since it lives in the package).
+
+    Raises:
+        FileNotFoundError: the folder or its ``include/`` subfolder is missing.
+    """
+    path = _PACKAGE_DIR / "emulator"
+    if not (path / "include").is_dir():
+        raise FileNotFoundError(
+            f"expected the emulator's C++ headers at {path / 'include'}, got no such folder; "
+            "reinstall ttnn-flashdecode (pip install .)"
+        )
+    return path
