@@ -2,12 +2,14 @@
 
 import importlib.util
 import pathlib
+import sys
 
 import pytest
 
 SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "mutation_check.py"
 spec = importlib.util.spec_from_file_location("mutation_check", SCRIPT)
 mutation_check = importlib.util.module_from_spec(spec)
+sys.modules["mutation_check"] = mutation_check  # dataclasses look their module up there
 spec.loader.exec_module(mutation_check)
 
 

