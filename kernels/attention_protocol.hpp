@@ -17,22 +17,22 @@
 namespace flashdecode {
 
 enum Field : uint32_t {
-    kHeads = 0,
-    kDimTiles = 1,
-    kKvPositions = 2,
-    kBlockTiles = 3,
-    kCapacityTiles = 4,
-    kReserved = 5,
-    kQCoord = 6,
-    kQBase = 7,
-    kKCoord = 8,
-    kKBase = 9,
-    kVCoord = 10,
-    kVBase = 11,
-    kConstCoord = 12,
-    kConstBase = 13,
-    kOutCoord = 14,
-    kOutBase = 15,
+    kWordHeads = 0,
+    kWordDimTiles = 1,
+    kWordKvPositions = 2,
+    kWordBlockTiles = 3,
+    kWordCapacityTiles = 4,
+    kWordReserved = 5,
+    kWordQCoord = 6,
+    kWordQBase = 7,
+    kWordKCoord = 8,
+    kWordKBase = 9,
+    kWordVCoord = 10,
+    kWordVBase = 11,
+    kWordConstCoord = 12,
+    kWordConstBase = 13,
+    kWordOutCoord = 14,
+    kWordOutBase = 15,
     kWords = 16,
 };
 
@@ -144,20 +144,20 @@ struct Params {
 
 constexpr Params decode_words(const uint32_t* w) {
     Params p{};
-    p.q_rows = w[kHeads] & 0xFFu;
-    p.query_row = (w[kHeads] >> 8) & 0xFFu;
-    p.flags = (w[kHeads] >> 16) & 0xFFu;
-    p.positions = (w[kHeads] >> 24) & 0xFFu;
-    p.dim_tiles = w[kDimTiles];
-    p.kv_positions = w[kKvPositions];
-    p.block_tiles = w[kBlockTiles];
-    p.capacity_tiles = w[kCapacityTiles];
-    p.reserved = w[kReserved];
-    p.q = Operand{w[kQCoord], w[kQBase]};
-    p.k = Operand{w[kKCoord], w[kKBase]};
-    p.v = Operand{w[kVCoord], w[kVBase]};
-    p.constants = Operand{w[kConstCoord], w[kConstBase]};
-    p.out = Operand{w[kOutCoord], w[kOutBase]};
+    p.q_rows = w[kWordHeads] & 0xFFu;
+    p.query_row = (w[kWordHeads] >> 8) & 0xFFu;
+    p.flags = (w[kWordHeads] >> 16) & 0xFFu;
+    p.positions = (w[kWordHeads] >> 24) & 0xFFu;
+    p.dim_tiles = w[kWordDimTiles];
+    p.kv_positions = w[kWordKvPositions];
+    p.block_tiles = w[kWordBlockTiles];
+    p.capacity_tiles = w[kWordCapacityTiles];
+    p.reserved = w[kWordReserved];
+    p.q = Operand{w[kWordQCoord], w[kWordQBase]};
+    p.k = Operand{w[kWordKCoord], w[kWordKBase]};
+    p.v = Operand{w[kWordVCoord], w[kWordVBase]};
+    p.constants = Operand{w[kWordConstCoord], w[kWordConstBase]};
+    p.out = Operand{w[kWordOutCoord], w[kWordOutBase]};
     return p;
 }
 

@@ -39,10 +39,14 @@ MUTATIONS = [
              "return tail_width() == 0 ? kNoMask : kConstTailMaskTile + tail_width();",
              "return tail_width() == 0 ? kNoMask : kConstTailMaskTile + tail_width() - 1;",
              "the tail tile keeps one dead position live"),
-    Mutation("missing-correction-factor", "attention_compute.cpp",
+    Mutation("correction-factor-not-exponentiated", "attention_compute.cpp",
+             "sub_tiles(m_old, m_new, 0, 0, 0);\n    exp_tile(0);",
+             "sub_tiles(m_old, m_new, 0, 0, 0);",
+             "C = M_OLD - M_NEW instead of exp(M_OLD - M_NEW)"),
+    Mutation("stale-init-for-correction", "attention_compute.cpp",
              "sub_tiles(m_old, m_new, 0, 0, 0);",
              "sub_tiles(m_new, m_new, 0, 0, 0);",
-             "C = exp(0) = 1: earlier blocks are never rescaled to the new running max"),
+             "C = exp(0) = 1 and the subtraction runs on CBs its init was not for (the emulator refuses it)"),
     Mutation("off-by-one-tiles-read", "attention_reader.cpp",
              "for (uint32_t page = 0; page < live * kDimTiles; ++page) {",
              "for (uint32_t page = 0; page + kDimTiles < live * kDimTiles; ++page) {",
@@ -79,7 +83,9 @@ def run(mutation: Mutation) -> tuple[bool, float, str]:
         result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *TEST_SLICE],
                                 cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
-    tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-3:])
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    failures = [line for line in lines if line.startswith("FAILED ")]
+    tail = "\n".join(failures[:1] or lines[-3:])
     # pytest exit 1 = tests failed; anything else (usage error, nothing collected) is not a catch.
     return result.returncode == 1, seconds, tail
 
@@ -94,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     missed = []
     for mutation in chosen:
         caught, seconds, tail = run(mutation)
-        print(f"{'CAUGHT' if caught else 'MISSED'}  {mutation.name:28s} {seconds:5.1f}s  ({mutation.bug})")
+        print(f"{'CAUGHT' if caught else 'MISSED'}  {mutation.name:36s} {seconds:5.1f}s  ({mutation.bug})")
+        if caught:
+            print(f"    {tail[:160]}")
         if not caught:
             print("    " + tail.replace("\n", "\n    "))
             missed.append(mutation.name)

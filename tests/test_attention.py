@@ -98,12 +98,14 @@ def test_attention_positions_at_tile_and_block_edges(position):
 def test_attention_reads_only_live_kv_tiles():
     """DRAM traffic equals the minimum: every live K and V tile once, plus Q tiles and constants."""
     run_case("traffic", n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_pos=[999], block_tiles=16)
-    report = last_report()
+    totals = last_report().totals
     live_tiles = -(-1000 // 32)
     kv_bytes = 2 * live_tiles * 4 * 2048
-    q_bytes = 8 * 4 * 2048
+    q_bytes = 8 * 4 * 2048  # one full tile per (head, dim tile); the row is gathered in L1
     const_bytes = 3 * 2048  # scaler, scale, tail mask
-    assert report.total_dram_read_bytes == kv_bytes + q_bytes + const_bytes
+    assert totals.dram_read_bytes == kv_bytes + q_bytes + const_bytes
+    assert totals.dram_write_bytes == 8 * 4 * 64  # one 64-byte row per (head, dim tile)
+    assert totals.zones.get("fd-compute-scores", 0) == 2  # one entry per live block (1000 positions, 512 per block)
 
 
 def test_attention_numpy_float32_in_float32_out():

@@ -100,7 +100,7 @@ def test_header_constants_match_python(decoder):
     text = (kernel_dir() / "attention_protocol.hpp").read_text()
     header = {name: int(value) for name, value in re.findall(r"\b(k\w+)\s*=\s*(\d+)u?\b", text)}
     for field in protocol.Field:
-        camel = "k" + "".join(part.capitalize() for part in field.name.split("_"))
+        camel = "kWord" + "".join(part.capitalize() for part in field.name.split("_"))
         assert header[camel] == field.value, field
     cb_names = {"Q": "kCbQ", "K": "kCbK", "V": "kCbV", "CONST": "kCbConst", "S": "kCbS", "SCRATCH": "kCbScratch",
                 "M_A": "kCbMA", "M_B": "kCbMB", "L": "kCbL", "LSUM": "kCbLsum", "C": "kCbC", "O": "kCbO",

