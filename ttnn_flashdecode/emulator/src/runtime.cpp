@@ -11,6 +11,8 @@
 
 #include <dlfcn.h>
 
+#include "emu/compute_engine.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -402,7 +404,9 @@ void thread_main(Kernel* k) {
     t_k = k;
     t_dev = R.dev;
     try {
+        if (k->role == KernelRole::Compute) compute::compute_thread_begin();
         k->fn();
+        if (k->role == KernelRole::Compute) compute::compute_thread_end();  // e.g. DST still held
     } catch (KernelError& e) {
         std::lock_guard<std::mutex> g(R.mu);
         record_error_locked(R, kKernel, e.msg);
