@@ -25,29 +25,37 @@ constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 static_assert(kTileBytes == 2048, "the reader gathers bfloat16 tile rows");
+constexpr uint32_t kQueryChunkBytes = 64;
+static_assert(2 * kDimTiles * kQueryChunkBytes <= kTileBytes, "one CB Q page lands every chunk of a head");
 
 // A tile row is two 16-element face rows: faces 0/1 hold rows 0..15, faces 2/3 rows 16..31.
 
-// QSTAGE row g = row `query_row` of Q head (group_first_head + g), for every dim tile.
+// QSTAGE row g = row `query_row` of Q head (group_first_head + g), for every dim tile. Only the
+// row is fetched: each 32-byte face row comes in the 64-byte DRAM-aligned chunk around it (64 B is
+// Blackhole's DRAM read alignment and a multiple of Wormhole's 32), lands in CB Q, and is copied
+// into place over the core's own NoC, so source and destination alignment always match.
 template <typename Accessor>
 void gather_query(const Params& p, const Accessor& q_reader) {
     DeviceZoneScopedN("fd-reader-query");
     cb_reserve_back(kCbQStage, kDimTiles);
+    cb_reserve_back(kCbQ, 1);
     const uint32_t stage = get_write_ptr(kCbQStage);
+    const uint32_t landing = get_write_ptr(kCbQ);
     for (uint32_t g = 0; g < p.q_rows; ++g) {
-        // Land head g's dim tiles in CB Q, then copy the one row we need over the core's own NoC:
-        // NoC-to-NoC keeps 16-byte alignment on both sides, which a direct DRAM row read would not.
-        cb_reserve_back(kCbQ, kDimTiles);
-        const uint32_t landing = get_write_ptr(kCbQ);
         for (uint32_t d = 0; d < kDimTiles; ++d) {
-            noc_async_read_tile(p.q.first_page() + g * kDimTiles + d, q_reader, landing + d * kTileBytes);
+            for (uint32_t half = 0; half < 2; ++half) {
+                const uint32_t offset = face_row_offset(p.query_row, half);
+                const uint32_t slot = landing + (d * 2 + half) * kQueryChunkBytes;
+                const uint32_t page = p.q.first_page() + g * kDimTiles + d;
+                noc_async_read(q_reader.get_noc_addr(page, offset & ~(kQueryChunkBytes - 1)), slot, kQueryChunkBytes);
+            }
         }
         noc_async_read_barrier();
         for (uint32_t d = 0; d < kDimTiles; ++d) {
             for (uint32_t half = 0; half < 2; ++half) {
-                const uint32_t src = landing + d * kTileBytes + face_row_offset(p.query_row, half);
-                const uint32_t dst = stage + d * kTileBytes + face_row_offset(g, half);
-                noc_async_read(get_noc_addr(src), dst, kFaceRowBytes);
+                const uint32_t offset = face_row_offset(p.query_row, half);
+                const uint32_t src = landing + (d * 2 + half) * kQueryChunkBytes + offset % kQueryChunkBytes;
+                noc_async_read(get_noc_addr(src), stage + d * kTileBytes + face_row_offset(g, half), kFaceRowBytes);
             }
         }
         noc_async_read_barrier();
@@ -61,11 +69,11 @@ void fetch_constants(const Params& p, const Accessor& const_reader) {
     cb_reserve_back(kCbConst, kConstPages);
     const uint32_t pages = get_write_ptr(kCbConst);
     const uint32_t first = p.constants.first_page();
-    noc_async_read_tile(first + kConstScalerTile, const_reader, pages + kConstPageScaler * kTileBytes);
-    noc_async_read_tile(first + kConstScaleTile, const_reader, pages + kConstPageScale * kTileBytes);
+    noc_async_read_page(first + kConstScalerTile, const_reader, pages + kConstPageScaler * kTileBytes);
+    noc_async_read_page(first + kConstScaleTile, const_reader, pages + kConstPageScale * kTileBytes);
     const uint32_t tail_mask = p.mask_tile(p.live_tiles() - 1);
     if (tail_mask != kNoMask) {
-        noc_async_read_tile(first + tail_mask, const_reader, pages + kConstPageTailMask * kTileBytes);
+        noc_async_read_page(first + tail_mask, const_reader, pages + kConstPageTailMask * kTileBytes);
     }
     noc_async_read_barrier();
     cb_push_back(kCbConst, kConstPages);
@@ -77,7 +85,7 @@ void read_block(uint32_t cb, const Operand& region, const Accessor& reader, uint
     const uint32_t pages = get_write_ptr(cb);
     const uint32_t first = region.first_page() + block * kBlockPages;
     for (uint32_t page = 0; page < live * kDimTiles; ++page) {
-        noc_async_read_tile(first + page, reader, pages + page * kTileBytes);
+        noc_async_read_page(first + page, reader, pages + page * kTileBytes);
     }
 }
 

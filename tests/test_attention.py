@@ -101,7 +101,7 @@ def test_attention_reads_only_live_kv_tiles():
     totals = last_report().totals
     live_tiles = -(-1000 // 32)
     kv_bytes = 2 * live_tiles * 4 * 2048
-    q_bytes = 8 * 4 * 2048  # one full tile per (head, dim tile); the row is gathered in L1
+    q_bytes = 8 * 4 * 2 * 64  # two 64-byte chunks per (head, dim tile): only the query row
     const_bytes = 3 * 2048  # scaler, scale, tail mask
     assert totals.dram_read_bytes == kv_bytes + q_bytes + const_bytes
     assert totals.dram_write_bytes == 8 * 4 * 64  # one 64-byte row per (head, dim tile)

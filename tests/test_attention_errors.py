@@ -71,10 +71,16 @@ def test_attention_refuses_bad_options(kwargs, words):
         assert word in str(info.value)
 
 
-def test_attention_refuses_head_dim_that_cannot_fit_l1():
-    q, k, v = _good(n_q=2, n_kv=2, head_dim=32 * 200, capacity=64)
-    with pytest.raises(ValueError, match="does not fit L1"):
+def test_attention_refuses_head_dim_past_512():
+    q, k, v = _good(n_q=2, n_kv=2, head_dim=544, capacity=64)
+    with pytest.raises(ValueError, match="head_dim: expected <= 512, got 544"):
         attention(q, k, v, cur_pos=[0, 0])
+
+
+def test_attention_refuses_block_tiles_that_do_not_fit_l1():
+    q, k, v = _good(n_q=2, n_kv=1, head_dim=512, capacity=64 * 32)
+    with pytest.raises(ValueError, match=r"block_tiles: expected <= \d+ \(the largest that fits wormhole_b0 L1"):
+        attention(q, k, v, cur_pos=[0, 0], block_tiles=32)
 
 
 def test_attention_refuses_a_bad_compute_config():

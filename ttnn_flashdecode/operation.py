@@ -30,7 +30,7 @@ from ttnn_flashdecode.program_factory import (
     decode_requests,
     plan_decode,
 )
-from ttnn_flashdecode.residency import Residency, max_block_tiles
+from ttnn_flashdecode.residency import MAX_DIM_TILES, Residency, max_block_tiles
 
 __all__ = ["attention", "last_report", "DEFAULT_BLOCK_TILES", "DEFAULT_ARCH"]
 
@@ -103,6 +103,8 @@ def _validate(q, k, v, cur_pos) -> _Inputs:
             f"GQA ratio: expected at most {protocol.MAX_Q_ROWS} Q heads per KV head (one tile's rows), "
             f"got {n_q_heads // n_kv_heads}"
         )
+    if -(-head_dim // 32) > MAX_DIM_TILES:
+        raise ValueError(f"head_dim: expected <= {MAX_DIM_TILES * 32}, got {head_dim}")
     positions = _positions(cur_pos, batch, capacity)
     if kind == "device":
         _validate_device_tensors(q, k, v)

@@ -6,7 +6,7 @@ online softmax buys.
 
 CB plan (indices are part of the contract, :class:`ttnn_flashdecode.protocol.CB`)::
 
-    Q        dim_tiles             landing pages for one Q head's raw tiles (reader-internal)
+    Q        1                     landing page for the 64-byte chunks around one head's query row
     K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks
     CONST    4                     scaler, scale, tail mask, causal mask
     S        block_tiles           scores of one block, QS . K^T (+ mask)
@@ -38,6 +38,10 @@ FLOAT16_B = 5
 """tt::DataFormat code of bfloat16 (``tensix_types.h``); the format of every CB here."""
 
 CONST_PAGES = 4
+
+MAX_DIM_TILES = 16
+"""Largest head_dim in tiles: the reader lands a head's 2 * dim_tiles 64-byte query chunks in one
+2048-byte page of CB Q (``attention_reader.cpp``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +81,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
     dim, block = residency.dim_tiles, residency.block_tiles
     kv_pages = 2 * block * dim  # two blocks: the reader fills one while compute drains the other
     return {
-        CB.Q: dim, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
+        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim,
     }
@@ -100,8 +104,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
 def _validate(residency: Residency) -> None:
     if not 1 <= residency.q_rows <= 32:
         raise ValueError(f"q_rows: expected 1 <= q_rows <= 32, got {residency.q_rows}")
-    if residency.dim_tiles < 1:
-        raise ValueError(f"dim_tiles: expected >= 1, got {residency.dim_tiles}")
+    if not 1 <= residency.dim_tiles <= MAX_DIM_TILES:
+        raise ValueError(f"dim_tiles: expected 1 <= dim_tiles <= {MAX_DIM_TILES} (head_dim <= 512), got {residency.dim_tiles}")
     if residency.block_tiles < 1:
         raise ValueError(f"block_tiles: expected >= 1, got {residency.block_tiles}")
     if residency.tile_bytes != BFLOAT16_TILE_BYTES:
