@@ -6,6 +6,10 @@
 // host test.
 //
 // Word 0 (HEADS): byte 0 q_rows, byte 1 query_row, byte 2 flags, byte 3 positions (ROWS mode).
+// Word 5 (SPLIT): byte 0 slice index, byte 1 slice count (0/1: not split), bytes 2-3 core-table
+// index of slice 0. Slice i owns live tiles [ceil(i*T/count), ceil((i+1)*T/count)), T = live
+// tiles: the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
+// tail to whole double blocks; slices 1.. send (O, l, m) to slice 0's core, which combines.
 // Live tiles and tail width are derived from KV_POSITIONS here and in protocol.py, never sent.
 // A COORD word with bit 31 set marks a DRAM-interleaved operand addressed through its
 // TensorAccessor: low 31 bits = first page (tile) id, BASE = buffer address. Otherwise COORD is a
@@ -22,7 +26,7 @@ enum Field : uint32_t {
     kWordKvPositions = 2,
     kWordBlockTiles = 3,
     kWordCapacityTiles = 4,
-    kWordReserved = 5,
+    kWordSplit = 5,
     kWordQCoord = 6,
     kWordQBase = 7,
     kWordKCoord = 8,
@@ -101,23 +105,37 @@ struct Params {
     uint32_t kv_positions;
     uint32_t block_tiles;
     uint32_t capacity_tiles;
-    uint32_t reserved;
+    uint32_t split_index;       // word 5 byte 0: this core's split-K slice
+    uint32_t split_count;       // word 5 byte 1: slices (0 or 1: not split)
+    uint32_t split_first_core;  // word 5 bytes 2-3: core-table index of slice 0, the reducer
     Operand q, k, v, constants, out;
 
     // ceil(kv_positions / 32): position tiles holding at least one live position.
     constexpr uint32_t live_tiles() const { return (kv_positions + kTilePositions - 1) / kTilePositions; }
     // Live positions in the last live tile when it is partial, else 0.
     constexpr uint32_t tail_width() const { return kv_positions % kTilePositions; }
-    // Live tiles rounded up to whole double blocks: the reader's window and the CB push/pop count.
-    constexpr uint32_t padded_tiles() const {
+    // Split-K slice of the live tiles: [slice_begin(), slice_end()).
+    constexpr uint32_t slices() const { return split_count > 1 ? split_count : 1; }
+    constexpr bool split() const { return slices() > 1; }
+    constexpr bool reducer() const { return split_index == 0; }
+    constexpr uint32_t slice_begin() const { return (split_index * live_tiles() + slices() - 1) / slices(); }
+    constexpr uint32_t slice_end() const { return ((split_index + 1) * live_tiles() + slices() - 1) / slices(); }
+    constexpr uint32_t slice_live_tiles() const { return slice_end() - slice_begin(); }
+    // Tiles rounded up to whole double blocks: the request's read window (padded_tiles) and this
+    // slice's CB push/pop count (slice_padded_tiles).
+    constexpr uint32_t round_to_double_blocks(uint32_t tiles) const {
         const uint32_t double_block = 2 * block_tiles;
-        return (live_tiles() + double_block - 1) / double_block * double_block;
+        return (tiles + double_block - 1) / double_block * double_block;
     }
-    constexpr uint32_t blocks() const { return padded_tiles() / block_tiles; }
-    // Live tiles inside block `block` (0 for a block past the live range).
+    constexpr uint32_t padded_tiles() const { return round_to_double_blocks(live_tiles()); }
+    constexpr uint32_t slice_padded_tiles() const { return round_to_double_blocks(slice_live_tiles()); }
+    constexpr uint32_t blocks() const { return slice_padded_tiles() / block_tiles; }
+    // First window tile of block `block` of this slice.
+    constexpr uint32_t block_first_tile(uint32_t block) const { return slice_begin() + block * block_tiles; }
+    // Live tiles inside block `block` of this slice (0 for a padding block).
     constexpr uint32_t live_tiles_in_block(uint32_t block) const {
         const uint32_t first = block * block_tiles;
-        const uint32_t live = live_tiles();
+        const uint32_t live = slice_live_tiles();
         if (first >= live) {
             return 0;
         }
@@ -138,7 +156,7 @@ struct Params {
     constexpr bool valid_for(uint32_t residency_dim_tiles, uint32_t residency_block_tiles) const {
         return q_rows >= 1 && q_rows <= 32 && query_row <= 31 && dim_tiles == residency_dim_tiles &&
                block_tiles == residency_block_tiles && block_tiles != 0 && kv_positions != 0 &&
-               padded_tiles() <= capacity_tiles;
+               padded_tiles() <= capacity_tiles && split_index < slices();
     }
 };
 
@@ -152,7 +170,9 @@ constexpr Params decode_words(const uint32_t* w) {
     p.kv_positions = w[kWordKvPositions];
     p.block_tiles = w[kWordBlockTiles];
     p.capacity_tiles = w[kWordCapacityTiles];
-    p.reserved = w[kWordReserved];
+    p.split_index = w[kWordSplit] & 0xFFu;
+    p.split_count = (w[kWordSplit] >> 8) & 0xFFu;
+    p.split_first_core = w[kWordSplit] >> 16;
     p.q = Operand{w[kWordQCoord], w[kWordQBase]};
     p.k = Operand{w[kWordKCoord], w[kWordKBase]};
     p.v = Operand{w[kWordVCoord], w[kWordVBase]};

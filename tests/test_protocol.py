@@ -28,7 +28,7 @@ def test_encode_places_every_field_in_its_word():
     assert words[Field.KV_POSITIONS] == 1000
     assert words[Field.BLOCK_TILES] == 16
     assert words[Field.CAPACITY_TILES] == 256
-    assert words[Field.RESERVED] == 0
+    assert words[Field.SPLIT] == 0
     assert words[Field.Q_COORD] == protocol.INTERLEAVED_BIT | 3 and words[Field.Q_BASE] == 0x1000
     assert words[Field.K_COORD] == protocol.INTERLEAVED_BIT | 128 and words[Field.K_BASE] == 0x2000
     assert words[Field.CONST_COORD] == protocol.INTERLEAVED_BIT and words[Field.CONST_BASE] == 0x4000
@@ -61,7 +61,10 @@ def test_decode_inverts_encode(q_rows, query_row, kv, base, page):
     (dict(kv_positions=256 * 32 + 1), "kv_positions"),  # padded window 288 tiles > capacity 256
     (dict(positions=3), "positions"),  # positions without the ROWS flag
     (dict(flags=4), "flags"),
-    (dict(reserved=1), "reserved"),
+    (dict(split_count=256), "split_count"),
+    (dict(split_count=3, split_index=3), "split_index"),
+    (dict(split_index=1), "split_index"),  # a slice index without a split
+    (dict(split_count=2, split_first_core=65536), "split_first_core"),
     (dict(k=Operand(coord=2**32, base=0)), "k.coord"),
     (dict(out=Operand(coord=0, base=-1)), "out.base"),
 ])
@@ -110,3 +113,22 @@ def test_mask_tile_selects_tail_and_kills_dead_tiles():
     assert protocol.mask_tile(1000, 31) == protocol.ConstTile.TAIL_MASK + 1000 % 32
     assert protocol.mask_tile(1000, 32) == protocol.ConstTile.TAIL_MASK
     assert protocol.mask_tile(1024, 31) == protocol.NO_MASK
+
+
+def test_split_word_packs_index_count_and_first_core():
+    words = protocol.encode(_request(split_index=2, split_count=7, split_first_core=300), RESIDENCY)
+    assert words[Field.SPLIT] == 2 | 7 << 8 | 300 << 16
+
+
+@given(kv=st.integers(1, 200_000), count=st.integers(1, 255))
+def test_slices_cover_live_tiles_exactly_once_and_slice_zero_is_never_empty(kv, count):
+    ranges = [protocol.slice_tiles(kv, i, count) for i in range(count)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == protocol.live_tiles(kv)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert ranges[0][1] > 0
+    sizes = [end - begin for begin, end in ranges]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_unsplit_slice_is_the_whole_live_range():
+    assert protocol.slice_tiles(1000, 0, 0) == protocol.slice_tiles(1000, 0, 1) == (0, 32)

@@ -44,6 +44,7 @@ def requests(draw):
     kv_positions = draw(st.one_of(st.integers(1, 4096), st.integers(1, 2**24)))
     window = protocol.padded_tiles(kv_positions, block_tiles)
     flags = draw(st.sampled_from([0, protocol.Flag.CHUNK, protocol.Flag.ROWS, protocol.Flag.CHUNK | protocol.Flag.ROWS]))
+    split_count = draw(st.sampled_from([0, 1, 2, 3, 7, 64, 255]))
     request = protocol.Request(
         q_rows=draw(st.integers(1, 32)),
         query_row=draw(st.integers(0, 31)),
@@ -53,6 +54,9 @@ def requests(draw):
         kv_positions=kv_positions,
         block_tiles=block_tiles,
         capacity_tiles=draw(st.integers(window, min(2**32 - 1, window + 10_000))),
+        split_count=split_count,
+        split_index=draw(st.integers(0, max(split_count, 1) - 1)),
+        split_first_core=draw(st.integers(0, 0xFFFF)),
         q=draw(operands), k=draw(operands), v=draw(operands), constants=draw(operands), out=draw(operands),
     )
     return request
@@ -61,17 +65,21 @@ def requests(draw):
 def _expected_line(request):
     live = protocol.live_tiles(request.kv_positions)
     window = protocol.padded_tiles(request.kv_positions, request.block_tiles)
+    begin, end = protocol.slice_tiles(request.kv_positions, request.split_index, request.split_count)
+    double_block = 2 * request.block_tiles
+    slice_window = -(-(end - begin) // double_block) * double_block
     fields = [
         request.q_rows, request.query_row, request.flags, request.positions, request.dim_tiles,
-        request.kv_positions, request.block_tiles, request.capacity_tiles, request.reserved,
+        request.kv_positions, request.block_tiles, request.capacity_tiles, request.split_index,
+        request.split_count, request.split_first_core, begin, end, slice_window,
         request.q.coord, request.q.base, request.k.coord, request.k.base, request.v.coord, request.v.base,
         request.constants.coord, request.constants.base, request.out.coord, request.out.base,
-        live, protocol.tail_width(request.kv_positions), window, window // request.block_tiles, 1,
+        live, protocol.tail_width(request.kv_positions), window, slice_window // request.block_tiles, 1,
     ]
     masks = [f"m{protocol.mask_tile(request.kv_positions, t)}" for t in range(window)]
     blocks = [
-        f"b{max(0, min(request.block_tiles, live - b * request.block_tiles))}"
-        for b in range(window // request.block_tiles)
+        f"b{max(0, min(request.block_tiles, end - begin - b * request.block_tiles))}"
+        for b in range(slice_window // request.block_tiles)
     ]
     return " ".join(map(str, fields + masks + blocks))
 

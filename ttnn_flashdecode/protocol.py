@@ -12,7 +12,9 @@ Layout (DESIGN.md §3)::
     word 2  KV_POSITIONS    live positions attended to (live tiles and tail width are derived)
     word 3  BLOCK_TILES     position tiles per K/V block; equals the residency's
     word 4  CAPACITY_TILES  position tiles the K (and V) region holds
-    word 5  RESERVED        0 (kept for the split-K slice of issue 7)
+    word 5  SPLIT           split-K slice: byte 0 slice index, byte 1 slice count (0 or 1: the
+                            request is not split), bytes 2-3 the core index (in the program's
+                            NoC-coordinate table) of slice 0, the request's reducer
     words 6..15             (COORD, BASE) for Q, K, V, CONST, OUT
 
 Operand words. A ``COORD`` word is either a NoC coordinate ``(y << 16) | x`` of an L1 operand,
@@ -20,6 +22,13 @@ or, when bit 31 (:data:`INTERLEAVED_BIT`) is set, marks a DRAM-interleaved tenso
 through its TensorAccessor: the low 31 bits are then the operand's first page id (tile index) and
 ``BASE`` is the buffer's address. NoC coordinates never set bit 31 (y < 2**15), so the two forms
 cannot be confused.
+
+Split-K (word 5). A request's live position tiles ``T`` are cut into ``count`` slices; slice ``i``
+owns tiles ``[ceil(i*T/count), ceil((i+1)*T/count))`` (:func:`slice_tiles`), so the slices cover
+the live tiles exactly once, slice 0 is never empty, and later slices may be (when
+``T < count``). Each slice pads only its own tail, to whole double blocks. Slices ``1..count-1``
+send their partial ``(O, l, m)`` to slice 0's core, which combines and normalises. Slice ``i``
+runs on core ``first_core + i`` of the program's core table.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ __all__ = [
     "live_tiles",
     "tail_width",
     "padded_tiles",
+    "slice_tiles",
     "mask_tile",
 ]
 
@@ -60,6 +70,7 @@ NO_MASK = 0xFFFFFFFF
 """What :func:`mask_tile` returns for a fully live position tile (the kernel's ``kNoMask``)."""
 
 MAX_Q_ROWS = 32
+MAX_SPLIT = 255
 MAX_QUERY_ROW = 31
 _U32 = 0xFFFFFFFF
 
@@ -72,7 +83,7 @@ class Field(enum.IntEnum):
     KV_POSITIONS = 2
     BLOCK_TILES = 3
     CAPACITY_TILES = 4
-    RESERVED = 5
+    SPLIT = 5
     Q_COORD = 6
     Q_BASE = 7
     K_COORD = 8
@@ -171,7 +182,9 @@ class Request:
             (the row tile itself is folded into the Q/OUT first page).
         flags: :class:`Flag` bits.
         positions: ROWS mode: query rows served at once; 0 otherwise.
-        reserved: word 5; 0.
+        split_index: split-K slice this request covers, 0..split_count-1 (0 when not split).
+        split_count: slices the request is cut into; 0 or 1 means not split; <= 255.
+        split_first_core: core-table index of slice 0 (the reducer); < 65536; 0 when not split.
         q, k, v, constants, out: operand locations (:class:`Operand`).
         tile_bytes: bytes per tile of the operands (2048 for bfloat16); not on the wire.
     """
@@ -184,7 +197,9 @@ class Request:
     query_row: int = 0
     flags: int = 0
     positions: int = 0
-    reserved: int = 0
+    split_index: int = 0
+    split_count: int = 0
+    split_first_core: int = 0
     q: Operand = Operand()
     k: Operand = Operand()
     v: Operand = Operand()
@@ -216,6 +231,22 @@ def padded_tiles(kv_positions: int, block_tiles: int) -> int:
         raise ValueError(f"block_tiles: expected >= 1, got {block_tiles}")
     double_block = 2 * block_tiles
     return -(-live_tiles(kv_positions) // double_block) * double_block
+
+
+def slice_tiles(kv_positions: int, index: int, count: int) -> tuple[int, int]:
+    """Live position tiles ``[begin, end)`` owned by split-K slice ``index`` of ``count``.
+
+    ``count`` 0 or 1 means not split: the whole live range. Slice 0 is never empty; later slices
+    are empty when there are fewer live tiles than slices.
+
+    Raises:
+        ValueError: ``index`` is not in ``0..max(count, 1) - 1``.
+    """
+    count = max(count, 1)
+    if not 0 <= index < count:
+        raise ValueError(f"index: expected 0 <= index < {count}, got {index}")
+    live = live_tiles(kv_positions)
+    return -(-index * live // count), -(-(index + 1) * live // count)
 
 
 def mask_tile(kv_positions: int, tile: int) -> int:
@@ -256,7 +287,9 @@ def encode(request: Request, residency) -> list[int]:
             ``query_row`` is past 31, ``dim_tiles`` or ``kv_positions`` is 0, ``positions`` does
             not fit its byte (or is set without the ROWS flag), ``flags`` has unknown bits,
             ``tile_bytes`` differs from the residency's (the cache's), ``block_tiles`` or
-            ``dim_tiles`` differs from the residency's, the padded read window
+            ``dim_tiles`` differs from the residency's, the split fields are out of range
+            (``split_count`` > 255, ``split_index`` >= ``split_count``, ``split_first_core`` >
+            65535), the padded read window
             (:func:`padded_tiles`) runs past ``capacity_tiles``, or any word does not fit 32 bits.
     """
     _require("q_rows", request.q_rows, 1, MAX_Q_ROWS)
@@ -267,7 +300,9 @@ def encode(request: Request, residency) -> list[int]:
         raise ValueError(f"positions: expected 0 without the ROWS flag, got {request.positions}")
     _require("dim_tiles", request.dim_tiles, 1, _U32)
     _require("kv_positions", request.kv_positions, 1, _U32)
-    _require("reserved", request.reserved, 0, 0)
+    _require("split_count", request.split_count, 0, MAX_SPLIT)
+    _require("split_index", request.split_index, 0, max(request.split_count, 1) - 1)
+    _require("split_first_core", request.split_first_core, 0, 0xFFFF)
     if request.tile_bytes != residency.tile_bytes:
         raise ValueError(
             f"tile_bytes: expected the cache's tile size {residency.tile_bytes}, got {request.tile_bytes}"
@@ -292,7 +327,7 @@ def encode(request: Request, residency) -> list[int]:
     words[Field.KV_POSITIONS] = request.kv_positions
     words[Field.BLOCK_TILES] = request.block_tiles
     words[Field.CAPACITY_TILES] = request.capacity_tiles
-    words[Field.RESERVED] = request.reserved
+    words[Field.SPLIT] = request.split_index | request.split_count << 8 | request.split_first_core << 16
     for name, index in _OPERAND_FIELDS:
         operand: Operand = getattr(request, name)
         _require(f"{name}.coord", operand.coord, 0, _U32)
@@ -338,7 +373,9 @@ def decode(words: Sequence[int], tile_bytes: int = 2048) -> Request:
         kv_positions=int(words[Field.KV_POSITIONS]),
         block_tiles=int(words[Field.BLOCK_TILES]),
         capacity_tiles=int(words[Field.CAPACITY_TILES]),
-        reserved=int(words[Field.RESERVED]),
+        split_index=int(words[Field.SPLIT]) & 0xFF,
+        split_count=int(words[Field.SPLIT]) >> 8 & 0xFF,
+        split_first_core=int(words[Field.SPLIT]) >> 16,
         tile_bytes=tile_bytes,
         **operands,
     )
