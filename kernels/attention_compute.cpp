@@ -26,6 +26,7 @@
 #include "api/compute/eltwise_unary/exp.h"
 #include "api/compute/eltwise_unary/recip.h"
 #include "api/compute/matmul.h"
+#include "api/compute/reconfig_data_format.h"
 #include "api/compute/reduce.h"
 #include "api/compute/tile_move_copy.h"
 #include "api/debug/kernel_profiler.hpp"
@@ -39,25 +40,43 @@ constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
 constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kDstTiles = get_named_compile_time_arg_val("dst_tiles");
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
+constexpr uint32_t kInboxPages = get_named_compile_time_arg_val("inbox_slots") * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
 constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
 static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
 
-// Hands DST tiles [0, count) to the packer and appends them to `cb` as `count` new pages.
-void pack_to(uint32_t cb, uint32_t count) {
+// Points the SrcA / SrcB unpackers at the formats of `srca` / `srcb` and the packer at `out`'s,
+// before a step whose CBs differ in format (statistics CBs may be float32, data CBs bfloat16).
+// Which operand feeds which source register: binary and broadcast ops icb0 -> SrcA; matmul
+// in0 -> SrcB, in1 -> SrcA; REDUCE_ROW MAX data -> SrcA, SUM data -> SrcB; copy -> SrcA.
+void formats(uint32_t srca, uint32_t srcb, uint32_t out) {
+    reconfig_data_format(srca, srcb);
+    pack_reconfig_data_format(out);
+}
+
+// Hands DST tiles [0, count) to the packer and packs them in order into `cb`'s reserved pages.
+void pack_reserved(uint32_t cb, uint32_t count) {
     tile_regs_commit();
     tile_regs_wait();
-    cb_reserve_back(cb, count);
     for (uint32_t i = 0; i < count; ++i) {
         pack_tile(i, cb);
     }
-    cb_push_back(cb, count);
     tile_regs_release();
 }
+
+// Hands DST tiles [0, count) to the packer and appends them to `cb` as `count` new pages.
+void pack_to(uint32_t cb, uint32_t count) {
+    cb_reserve_back(cb, count);
+    pack_reserved(cb, count);
+    cb_push_back(cb, count);
+}
+
+constexpr uint32_t chunk_size(uint32_t d0) { return kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk; }
 
 // QS = QSTAGE * scale (scale = CONST page 1, broadcast as a scalar).
 void scale_query() {
     cb_wait_front(kCbQStage, kDimTiles);
+    formats(kCbQStage, kCbConst, kCbQs);
     mul_bcast_scalar_init(kCbQStage, kCbConst);
     for (uint32_t d = 0; d < kDimTiles; ++d) {
         tile_regs_acquire();
@@ -72,6 +91,7 @@ void scale_query() {
 void scores(uint32_t live, uint32_t masked_tile) {
     DeviceZoneScopedN("fd-compute-scores");
     cb_reserve_back(kCbS, kBlockTiles);
+    formats(kCbK, kCbQs, kCbS);
     matmul_init(kCbQs, kCbK, /*transpose=*/1);
     for (uint32_t t = 0; t < live; ++t) {
         tile_regs_acquire();
@@ -95,6 +115,7 @@ void scores(uint32_t live, uint32_t masked_tile) {
 // M_NEW = max(M_OLD, rowmax(S)); on the first block M_NEW = rowmax(S).
 void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
     cb_wait_front(kCbS, kBlockTiles);
+    formats(kCbS, kCbConst, m_new);
     reduce_init<PoolType::MAX, ReduceDim::REDUCE_ROW>(kCbS, kCbConst, m_new);
     tile_regs_acquire();
     for (uint32_t t = 0; t < live; ++t) {
@@ -102,6 +123,7 @@ void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
     }
     reduce_uninit();
     if (!first) {
+        reconfig_data_format_srca(m_old);
         copy_init(m_old);
         copy_tile(m_old, 0, 1);
         binary_max_tile_init();
@@ -114,6 +136,7 @@ void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
 void probabilities(uint32_t live, uint32_t m_new) {
     cb_wait_front(m_new, 1);
     cb_reserve_back(kCbScratch, kBlockTiles);
+    formats(kCbS, m_new, kCbScratch);
     sub_bcast_cols_init(kCbS, m_new);
     exp_tile_init();
     for (uint32_t t = 0; t < live; ++t) {
@@ -131,6 +154,7 @@ void probabilities(uint32_t live, uint32_t m_new) {
 
 // C = exp(M_OLD - M_NEW); frees M_OLD.
 void correction(uint32_t m_old, uint32_t m_new) {
+    formats(m_old, m_new, kCbC);
     sub_init(m_old, m_new);
     exp_tile_init();
     tile_regs_acquire();
@@ -140,9 +164,27 @@ void correction(uint32_t m_old, uint32_t m_new) {
     cb_pop_front(m_old, 1);
 }
 
+// L = C * L + LSUM; frees LSUM (C stays for the output update).
+void update_sum() {
+    cb_wait_front(kCbC, 1);
+    cb_wait_front(kCbL, 1);
+    cb_wait_front(kCbLsum, 1);
+    formats(kCbC, kCbL, kCbL);
+    mul_init(kCbC, kCbL);
+    tile_regs_acquire();
+    mul_tiles(kCbC, kCbL, 0, 0, 0);
+    reconfig_data_format_srcb(kCbLsum);
+    add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum);
+    add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum, 0, 0);
+    cb_pop_front(kCbL, 1);
+    cb_pop_front(kCbLsum, 1);
+    pack_to(kCbL, 1);
+}
+
 // L = rowsum(P) on the first block, else L = C * L + rowsum(P).
 void running_sum(uint32_t live, bool first) {
     cb_wait_front(kCbScratch, kBlockTiles);
+    formats(kCbConst, kCbScratch, first ? kCbL : kCbLsum);
     reduce_init<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, first ? kCbL : kCbLsum);
     tile_regs_acquire();
     for (uint32_t t = 0; t < live; ++t) {
@@ -154,25 +196,16 @@ void running_sum(uint32_t live, bool first) {
         return;
     }
     pack_to(kCbLsum, 1);
-    cb_wait_front(kCbC, 1);
-    cb_wait_front(kCbL, 1);
-    cb_wait_front(kCbLsum, 1);
-    mul_init(kCbC, kCbL);
-    tile_regs_acquire();
-    mul_tiles(kCbC, kCbL, 0, 0, 0);
-    add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum);
-    add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum, 0, 0);
-    cb_pop_front(kCbL, 1);
-    cb_pop_front(kCbLsum, 1);
-    pack_to(kCbL, 1);
+    update_sum();
 }
 
 // P . V_j for the block's live tiles into `out_cb` (O on the first block, else PV); frees P.
 void weighted_values(uint32_t live, uint32_t out_cb) {
     DeviceZoneScopedN("fd-compute-pv");
+    formats(kCbV, kCbScratch, out_cb);
     matmul_init(kCbScratch, kCbV, /*transpose=*/0);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-        const uint32_t count = kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk;
+        const uint32_t count = chunk_size(d0);
         tile_regs_acquire();
         for (uint32_t t = 0; t < live; ++t) {
             for (uint32_t i = 0; i < count; ++i) {
@@ -191,12 +224,14 @@ void rescale_output() {
     cb_wait_front(kCbPv, kDimTiles);
     cb_wait_front(kCbO, kDimTiles);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-        const uint32_t count = kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk;
+        const uint32_t count = chunk_size(d0);
+        formats(kCbO, kCbC, kCbO);
         mul_bcast_cols_init(kCbO, kCbC);
         tile_regs_acquire();
         for (uint32_t i = 0; i < count; ++i) {
             mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);  // old O pages of this chunk are at the front
         }
+        reconfig_data_format_srcb(kCbPv);
         add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv);
         for (uint32_t i = 0; i < count; ++i) {
             add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv, d0 + i, i);
@@ -212,6 +247,7 @@ void rescale_output() {
 void normalise(uint32_t m_final) {
     DeviceZoneScopedN("fd-compute-normalise");
     cb_wait_front(kCbL, 1);
+    formats(kCbL, kCbL, kCbLsum);
     copy_init(kCbL);
     recip_tile_init();
     tile_regs_acquire();
@@ -222,19 +258,137 @@ void normalise(uint32_t m_final) {
 
     cb_wait_front(kCbLsum, 1);
     cb_wait_front(kCbO, kDimTiles);
+    cb_reserve_back(kCbOut, kDimTiles);
+    formats(kCbO, kCbLsum, kCbOut);
     mul_bcast_cols_init(kCbO, kCbLsum);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-        const uint32_t count = kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk;
+        const uint32_t count = chunk_size(d0);
         tile_regs_acquire();
         for (uint32_t i = 0; i < count; ++i) {
             mul_tiles_bcast_cols(kCbO, kCbLsum, d0 + i, 0, i);
         }
-        pack_to(kCbOut, count);
+        pack_reserved(kCbOut, count);
     }
+    cb_push_back(kCbOut, kDimTiles);
     cb_pop_front(kCbO, kDimTiles);
     cb_pop_front(kCbLsum, 1);
     cb_wait_front(m_final, 1);
     cb_pop_front(m_final, 1);
+}
+
+// Copies `count` pages of `cb` from page `first` into `out`'s reserved pages, chunked by DST size.
+void copy_pages(uint32_t cb, uint32_t first, uint32_t count, uint32_t out) {
+    formats(cb, cb, out);
+    copy_init(cb);
+    for (uint32_t done = 0; done < count; done += kDimChunk) {
+        const uint32_t n = count - done < kDimChunk ? count - done : kDimChunk;
+        tile_regs_acquire();
+        for (uint32_t i = 0; i < n; ++i) {
+            copy_tile(cb, first + done + i, i);
+        }
+        pack_reserved(out, n);
+    }
+}
+
+// This slice's partial (O unnormalised, L, M) into OUTBOX, in the statistics' format, for the
+// writer to deliver to the parent's inbox; frees O, L and the final running max.
+void emit_partial(uint32_t m_final) {
+    cb_wait_front(kCbO, kDimTiles);
+    cb_wait_front(kCbL, 1);
+    cb_wait_front(m_final, 1);
+    cb_reserve_back(kCbOutbox, partial_pages(kDimTiles));
+    copy_pages(kCbO, 0, kDimTiles, kCbOutbox);
+    copy_pages(kCbL, 0, 1, kCbOutbox);
+    copy_pages(m_final, 0, 1, kCbOutbox);
+    cb_push_back(kCbOutbox, partial_pages(kDimTiles));
+    cb_pop_front(kCbO, kDimTiles);
+    cb_pop_front(kCbL, 1);
+    cb_pop_front(m_final, 1);
+}
+
+// The running state of a slice that holds no live position: O = 0, L = 0, M = MASK_VALUE (CONST
+// page 2 holds the kill mask), so a combine weighs it by exp(MASK_VALUE - m) = 0.
+void empty_state(uint32_t m_state) {
+    formats(kCbConst, kCbConst, kCbO);
+    sub_init(kCbConst, kCbConst);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
+        const uint32_t count = chunk_size(d0);
+        tile_regs_acquire();
+        for (uint32_t i = 0; i < count; ++i) {
+            sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, i);  // scale - scale = 0
+        }
+        pack_to(kCbO, count);
+    }
+    pack_reconfig_data_format(kCbL);
+    tile_regs_acquire();
+    sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, 0);
+    pack_to(kCbL, 1);
+    cb_reserve_back(m_state, 1);
+    copy_pages(kCbConst, kConstPageTailMask, 1, m_state);
+    cb_push_back(m_state, 1);
+    cb_wait_front(m_state, 1);  // as a block leaves its running max: waited, ready to read
+}
+
+// Folds this slice's children's partials (inbox slots 0..children-1) into its running (M, L, O).
+// Per partial j:
+//   M_NEW = max(M_OLD, M_j);  C = exp(M_OLD - M_NEW);  C_j = exp(M_j - M_NEW)
+//   L = C * L + C_j * L_j;    O = C * O + C_j * O_j
+// Returns the CB holding the final running max.
+uint32_t combine_children(uint32_t children, uint32_t m_old, uint32_t m_new) {
+    DeviceZoneScopedN("fd-compute-combine");
+    constexpr uint32_t kPartial = partial_pages(kDimTiles);
+    cb_wait_front(kCbPartials, kInboxPages);
+    for (uint32_t j = 0; j < children; ++j) {
+        const uint32_t o_j = j * kPartial, l_j = o_j + kDimTiles, m_j = o_j + kDimTiles + 1;
+        formats(m_old, m_old, m_new);
+        copy_init(m_old);
+        tile_regs_acquire();
+        copy_tile(m_old, 0, 0);
+        reconfig_data_format_srca(kCbPartials);
+        copy_init(kCbPartials);
+        copy_tile(kCbPartials, m_j, 1);
+        binary_max_tile_init();
+        binary_max_tile(0, 1, 0);
+        pack_to(m_new, 1);
+        cb_wait_front(m_new, 1);
+        correction(m_old, m_new);
+
+        formats(kCbPartials, m_new, kCbLsum);
+        sub_init(kCbPartials, m_new);
+        exp_tile_init();
+        tile_regs_acquire();
+        sub_tiles(kCbPartials, m_new, m_j, 0, 0);
+        exp_tile(0);
+        pack_to(kCbLsum, 1);  // C_j
+        cb_wait_front(kCbLsum, 1);
+
+        formats(kCbPartials, kCbLsum, kCbPv);  // PV = C_j * O_j
+        mul_bcast_cols_init(kCbPartials, kCbLsum);
+        cb_reserve_back(kCbPv, kDimTiles);
+        for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
+            const uint32_t count = chunk_size(d0);
+            tile_regs_acquire();
+            for (uint32_t i = 0; i < count; ++i) {
+                mul_tiles_bcast_cols(kCbPartials, kCbLsum, o_j + d0 + i, 0, i);
+            }
+            pack_reserved(kCbPv, count);
+        }
+        cb_push_back(kCbPv, kDimTiles);
+
+        formats(kCbLsum, kCbPartials, kCbLsum);  // LSUM = C_j * L_j, replacing C_j
+        mul_init(kCbLsum, kCbPartials);
+        tile_regs_acquire();
+        mul_tiles(kCbLsum, kCbPartials, 0, l_j, 0);
+        cb_pop_front(kCbLsum, 1);
+        pack_to(kCbLsum, 1);
+        update_sum();       // L = C * L + LSUM
+        rescale_output();   // O = C * O + PV; pops C
+        const uint32_t swap = m_old;
+        m_old = m_new;
+        m_new = swap;
+    }
+    cb_pop_front(kCbPartials, kInboxPages);  // the whole inbox, as the reader pushed it
+    return m_old;
 }
 
 // Frees a block that holds no live position tile (padding up to a whole double block).
@@ -259,7 +413,7 @@ void attend(const Params& p) {
             continue;
         }
         const bool first = block == 0;
-        const uint32_t masked_in_block = masked - block * kBlockTiles;  // wraps past live when not here
+        const uint32_t masked_in_block = masked - p.block_first_tile(block);  // wraps past live when not here
         cb_wait_front(kCbK, kBlockPages);
         scores(live, masked_in_block);
         cb_pop_front(kCbK, kBlockPages);
@@ -280,7 +434,17 @@ void attend(const Params& p) {
         m_old = m_new;
         m_new = swap;
     }
-    normalise(m_old);
+    if (p.split()) {
+        if (p.slice_live_tiles() == 0) {
+            empty_state(m_old);
+        }
+        m_old = combine_children(p.tree_children(), m_old, m_new);
+    }
+    if (p.split() && !p.reducer()) {
+        emit_partial(m_old);
+    } else {
+        normalise(m_old);
+    }
     cb_pop_front(kCbQs, kDimTiles);
     cb_pop_front(kCbConst, kConstPages);
 }

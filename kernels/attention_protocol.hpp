@@ -9,7 +9,8 @@
 // Word 5 (SPLIT): byte 0 slice index, byte 1 slice count (0/1: not split), bytes 2-3 core-table
 // index of slice 0. Slice i owns live tiles [ceil(i*T/count), ceil((i+1)*T/count)), T = live
 // tiles: the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
-// tail to whole double blocks; slices 1.. send (O, l, m) to slice 0's core, which combines.
+// tail to whole double blocks; the partials (O, l, m) are combined up a binary tree (tree_levels)
+// whose root, slice 0, normalises.
 // Live tiles and tail width are derived from KV_POSITIONS here and in protocol.py, never sent.
 // A COORD word with bit 31 set marks a DRAM-interleaved operand addressed through its
 // TensorAccessor: low 31 bits = first page (tile) id, BASE = buffer address. Otherwise COORD is a
@@ -60,7 +61,45 @@ enum Cb : uint32_t {
     kCbQStage = 13,
     kCbQs = 14,
     kCbOut = 16,
+    kCbPartials = 17,  // split-K only: this core's inbox of its children's partials
+    kCbOutbox = 18,    // split-K only: this core's partial, on its way to its parent's inbox
 };
+
+// Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
+enum Semaphore : uint32_t {
+    kSemQueryReady = 0,  // on slices 1..: slice 0 has staged Q and CONST (counts split items)
+    kSemFetched = 1,     // on slice 0: slices that have copied its Q and CONST pages
+    kSemInboxReady = 2,  // on a child: its parent has reserved its inbox (counts split items)
+    kSemArrived = 3,     // on a parent: children whose partial has landed in its inbox
+};
+
+// A partial result, as OUTBOX pages and as one inbox slot: O (dim_tiles pages, unnormalised),
+// then L (row sums), then M (row maxima), rows in column 0.
+constexpr uint32_t partial_pages(uint32_t dim_tiles) { return dim_tiles + 2; }
+
+// The split-K combine is a binary tree over the slices. Slice i > 0 sends its partial (its own
+// slice combined with its subtree) to parent i - lowbit(i), into inbox slot log2(lowbit(i));
+// slice i receives from children i + 2^k for every level k below log2(lowbit(i)) (every level
+// for slice 0) with i + 2^k < slices. Depth and inbox slots are ceil(log2(slices)).
+constexpr uint32_t tree_levels(uint32_t slices) {
+    uint32_t levels = 0;
+    while ((1u << levels) < slices) {
+        ++levels;
+    }
+    return levels;
+}
+constexpr uint32_t lowbit_level(uint32_t index) {
+    uint32_t level = 0;
+    while (((index >> level) & 1u) == 0) {
+        ++level;
+    }
+    return level;
+}
+
+// Common runtime args of split programs: the NoC coordinate of every core of the program,
+// word i = (noc_y << 16) | noc_x for core-table index i.
+constexpr uint32_t core_noc_x(uint32_t word) { return word & 0xFFFFu; }
+constexpr uint32_t core_noc_y(uint32_t word) { return word >> 16; }
 
 // Constants operand tiles (DESIGN.md §2); protocol.ConstTile mirrors them.
 constexpr uint32_t kConstScalerTile = 0;
@@ -121,6 +160,18 @@ struct Params {
     constexpr uint32_t slice_begin() const { return (split_index * live_tiles() + slices() - 1) / slices(); }
     constexpr uint32_t slice_end() const { return ((split_index + 1) * live_tiles() + slices() - 1) / slices(); }
     constexpr uint32_t slice_live_tiles() const { return slice_end() - slice_begin(); }
+    // Combine tree (see tree_levels): this slice's children, its parent and its slot there.
+    constexpr uint32_t tree_children() const {
+        const uint32_t limit = split_index == 0 ? tree_levels(slices()) : lowbit_level(split_index);
+        uint32_t children = 0;
+        while (children < limit && split_index + (1u << children) < slices()) {
+            ++children;
+        }
+        return children;
+    }
+    constexpr uint32_t tree_child(uint32_t level) const { return split_index + (1u << level); }
+    constexpr uint32_t tree_slot() const { return lowbit_level(split_index); }
+    constexpr uint32_t tree_parent() const { return split_index - (1u << tree_slot()); }
     // Tiles rounded up to whole double blocks: the request's read window (padded_tiles) and this
     // slice's CB push/pop count (slice_padded_tiles).
     constexpr uint32_t round_to_double_blocks(uint32_t tiles) const {
@@ -140,6 +191,15 @@ struct Params {
             return 0;
         }
         return live - first < block_tiles ? live - first : block_tiles;
+    }
+    // The constants tile CONST page 2 must hold for this slice: the tail mask when the slice owns a
+    // partial last tile, the kill mask (tail mask 0) when the slice is empty (its partial has
+    // M = MASK_VALUE, so the combine weighs it by exp(-huge) = 0), else kNoMask (not fetched).
+    constexpr uint32_t slice_mask_tile() const {
+        if (slice_live_tiles() == 0) {
+            return kConstTailMaskTile;
+        }
+        return slice_end() == live_tiles() ? mask_tile(live_tiles() - 1) : kNoMask;
     }
     // Constants tile masking window tile `tile`, or kNoMask for a fully live tile.
     constexpr uint32_t mask_tile(uint32_t tile) const {

@@ -6,14 +6,25 @@
 // order, same list for all three kernels); named = dim_tiles, block_tiles, tile_bytes.
 // Runtime args: request count, then 16 parameter-block words per request (attention_protocol.hpp).
 //
-// Per request it pushes: QSTAGE dim_tiles pages; CONST 4 pages; then for each of the
-// padded_tiles / block_tiles blocks, K and V block_tiles*dim_tiles pages each. Only live position
-// tiles are read from DRAM: the pages of dead tiles are pushed unread because compute never
-// unpacks them, so the padding costs no DRAM bandwidth.
+// Per request it pushes: QSTAGE dim_tiles pages; CONST 4 pages; then for each block of the
+// slice's window (its live tiles rounded up to whole double blocks), K and V
+// block_tiles*dim_tiles pages each; and for a split slice, once its children's partials have
+// landed, its whole inbox (PARTIALS, inbox_slots * (dim_tiles + 2) pages). Only live position
+// tiles are read from DRAM: the pages of padding tiles are pushed unread because compute never
+// unpacks them.
+//
+// Split-K handshake (semaphores, attention_protocol.hpp): every slice reserves its inbox and
+// raises kSemInboxReady on its children in the combine tree. Slice 0 stages Q and CONST from
+// DRAM, raises kSemQueryReady on slices 1.. and waits until kSemFetched counts them all; each of
+// those copies slice 0's Q and CONST pages over the NoC and raises kSemFetched. The writers
+// deliver partials into their parent's inbox and raise its kSemArrived.
+// Named compile-time arg inbox_slots: ceil(log2(largest split)), 0 when nothing is split.
+// Common runtime args (split programs): the NoC coordinate table of the program's cores.
 #include <cstdint>
 
 #include "api/dataflow/dataflow_api.h"
 #include "api/debug/kernel_profiler.hpp"
+#include "attention_dataflow.hpp"
 #include "attention_protocol.hpp"
 
 using namespace flashdecode;
@@ -27,19 +38,19 @@ constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 static_assert(kTileBytes == 2048, "the reader gathers bfloat16 tile rows");
 constexpr uint32_t kQueryChunkBytes = 64;
 static_assert(2 * kDimTiles * kQueryChunkBytes <= kTileBytes, "one CB Q page lands every chunk of a head");
+constexpr uint32_t kInboxPages = get_named_compile_time_arg_val("inbox_slots") * partial_pages(kDimTiles);
 
 // A tile row is two 16-element face rows: faces 0/1 hold rows 0..15, faces 2/3 rows 16..31.
 
-// QSTAGE row g = row `query_row` of Q head (group_first_head + g), for every dim tile. Only the
-// row is fetched: each 32-byte face row comes in the 64-byte DRAM-aligned chunk around it (64 B is
-// Blackhole's DRAM read alignment and a multiple of Wormhole's 32), lands in CB Q, and is copied
-// into place over the core's own NoC, so source and destination alignment always match.
+// QSTAGE row g = row `query_row` of Q head (group_first_head + g), for every dim tile, into the
+// reserved QSTAGE pages at `stage`. Only the row is fetched: each 32-byte face row comes in the
+// 64-byte DRAM-aligned chunk around it (64 B is Blackhole's DRAM read alignment and a multiple of
+// Wormhole's 32), lands in CB Q, and is copied into place over the core's own NoC, so source and
+// destination alignment always match.
 template <typename Accessor>
-void gather_query(const Params& p, const Accessor& q_reader) {
+void gather_query(const Params& p, const Accessor& q_reader, uint32_t stage) {
     DeviceZoneScopedN("fd-reader-query");
-    cb_reserve_back(kCbQStage, kDimTiles);
     cb_reserve_back(kCbQ, 1);
-    const uint32_t stage = get_write_ptr(kCbQStage);
     const uint32_t landing = get_write_ptr(kCbQ);
     for (uint32_t g = 0; g < p.q_rows; ++g) {
         for (uint32_t d = 0; d < kDimTiles; ++d) {
@@ -60,32 +71,47 @@ void gather_query(const Params& p, const Accessor& q_reader) {
         }
         noc_async_read_barrier();
     }
-    cb_push_back(kCbQStage, kDimTiles);
 }
 
-// CONST pages: scaler, scale, this request's tail mask (when its last live tile is partial).
+// CONST page 2: this slice's mask tile, when it needs one (attention_protocol.hpp slice_mask_tile).
 template <typename Accessor>
-void fetch_constants(const Params& p, const Accessor& const_reader) {
-    cb_reserve_back(kCbConst, kConstPages);
-    const uint32_t pages = get_write_ptr(kCbConst);
+void fetch_mask(const Params& p, const Accessor& const_reader, uint32_t pages) {
+    const uint32_t mask = p.slice_mask_tile();
+    if (mask != kNoMask) {
+        noc_async_read_page(p.constants.first_page() + mask, const_reader, pages + kConstPageTailMask * kTileBytes);
+    }
+}
+
+// CONST pages 0 and 1 (scaler, scale) from DRAM, into the reserved pages at `pages`.
+template <typename Accessor>
+void fetch_constants(const Params& p, const Accessor& const_reader, uint32_t pages) {
     const uint32_t first = p.constants.first_page();
     noc_async_read_page(first + kConstScalerTile, const_reader, pages + kConstPageScaler * kTileBytes);
     noc_async_read_page(first + kConstScaleTile, const_reader, pages + kConstPageScale * kTileBytes);
-    const uint32_t tail_mask = p.mask_tile(p.live_tiles() - 1);
-    if (tail_mask != kNoMask) {
-        noc_async_read_page(first + tail_mask, const_reader, pages + kConstPageTailMask * kTileBytes);
-    }
-    noc_async_read_barrier();
-    cb_push_back(kCbConst, kConstPages);
 }
 
-// One K or V block: the live tiles of block `block`, position-major then dim (cache tile order).
+// One K or V block: the live tiles of block `block` of this slice, position-major then dim
+// (cache tile order).
 template <typename Accessor>
-void read_block(uint32_t cb, const Operand& region, const Accessor& reader, uint32_t block, uint32_t live) {
+void read_block(uint32_t cb, const Params& p, const Operand& region, const Accessor& reader, uint32_t block) {
     const uint32_t pages = get_write_ptr(cb);
-    const uint32_t first = region.first_page() + block * kBlockPages;
-    for (uint32_t page = 0; page < live * kDimTiles; ++page) {
+    const uint32_t first = region.first_page() + p.block_first_tile(block) * kDimTiles;
+    for (uint32_t page = 0; page < p.live_tiles_in_block(block) * kDimTiles; ++page) {
         noc_async_read_page(first + page, reader, pages + page * kTileBytes);
+    }
+}
+
+template <typename KAccessor, typename VAccessor>
+void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_reader) {
+    DeviceZoneScopedN("fd-reader-kv");
+    for (uint32_t block = 0; block < p.blocks(); ++block) {
+        cb_reserve_back(kCbK, kBlockPages);
+        cb_reserve_back(kCbV, kBlockPages);
+        read_block(kCbK, p, p.k, k_reader, block);
+        read_block(kCbV, p, p.v, v_reader, block);
+        noc_async_read_barrier();
+        cb_push_back(kCbK, kBlockPages);
+        cb_push_back(kCbV, kBlockPages);
     }
 }
 
@@ -97,6 +123,12 @@ void kernel_main() {
     constexpr auto v_args = TensorAccessorArgs<k_args.next_compile_time_args_offset()>();
     constexpr auto const_args = TensorAccessorArgs<v_args.next_compile_time_args_offset()>();
 
+    // Every core has the same CB layout, so slices 1.. read slice 0's QSTAGE / CONST pages at the
+    // addresses their own CBs start at (slice 0 serves only that slice: its pointers are there).
+    const uint32_t stage_base = get_write_ptr(kCbQStage);
+    const uint32_t const_base = get_write_ptr(kCbConst);
+    uint32_t split_items = 0;  // split slices served so far: the *_READY semaphores count them
+
     const uint32_t requests = get_arg_val<uint32_t>(kArgRequestCount);
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
@@ -107,20 +139,51 @@ void kernel_main() {
         const auto k_reader = TensorAccessor(k_args, p.k.base, kTileBytes);
         const auto v_reader = TensorAccessor(v_args, p.v.base, kTileBytes);
         const auto const_reader = TensorAccessor(const_args, p.constants.base, kTileBytes);
+        split_items += p.split() ? 1 : 0;
 
-        gather_query(p, q_reader);
-        fetch_constants(p, const_reader);
-
-        DeviceZoneScopedN("fd-reader-kv");
-        for (uint32_t block = 0; block < p.blocks(); ++block) {
-            const uint32_t live = p.live_tiles_in_block(block);
-            cb_reserve_back(kCbK, kBlockPages);
-            cb_reserve_back(kCbV, kBlockPages);
-            read_block(kCbK, p.k, k_reader, block, live);
-            read_block(kCbV, p.v, v_reader, block, live);
+        if (p.split()) {
+            // The whole inbox, always: every core pushes and pops it in full cycles, so its CB
+            // pointers sit at the CB's start whenever a child computes the slot address.
+            cb_reserve_back(kCbPartials, kInboxPages);
+            for (uint32_t level = 0; level < p.tree_children(); ++level) {
+                noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(kSemInboxReady)), 1);
+            }
+        }
+        cb_reserve_back(kCbQStage, kDimTiles);
+        cb_reserve_back(kCbConst, kConstPages);
+        const uint32_t stage = get_write_ptr(kCbQStage);
+        const uint32_t pages = get_write_ptr(kCbConst);
+        if (!p.split() || p.reducer()) {
+            gather_query(p, q_reader, stage);
+            fetch_constants(p, const_reader, pages);
+            fetch_mask(p, const_reader, pages);
             noc_async_read_barrier();
-            cb_push_back(kCbK, kBlockPages);
-            cb_push_back(kCbV, kBlockPages);
+            if (p.split()) {
+                // Slices 1.. copy Q and CONST from here instead of DRAM, so a split request reads
+                // them from DRAM once. Keep the pages reserved until every slice has them.
+                for (uint32_t s = 1; s < p.slices(); ++s) {
+                    noc_semaphore_inc(core_noc_addr(p.split_first_core + s, get_semaphore(kSemQueryReady)), 1);
+                }
+                noc_semaphore_wait_min(semaphore(kSemFetched), p.slices() - 1);
+                noc_semaphore_set(semaphore(kSemFetched), 0);
+            }
+        } else {
+            noc_semaphore_wait_min(semaphore(kSemQueryReady), split_items);
+            noc_async_read(core_noc_addr(p.split_first_core, stage_base), stage, kDimTiles * kTileBytes);
+            noc_async_read(core_noc_addr(p.split_first_core, const_base), pages, 2 * kTileBytes);
+            fetch_mask(p, const_reader, pages);
+            noc_async_read_barrier();
+            noc_semaphore_inc(core_noc_addr(p.split_first_core, get_semaphore(kSemFetched)), 1);
+        }
+        cb_push_back(kCbQStage, kDimTiles);
+        cb_push_back(kCbConst, kConstPages);
+
+        stream_kv(p, k_reader, v_reader);
+
+        if (p.split()) {
+            noc_semaphore_wait_min(semaphore(kSemArrived), p.tree_children());
+            noc_semaphore_set(semaphore(kSemArrived), 0);
+            cb_push_back(kCbPartials, kInboxPages);
         }
     }
 }

@@ -4,13 +4,15 @@
 // Compile-time args: as the reader (TensorAccessorArgs of Q, K, V, CONST, OUT; named dim_tiles,
 // block_tiles, tile_bytes). Runtime args: request count, then 16 words per request.
 //
-// Row g of OUT tile d belongs to Q head (group_first_head + g), dim tile d, row `query_row`. Other
-// rows of the same output tile belong to other users (other cores), so only that row is written:
-// two 32-byte face-row writes per (head, dim tile), never a whole tile.
+// Other rows of the same output tile belong to other users (other cores), so only the group's
+// rows are written: two 32-byte face-row writes per (head, dim tile), never a whole tile.
+// A split request's slice >= 1 instead delivers its partial (O, L, M, combined with its subtree)
+// from its OUTBOX to its parent's inbox and raises the parent's kSemArrived.
 #include <cstdint>
 
 #include "api/dataflow/dataflow_api.h"
 #include "api/debug/kernel_profiler.hpp"
+#include "attention_dataflow.hpp"
 #include "attention_protocol.hpp"
 
 using namespace flashdecode;
@@ -22,6 +24,39 @@ constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
 static_assert(kTileBytes == 2048, "the writer scatters bfloat16 tile rows");
 
+// This slice's partial (its OUTBOX pages: O, L, M) into its slot of its parent's inbox. Every
+// core has the same CB layout and pushes / pops its inbox only in whole cycles, so the parent's
+// inbox starts where this core's PARTIALS CB's write pointer sits.
+void send_partial(const Params& p, uint32_t split_items) {
+    DeviceZoneScopedN("fd-writer-partial");
+    const uint32_t page_bytes = get_tile_size(kCbOutbox);
+    const uint32_t partial_bytes = partial_pages(kDimTiles) * page_bytes;
+    cb_wait_front(kCbOutbox, partial_pages(kDimTiles));
+    noc_semaphore_wait_min(semaphore(kSemInboxReady), split_items);
+    const uint32_t slot = get_write_ptr(kCbPartials) + p.tree_slot() * partial_bytes;
+    const uint32_t parent = p.split_first_core + p.tree_parent();
+    noc_async_write(get_read_ptr(kCbOutbox), core_noc_addr(parent, slot), partial_bytes);
+    noc_async_write_barrier();
+    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived)), 1);
+    cb_pop_front(kCbOutbox, partial_pages(kDimTiles));
+}
+
+// Row g of OUT tile d belongs to Q head (group_first_head + g), dim tile d, row `query_row`.
+template <typename Accessor>
+void scatter_rows(const Params& p, const Accessor& out_writer) {
+    DeviceZoneScopedN("fd-writer-out");
+    const uint32_t result = get_read_ptr(kCbOut);
+    for (uint32_t g = 0; g < p.q_rows; ++g) {
+        for (uint32_t d = 0; d < kDimTiles; ++d) {
+            const uint32_t page = p.out.first_page() + g * kDimTiles + d;
+            for (uint32_t half = 0; half < 2; ++half) {
+                const uint32_t src = result + d * kTileBytes + face_row_offset(g, half);
+                noc_async_write(src, out_writer.get_noc_addr(page, face_row_offset(p.query_row, half)), kFaceRowBytes);
+            }
+        }
+    }
+    noc_async_write_barrier();
+}
 
 }  // namespace
 
@@ -32,27 +67,21 @@ void kernel_main() {
     constexpr auto const_args = TensorAccessorArgs<v_args.next_compile_time_args_offset()>();
     constexpr auto out_args = TensorAccessorArgs<const_args.next_compile_time_args_offset()>();
 
+    uint32_t split_items = 0;  // split slices served so far: kSemInboxReady counts them
+
     const uint32_t requests = get_arg_val<uint32_t>(kArgRequestCount);
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
         if (!p.valid_for(kDimTiles, kBlockTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
-        const auto out_writer = TensorAccessor(out_args, p.out.base, kTileBytes);
-
-        DeviceZoneScopedN("fd-writer-out");
-        cb_wait_front(kCbOut, kDimTiles);
-        const uint32_t result = get_read_ptr(kCbOut);
-        for (uint32_t g = 0; g < p.q_rows; ++g) {
-            for (uint32_t d = 0; d < kDimTiles; ++d) {
-                const uint32_t page = p.out.first_page() + g * kDimTiles + d;
-                for (uint32_t half = 0; half < 2; ++half) {
-                    const uint32_t src = result + d * kTileBytes + face_row_offset(g, half);
-                    noc_async_write(src, out_writer.get_noc_addr(page, face_row_offset(p.query_row, half)), kFaceRowBytes);
-                }
-            }
+        split_items += p.split() ? 1 : 0;
+        if (p.split() && !p.reducer()) {
+            send_partial(p, split_items);
+            continue;
         }
-        noc_async_write_barrier();
+        cb_wait_front(kCbOut, kDimTiles);
+        scatter_rows(p, TensorAccessor(out_args, p.out.base, kTileBytes));
         cb_pop_front(kCbOut, kDimTiles);
     }
 }

@@ -22,7 +22,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
 # Cases that exercise a tail mask, several blocks, the correction factor and a multi-tile row.
-TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "tests/test_attention.py::test_attention_seed_shapes[2048]"]
+TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "tests/test_attention.py::test_attention_seed_shapes[2048]",
+              "tests/test_attention.py::test_attention_split_counts[7]"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +49,17 @@ MUTATIONS = [
              "sub_tiles(m_new, m_new, 0, 0, 0);",
              "C = exp(0) = 1 and the subtraction runs on CBs its init was not for (the emulator refuses it)"),
     Mutation("off-by-one-tiles-read", "attention_reader.cpp",
-             "for (uint32_t page = 0; page < live * kDimTiles; ++page) {",
-             "for (uint32_t page = 0; page + kDimTiles < live * kDimTiles; ++page) {",
+             "for (uint32_t page = 0; page < p.live_tiles_in_block(block) * kDimTiles; ++page) {",
+             "for (uint32_t page = 0; page + kDimTiles < p.live_tiles_in_block(block) * kDimTiles; ++page) {",
              "the last live position tile of each block is never fetched"),
     Mutation("wrong-scale", "attention_reader.cpp",
              "noc_async_read_page(first + kConstScaleTile, const_reader, pages + kConstPageScale * kTileBytes);",
              "noc_async_read_page(first + kConstScalerTile, const_reader, pages + kConstPageScale * kTileBytes);",
              "Q is scaled by the reduce scaler (1.0) instead of 1/sqrt(head_dim)"),
+    Mutation("combine-weighs-by-row-sum", "attention_compute.cpp",
+             "sub_tiles(kCbPartials, m_new, m_j, 0, 0);",
+             "sub_tiles(kCbPartials, m_new, l_j, 0, 0);",
+             "the split-K combine weighs a child's partial by exp(L_j - M_NEW) instead of exp(M_j - M_NEW)"),
     Mutation("unnormalised-output", "attention_compute.cpp",
              "recip_tile(0);",
              "",

@@ -40,15 +40,16 @@ def _to_device(array, device):
 
 
 def run_case(label, *, batch=1, n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_pos, block_tiles=None,
-             seed=0, device=None):
+             split=None, seed=0, device=None):
     """Run one case on the emulator (or ``device``), compare with float64, print and assert the figures."""
     q, k, v = _inputs(batch, n_q, n_kv, head_dim, capacity, seed)
     if device is None:
-        out = attention(q, k, v, cur_pos=cur_pos, block_tiles=block_tiles)
+        out = attention(q, k, v, cur_pos=cur_pos, block_tiles=block_tiles, split=split)
     else:
         import ttnn
 
-        result = attention(*(_to_device(a, device) for a in (q, k, v)), cur_pos=cur_pos, block_tiles=block_tiles)
+        result = attention(*(_to_device(a, device) for a in (q, k, v)), cur_pos=cur_pos, block_tiles=block_tiles,
+                           split=split)
         out = np.asarray(ttnn.to_layout(result.cpu(), ttnn.ROW_MAJOR_LAYOUT).to_list(), dtype=np.float32)
     assert out.shape == q.shape and out.dtype == q.dtype
     want = attention_reference(q, k, v, cur_pos=cur_pos)
@@ -97,7 +98,7 @@ def test_attention_positions_at_tile_and_block_edges(position):
 
 def test_attention_reads_only_live_kv_tiles():
     """DRAM traffic equals the minimum: every live K and V tile once, plus Q tiles and constants."""
-    run_case("traffic", n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_pos=[999], block_tiles=16)
+    run_case("traffic", n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_pos=[999], block_tiles=16, split=1)
     totals = last_report().totals
     live_tiles = -(-1000 // 32)
     kv_bytes = 2 * live_tiles * 4 * 2048
@@ -106,6 +107,45 @@ def test_attention_reads_only_live_kv_tiles():
     assert totals.dram_read_bytes == kv_bytes + q_bytes + const_bytes
     assert totals.dram_write_bytes == 8 * 4 * 64  # one 64-byte row per (head, dim tile)
     assert totals.zones.get("fd-compute-scores", 0) == 2  # one entry per live block (1000 positions, 512 per block)
+
+
+@pytest.mark.parametrize("split", [1, 2, 3, 7, 16, 64])
+def test_attention_split_counts(split):
+    """Split-K: the live tiles cut into `split` slices on as many cores, combined up a tree."""
+    run_case(f"split={split}", n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_pos=[5000], split=split)
+    report = last_report()
+    assert len(report.cores) == split
+    if split > 1:
+        assert report.totals.zones["fd-writer-partial"] == split - 1  # every slice but the root sends once
+        assert report.totals.zones["fd-compute-combine"] == split
+
+
+@pytest.mark.parametrize("cur_pos, split", [([99], 7), ([0], 3), ([40], 64)])
+def test_attention_split_with_empty_slices(cur_pos, split):
+    """More slices than live tiles: the extra slices hold no live position and must weigh nothing."""
+    run_case(f"kv={cur_pos[0] + 1} split={split}", n_q=8, n_kv=1, head_dim=64, capacity=1024, cur_pos=cur_pos, split=split)
+
+
+def test_attention_ragged_batch_is_scheduled_by_work():
+    """One long and several short users (Llama-3.1-8B heads): long requests split, short ones packed."""
+    positions = [5, 70, 3000, 8191]
+    run_case("ragged", batch=4, n_q=32, n_kv=8, head_dim=128, capacity=8192, cur_pos=positions)
+    report = last_report()
+    assert len(report.cores) > 32  # 32 requests: the long ones took extra cores
+
+
+def test_attention_split_reads_dram_once_on_most_of_the_grid():
+    """MiniCPM5-1B shapes at batch 1, 8k: at least 32 cores, DRAM bytes within 2% of the minimum
+    (every live K and V tile read once); Q and the constants come from DRAM once per request."""
+    run_case("MiniCPM5-1B 8k", batch=1, n_q=16, n_kv=2, head_dim=128, capacity=8192, cur_pos=[8191])
+    report = last_report()
+    minimum = 2 * 2 * 256 * 4 * 2048  # 2 KV groups x (K and V) x 256 position tiles x 4 dim tiles
+    read = report.totals.dram_read_bytes
+    print(f"cores {len(report.cores)}, DRAM read {read} B, minimum {minimum} B, ratio {read / minimum:.4f}, "
+          f"combine NoC bytes {report.totals.l1_write_bytes}")
+    assert len(report.cores) >= 32
+    assert minimum <= read <= 1.02 * minimum
+    assert read == minimum + 2 * (8 * 4 * 2 * 64 + 2 * 2048)  # + per request: query rows, scaler and scale
 
 
 def test_attention_numpy_float32_in_float32_out():

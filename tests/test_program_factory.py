@@ -15,16 +15,28 @@ from ttnn_flashdecode.program_factory import (
     plan_decode,
 )
 from ttnn_flashdecode.residency import Residency, cb_plan
+from ttnn_flashdecode.schedule import schedule
 
 DRAM_ACCESSOR = [2, 2048]  # TensorAccessorArgs of a DRAM-interleaved bf16 tile tensor (TT_FACTS §3)
 ACCESSORS = [DRAM_ACCESSOR] * 5
 ADDRESSES = Addresses(q=0x1000, k=0x20000, v=0x40000, constants=0x60000, out=0x70000)
 
 
-def _plan(batch=2, n_q=16, n_kv=2, head_dim=128, capacity=8192, block=16, grid=(8, 8), compute=ComputeOptions()):
+def _noc_xy(x, y):
+    return x + 1, y + 16  # any injective map: the factory only copies it into the table
+
+
+def _plan(batch=2, n_q=16, n_kv=2, head_dim=128, capacity=8192, block=16, grid=(8, 8), compute=ComputeOptions(),
+          positions=None, split=1, max_split=1):
     shape = DecodeShape(batch, n_q, n_kv, head_dim, capacity)
-    residency = Residency(shape.q_rows, shape.dim_tiles, block)
-    return plan_decode(shape, residency, grid=grid, arch="wormhole_b0", compute=compute, accessor_args=ACCESSORS)
+    positions = positions or [100] * batch
+    kv = [p + 1 for p in positions for _ in range(n_kv)]
+    plan_schedule = schedule(kv, grid[0] * grid[1], max_split=max(max_split, 1), split=split,
+                             max_slices_per_core=21 if max_split == 1 else 17)
+    largest = max(plan_schedule.split_count(r) for r in range(len(kv)))
+    residency = Residency(shape.q_rows, shape.dim_tiles, block, max_split=largest)
+    return plan_decode(shape, residency, grid=grid, arch="wormhole_b0", compute=compute, accessor_args=ACCESSORS,
+                       schedule=plan_schedule, noc_xy=_noc_xy)
 
 
 def _runtime_args(kernel, core):
@@ -34,6 +46,7 @@ def _runtime_args(kernel, core):
 def test_descriptor_has_the_residency_cbs():
     plan = _plan()
     program = build_program(plan, decode_requests(plan, [100, 8000], ADDRESSES))
+    assert program.semaphores == [] or len(program.semaphores) == 0
     got = {(cb.format_descriptors[0].buffer_index, cb.format_descriptors[0].page_size, cb.total_size,
             cb.format_descriptors[0].data_format_as_uint8) for cb in program.cbs}
     want = {(spec.index, spec.page_bytes, spec.total_bytes, spec.data_format) for spec in cb_plan(plan.residency)}
@@ -48,7 +61,7 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
     for kernel in program.kernels:
         assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5
         assert dict(kernel.named_compile_time_args) == {
-            "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4}
+            "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "inbox_slots": 0}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
@@ -63,12 +76,12 @@ def test_compute_config_is_overridable():
 
 
 def test_every_core_decodes_to_its_request():
-    plan = _plan(batch=3, n_q=32, n_kv=8, head_dim=128)
     positions = [0, 511, 8191]
+    plan = _plan(batch=3, n_q=32, n_kv=8, head_dim=128, positions=positions)
     program = build_program(plan, decode_requests(plan, positions, ADDRESSES))
-    assert len(plan.cores) == 24
-    for index, core in enumerate(plan.cores):
-        user, group = divmod(index, 8)
+    assert len(plan.cores) == 24 and sorted(s.request for (s,) in plan.schedule.cores) == list(range(24))
+    for core, (item,) in zip(plan.cores, plan.schedule.cores):
+        user, group = divmod(item.request, 8)
         for kernel in program.kernels:
             args = _runtime_args(kernel, core)
             assert args[0] == 1 and len(args) == 1 + protocol.WORDS
@@ -82,19 +95,47 @@ def test_every_core_decodes_to_its_request():
 
 
 def test_more_requests_than_cores_share_cores_in_sequence():
-    plan = _plan(batch=32, n_q=32, n_kv=8)  # 256 requests on 64 cores
+    plan = _plan(batch=32, n_q=32, n_kv=8, positions=list(range(32)))  # 256 requests on 64 cores
     assert len(plan.cores) == 64 and set(plan.requests_per_core) == {4}
     program = build_program(plan, decode_requests(plan, list(range(32)), ADDRESSES))
-    args = _runtime_args(program.kernels[0], plan.cores[1])
-    assert args[0] == 4 and len(args) == 1 + 4 * protocol.WORDS
-    decoded = [protocol.decode(args[1 + i * 16: 17 + i * 16]) for i in range(4)]
-    assert [(r.query_row, r.k.first_page // (256 * 4) % 8) for r in decoded] == [(0, 4), (0, 5), (0, 6), (0, 7)]  # requests 4..7
+    for core, slices in zip(plan.cores, plan.schedule.cores):
+        args = _runtime_args(program.kernels[0], core)
+        assert args[0] == 4 and len(args) == 1 + 4 * protocol.WORDS
+        decoded = [protocol.decode(args[1 + i * 16: 17 + i * 16]) for i in range(4)]
+        want = [divmod(item.request, 8) for item in slices]  # (user, group) of each scheduled request
+        assert [(r.query_row, r.k.first_page // (256 * 4) % 8) for r in decoded] == want
 
 
 def test_requests_past_runtime_arg_capacity_are_refused():
     with pytest.raises(ValueError, match="requests"):
         _plan(batch=32, n_q=32, n_kv=8, grid=(1, 2))  # 256 > 2 * 21
     assert MAX_REQUESTS_PER_CORE == 21
+
+
+def test_split_program_has_semaphores_noc_table_and_split_words():
+    plan = _plan(batch=1, n_q=16, n_kv=2, positions=[8191], split=3, max_split=3)
+    program = build_program(plan, decode_requests(plan, [8191], ADDRESSES))
+    assert len(program.cbs) == 18 and sorted(s.id for s in program.semaphores) == [0, 1, 2, 3]
+    assert dict(program.kernels[0].named_compile_time_args)["inbox_slots"] == 2  # ceil(log2(3))
+    assert plan.noc_table == tuple(((y + 16) << 16) | (x + 1) for x, y in plan.cores)
+    for kernel in program.kernels:
+        want = [] if kernel is program.kernels[1] else list(plan.noc_table)
+        assert list(kernel.common_runtime_args) == want
+    splits = []
+    for core in plan.cores:
+        request = protocol.decode(_runtime_args(program.kernels[0], core)[1:])
+        splits.append((request.split_index, request.split_count, request.split_first_core, request.k.first_page))
+    # group 0's slices on cores 0..2 (reducer core 0), group 1's on cores 3..5 (reducer core 3)
+    assert splits == [(0, 3, 0, 0), (1, 3, 0, 0), (2, 3, 0, 0),
+                      (0, 3, 3, 256 * 4), (1, 3, 3, 256 * 4), (2, 3, 3, 256 * 4)]
+
+
+def test_residency_must_hold_the_largest_split():
+    shape = DecodeShape(1, 16, 2, 128, 8192)
+    plan_schedule = schedule([8192, 8192], 64, max_split=4, split=4)
+    with pytest.raises(ValueError, match="max_split"):
+        plan_decode(shape, Residency(8, 4, 16, max_split=2), grid=(8, 8), arch="wormhole_b0", compute=ComputeOptions(),
+                    accessor_args=ACCESSORS, schedule=plan_schedule, noc_xy=_noc_xy)
 
 
 def test_program_hash_ignores_positions_and_addresses_but_not_structure():
@@ -104,9 +145,11 @@ def test_program_hash_ignores_positions_and_addresses_but_not_structure():
     assert one.custom_program_hash == two.custom_program_hash == plan.program_hash
     assert _plan(block=8).program_hash != plan.program_hash
     assert _plan(batch=3).program_hash != plan.program_hash
+    assert _plan(positions=[8191, 8191], split=2, max_split=2).program_hash != plan.program_hash
 
 
 def test_residency_must_match_the_shape():
     shape = DecodeShape(1, 16, 2, 128, 8192)
     with pytest.raises(ValueError, match="residency"):
-        plan_decode(shape, Residency(4, 4, 16), grid=(8, 8), arch="wormhole_b0", compute=ComputeOptions(), accessor_args=ACCESSORS)
+        plan_decode(shape, Residency(4, 4, 16), grid=(8, 8), arch="wormhole_b0", compute=ComputeOptions(),
+                    accessor_args=ACCESSORS, schedule=schedule([8192, 8192], 64, max_split=1), noc_xy=_noc_xy)

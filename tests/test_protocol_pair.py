@@ -112,11 +112,14 @@ def test_header_constants_match_python(decoder):
         assert header[camel] == field.value, field
     cb_names = {"Q": "kCbQ", "K": "kCbK", "V": "kCbV", "CONST": "kCbConst", "S": "kCbS", "SCRATCH": "kCbScratch",
                 "M_A": "kCbMA", "M_B": "kCbMB", "L": "kCbL", "LSUM": "kCbLsum", "C": "kCbC", "O": "kCbO",
-                "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut"}
+                "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut",
+                "PARTIALS": "kCbPartials", "OUTBOX": "kCbOutbox"}
     assert set(cb_names) == {cb.name for cb in protocol.CB}
     for cb in protocol.CB:
         assert header[cb_names[cb.name]] == cb.value, cb
     assert header["kWords"] == protocol.WORDS
+    for sem in protocol.Semaphore:
+        assert header["kSem" + "".join(part.capitalize() for part in sem.name.split("_"))] == sem.value, sem
     assert header["kFlagChunk"] == protocol.Flag.CHUNK and header["kFlagRows"] == protocol.Flag.ROWS
     assert re.search(r"kConstTailMaskTile = 2;", text) and re.search(r"kConstCausalMaskTile = 34;", text)
     assert re.search(r"kConstTiles = 66;", text)

@@ -12,7 +12,7 @@ ARCHES = ["wormhole_b0", "blackhole"]
 
 def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
     plan = cb_plan(SEED)
-    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB)
+    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb != protocol.CB.PARTIALS)
     assert len({cb.index for cb in plan}) == 16
 
 
@@ -23,14 +23,15 @@ def test_plan_page_counts():
     assert pages["S"] == pages["SCRATCH"] == 16
     assert all(pages[name] == 1 for name in ["M_A", "M_B", "L", "LSUM", "C"])
     assert pages["Q"] == 1
-    assert all(pages[name] == 4 for name in ["O", "PV", "QSTAGE", "QS", "OUT"])
+    assert all(pages[name] == 4 for name in ["O", "PV", "QSTAGE", "QS"])
+    assert pages["OUT"] == 4 + 2  # room for a split-K partial: O, L, M
     assert all(cb.page_bytes == 2048 and cb.data_format == 5 for cb in cb_plan(SEED))
 
 
 def test_l1_bytes_is_the_sum_of_the_cbs_and_flat_in_context():
     assert l1_bytes(SEED) == sum(cb.pages for cb in cb_plan(SEED)) * 2048
     # the context length is not an input: a residency serves any kv_positions
-    assert l1_bytes(SEED) == (2 * 2 * 16 * 4 + 2 * 16 + 1 + 4 + 5 + 5 * 4) * 2048
+    assert l1_bytes(SEED) == (2 * 2 * 16 * 4 + 2 * 16 + 1 + 4 + 5 + 5 * 4 + 2) * 2048
 
 
 @pytest.mark.parametrize("arch", ARCHES)
@@ -67,3 +68,23 @@ def test_plan_refuses_bad_residency(bad):
     fields = dict(q_rows=8, dim_tiles=4, block_tiles=16, tile_bytes=2048) | bad
     with pytest.raises(ValueError):
         cb_plan(Residency(**fields))
+
+
+def test_split_programs_add_an_inbox_slot_per_tree_level_and_an_outbox():
+    plan = {cb.name: cb.pages for cb in cb_plan(Residency(8, 4, 16, max_split=7))}
+    assert plan["PARTIALS"] == 3 * (4 + 2)  # ceil(log2(7)) levels
+    assert plan["OUTBOX"] == 4 + 2
+    assert len(plan) == 18
+    assert l1_bytes(Residency(8, 4, 16, max_split=7)) == l1_bytes(SEED) + 4 * 6 * 2048
+
+
+def test_fp32_stats_double_the_statistics_pages():
+    plan = {cb.name: (cb.page_bytes, cb.data_format) for cb in cb_plan(Residency(8, 4, 16, max_split=2, fp32_stats=True))}
+    for name in ["M_A", "M_B", "L", "LSUM", "C", "O", "PV", "PARTIALS", "OUTBOX"]:
+        assert plan[name] == (4096, 0), name
+    for name in ["Q", "K", "V", "CONST", "S", "SCRATCH", "QSTAGE", "QS", "OUT"]:
+        assert plan[name] == (2048, 5), name
+
+
+def test_max_block_tiles_accounts_for_the_inbox():
+    assert max_block_tiles(8, 4, 2048, "wormhole_b0", max_split=32) < max_block_tiles(8, 4, 2048, "wormhole_b0")

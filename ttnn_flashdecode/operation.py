@@ -28,9 +28,11 @@ from ttnn_flashdecode.program_factory import (
     Plan,
     build_program,
     decode_requests,
+    max_requests_per_core,
     plan_decode,
 )
-from ttnn_flashdecode.residency import MAX_DIM_TILES, Residency, max_block_tiles
+from ttnn_flashdecode.residency import MAX_DIM_TILES, Residency, available_l1_bytes, l1_bytes, max_block_tiles
+from ttnn_flashdecode.schedule import schedule
 
 __all__ = ["attention", "last_report", "DEFAULT_BLOCK_TILES", "DEFAULT_ARCH"]
 
@@ -138,20 +140,26 @@ def _validate_device_tensors(q, k, v) -> None:
         raise ValueError("q, k, v: expected tensors on one device, got tensors on different devices")
 
 
-def _block_tiles(shape: DecodeShape, requested: int | None, arch: str) -> int:
-    """The residency's block size: ``requested`` when given, else the largest b <= 16 that fits L1
-    and for which whole double blocks tile the cache (2*b divides capacity_tiles), so every
-    position up to capacity-1 has a padded window inside the cache."""
-    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch)
+def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool) -> int:
+    """The largest block that fits L1 unsplit; ``requested`` validated against it when given."""
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats)
     if fit == 0:
         raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit L1 on {arch} even with block_tiles 1")
-    if requested is not None:
-        if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
-            raise ValueError(f"block_tiles: expected a positive int, got {requested!r}")
-        if requested > fit:
-            raise ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), got {requested}")
-        return int(requested)
-    for candidate in range(min(DEFAULT_BLOCK_TILES, fit), 0, -1):
+    if requested is None:
+        return fit
+    if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
+        raise ValueError(f"block_tiles: expected a positive int, got {requested!r}")
+    if requested > fit:
+        raise ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), got {requested}")
+    return int(requested)
+
+
+def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: int, fp32_stats: bool) -> int:
+    """The largest block b <= ``upto`` that fits L1 beside the split-K inbox and whose double block
+    tiles the cache (2*b divides capacity_tiles, so every position up to capacity-1 has a padded
+    window inside the cache); 1 when none does."""
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats)
+    for candidate in range(min(upto, fit), 0, -1):
         if shape.capacity_tiles % (2 * candidate) == 0:
             return candidate
     return 1
@@ -179,6 +187,7 @@ def attention(
     block_tiles: int | None = None,
     compute_kernel_config=None,
     memory_config=None,
+    split: int | None = None,
     backend: str = "auto",
 ):
     """Flash-decode attention of one new query per user against a GQA KV cache.
@@ -202,6 +211,9 @@ def attention(
             :class:`~ttnn_flashdecode.program_factory.ComputeOptions`; default HiFi4 with fp32
             DST accumulation.
         memory_config: output memory config on a device; must be DRAM interleaved (default).
+        split: split-K slices per request. ``None`` (default): the scheduler cuts long requests
+            so every core of the grid gets about the same live tiles (short requests stay whole);
+            ``1``: never split; ``k``: cut every request into ``k`` slices (some may be empty).
         backend: ``"auto"`` (device tensors -> device, otherwise emulator), ``"device"`` or
             ``"emulator"``.
 
@@ -215,7 +227,8 @@ def attention(
         ValueError: shapes disagree (``q`` rows vs batch, ``k`` vs ``v``, width not a multiple of
             head_dim), the GQA ratio is not an integer or exceeds 32, a position is negative or
             past capacity or its padded window leaves the cache, head_dim or block_tiles does not
-            fit L1, more requests than the grid's runtime-arg capacity, device tensors that are not
+            fit L1, a split larger than the grid or the reducer's L1 inbox allows, more requests
+            than the grid's runtime-arg capacity, device tensors that are not
             bfloat16 / TILE / DRAM interleaved or live on different devices, a bad backend or
             memory_config. All raised before anything reaches a device.
 
@@ -232,6 +245,8 @@ def attention(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if split is not None and (isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 1 <= split <= protocol.MAX_SPLIT):
+        raise ValueError(f"split: expected None or an int in 1..{protocol.MAX_SPLIT}, got {split!r}")
     inputs = _validate(q, k, v, cur_pos)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if scale is not None and not (isinstance(scale, (int, float, np.floating)) and math.isfinite(scale)):
@@ -240,11 +255,11 @@ def attention(
     if run_on_device:
         if inputs.kind != "device":
             raise ValueError(f"backend: 'device' expects device tensors, got {inputs.kind} inputs")
-        return _run_on_device(q, k, v, inputs, scale, block_tiles, compute, memory_config)
+        return _run_on_device(q, k, v, inputs, scale, block_tiles, split, compute, memory_config)
     if memory_config is not None and memory_config != ttnn.DRAM_MEMORY_CONFIG:
         raise ValueError(f"memory_config: expected None or ttnn.DRAM_MEMORY_CONFIG on the emulator, got {memory_config}")
     _last_report.value = None
-    return _run_on_emulator(q, k, v, inputs, scale, block_tiles, compute)
+    return _run_on_emulator(q, k, v, inputs, scale, block_tiles, split, compute)
 
 
 # ---------------------------------------------------------------- host arrays <-> tile pages
@@ -287,13 +302,54 @@ def _emulator(arch: str):
     return Emulator(arch=arch)
 
 
+def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int, fp32_stats: bool) -> int:
+    """Most split-K slices per request: bounded by the grid, word 5's byte, and the L1 left beside
+    blocks of ``block_tiles`` for the inbox (one partial per level of the combine tree)."""
+    for split in range(min(protocol.MAX_SPLIT, grid_cores), 1, -1):
+        residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats)
+        if l1_bytes(residency) <= available_l1_bytes(arch):
+            return split
+    return 1
+
+
+def _plan(shape: DecodeShape, cur_pos, block_tiles, split, compute: ComputeOptions, arch: str, grid, accessor_args, noc_xy) -> Plan:
+    """Schedule this call's requests (positions decide the split), size the residency, and plan
+    the program (plans are cached by structure)."""
+    fp32_stats = compute.fp32_dest_acc_en
+    fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats)
+    grid_cores = grid[0] * grid[1]
+    # Room for the inbox is counted with the smallest block the planner may pick (1), or the
+    # caller's block when given.
+    max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats)
+    if split is not None and split > max_split:
+        raise ValueError(f"split: expected <= {max_split} (grid cores, and L1 for the reducer's inbox on {arch}), got {split}")
+    kv_positions = [position + 1 for position in cur_pos for _ in range(shape.n_kv_heads)]
+    per_core = max_requests_per_core(grid_cores if max_split > 1 else 0)
+    if len(kv_positions) > grid_cores * per_core:
+        raise ValueError(
+            f"requests: expected at most {grid_cores * per_core} (batch x n_kv_heads) on a {grid[0]}x{grid[1]} grid "
+            f"({per_core} per core), got {len(kv_positions)} ({shape.batch} x {shape.n_kv_heads})"
+        )
+    plan_schedule = schedule(kv_positions, grid_cores, max_split=max_split, max_slices_per_core=per_core, split=split)
+    largest = max(plan_schedule.split_count(r) for r in range(len(kv_positions)))
+    if block_tiles is not None:
+        blocks = block_tiles
+    else:
+        # A split request's slices are short: blocks past half the longest slice only cost L1.
+        longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
+        upto = min(DEFAULT_BLOCK_TILES, fit) if largest == 1 else max(1, -(-longest // 2))
+        blocks = _default_block_tiles(shape, upto, arch, largest, fp32_stats)
+    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats)
+    return _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy)
+
+
 @functools.lru_cache(maxsize=64)
-def _plan(shape: DecodeShape, block_tiles: int | None, compute: ComputeOptions, arch: str, grid, accessor_args) -> Plan:
-    residency = Residency(shape.q_rows, shape.dim_tiles, _block_tiles(shape, block_tiles, arch))
-    return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args)
+def _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy) -> Plan:
+    return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
+                       schedule=plan_schedule, noc_xy=noc_xy)
 
 
-def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, compute: ComputeOptions):
+def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute: ComputeOptions):
     from ttnn_flashdecode.emulator import tensor_accessor_compile_time_args
 
     shape = inputs.shape
@@ -312,7 +368,8 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, compute: Comp
         buffers.append(out_buffer)
         emu.write_pages(out_buffer, np.zeros_like(q_pages))
         accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in buffers)
-        plan = _plan(shape, block_tiles, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args)
+        plan = _plan(shape, inputs.cur_pos, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
+                     emu.worker_core_from_logical_core)
         _check_windows(plan, inputs.cur_pos)
         addresses = Addresses(*(b.address for b in buffers))
         program = build_program(plan, decode_requests(plan, inputs.cur_pos, addresses))
@@ -330,7 +387,7 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, compute: Comp
 
 # ---------------------------------------------------------------- device backend
 
-def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, compute: ComputeOptions, memory_config):
+def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config):
     shape = inputs.shape
     if shape.head_dim % 32:
         raise NotImplementedError(
@@ -347,7 +404,8 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, compute: Comput
     )
     operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out)
     accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
-    plan = _plan(shape, block_tiles, compute, arch, (grid.x, grid.y), accessor_args)
+    plan = _plan(shape, inputs.cur_pos, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
+                 _device_noc_xy(device))
     _check_windows(plan, inputs.cur_pos)
     addresses = Addresses(*(t.buffer_address() for t in operands))
     program = build_program(plan, decode_requests(plan, inputs.cur_pos, addresses))
@@ -355,6 +413,17 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, compute: Comput
     if signpost is not None:
         signpost(f"ttnn_flashdecode.attention batch={shape.batch} heads={shape.n_q_heads}/{shape.n_kv_heads}")
     return ttnn.generic_op(list(operands), program)
+
+
+@functools.lru_cache(maxsize=8)
+def _device_noc_xy(device):
+    """Logical worker core -> NoC coordinate on ``device`` (cached so plans cache per device)."""
+
+    def noc_xy(x: int, y: int) -> tuple[int, int]:
+        core = device.worker_core_from_logical_core(ttnn.CoreCoord(x, y))
+        return core.x, core.y
+
+    return noc_xy
 
 
 _device_constants_cache: dict = {}

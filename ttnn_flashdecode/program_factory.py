@@ -5,27 +5,31 @@ config, program hash; built once per model shape) and per-call *runtime args* (a
 positions; cheap). The same descriptor runs on a card through ``ttnn.generic_op`` and on the
 host emulator.
 
-Work split: one request per (user, KV group), spread over the compute grid in contiguous runs;
-when there are more requests than cores a core serves several in sequence. Every kernel's
-runtime args on a core are ``[request_count, words(request 0), words(request 1), ...]``.
+Work split: one request per (user, KV group); a :class:`~ttnn_flashdecode.schedule.Schedule`
+cuts long requests into split-K slices on dedicated cores and packs the others, several per core
+when there are more requests than cores. Every kernel's runtime args on a core are
+``[request_count, words(request 0), words(request 1), ...]``; a split program adds the NoC
+coordinate table of its cores as common runtime args of the reader and the writer, and three
+semaphores (``protocol.Semaphore``).
 
 Runtime-arg limit relied on: tt-metal's ``max_runtime_args = 341`` uint32 per kernel per core
 (unique + common; "0 to 341" in the kernel API docs, TT_FACTS §3), so a core serves at most
-``(341 - 1) // 16 = 21`` requests; more is refused at plan time.
+``(341 - 1 - table) // 16`` requests (21 without a table); more is refused at plan time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import ttnn
 
 from ttnn_flashdecode import protocol
 from ttnn_flashdecode.paths import kernel_dir
 from ttnn_flashdecode.protocol import Operand, Request
-from ttnn_flashdecode.residency import Residency, cb_plan, check_fits
+from ttnn_flashdecode.residency import FLOAT16_B, FLOAT32, Residency, cb_plan, check_fits
+from ttnn_flashdecode.schedule import Schedule
 
 __all__ = [
     "MAX_RUNTIME_ARGS",
@@ -36,6 +40,7 @@ __all__ = [
     "Addresses",
     "plan_decode",
     "runtime_args",
+    "max_requests_per_core",
     "decode_requests",
     "build_program",
     "KERNEL_FILES",
@@ -154,29 +159,49 @@ class Plan:
 
     Attributes:
         shape: the :class:`DecodeShape`.
-        residency: the CB residency.
-        cores: logical ``(x, y)`` of every core used, in request order.
-        requests_per_core: how many consecutive requests each core serves.
+        residency: the CB residency (``max_split`` sizes the split-K inbox).
+        cores: logical ``(x, y)`` of every core used, in core-table order.
+        schedule: which slices each core runs (same order as ``cores``).
+        noc_table: split programs: ``(noc_y << 16) | noc_x`` of every core (the common runtime
+            args of the reader and writer); empty when nothing is split.
         compute: the :class:`ComputeOptions`.
         accessor_args: positional compile-time args (TensorAccessorArgs of Q, K, V, CONST, OUT).
-        program_hash: ``custom_program_hash``: structure only, so new positions or buffer
-            addresses never recompile.
+        program_hash: ``custom_program_hash``: structure only (shapes, residency, cores,
+            schedule, compute options, accessor args), so new positions within the same schedule
+            or new buffer addresses never recompile.
     """
 
     shape: DecodeShape
     residency: Residency
     cores: tuple[tuple[int, int], ...]
-    requests_per_core: tuple[int, ...]
+    schedule: Schedule
+    noc_table: tuple[int, ...]
     compute: ComputeOptions
     accessor_args: tuple[int, ...]
     program_hash: int
+
+    @property
+    def split(self) -> bool:
+        """True when some request is cut into split-K slices."""
+        return self.residency.max_split > 1
+
+    @property
+    def requests_per_core(self) -> tuple[int, ...]:
+        """Parameter blocks each core runs."""
+        return tuple(len(slices) for slices in self.schedule.cores)
 
     @property
     def named_compile_time_args(self) -> list[tuple[str, int]]:
         """The same named compile-time args for all three kernels."""
         r = self.residency
         return [("q_rows", r.q_rows), ("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
-                ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles)]
+                ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
+                ("inbox_slots", protocol.tree_levels(r.max_split))]
+
+
+def max_requests_per_core(table_words: int) -> int:
+    """Parameter blocks a core may run when ``table_words`` common runtime args are in use."""
+    return (MAX_RUNTIME_ARGS - 1 - table_words) // protocol.WORDS
 
 
 def plan_decode(
@@ -187,20 +212,29 @@ def plan_decode(
     arch: str,
     compute: ComputeOptions,
     accessor_args: Sequence[Sequence[int]],
+    schedule: Schedule,
+    noc_xy: Callable[[int, int], tuple[int, int]],
 ) -> Plan:
     """Plan a decode program.
 
     Args:
         shape: validated shapes.
-        residency: must match the shape's q_rows and dim_tiles; must fit ``arch``'s L1.
-        grid: compute grid ``(x, y)`` in cores.
+        residency: must match the shape's q_rows and dim_tiles, hold the schedule's largest
+            split in ``max_split``, and fit ``arch``'s L1.
+        grid: compute grid ``(x, y)`` in cores; core-table index ``i`` is logical core
+            ``(i % x, i // x)``.
         arch: ``"wormhole_b0"`` or ``"blackhole"`` (for the L1 check).
         compute: compute-kernel options.
         accessor_args: five lists, the TensorAccessorArgs compile-time args of Q, K, V, CONST, OUT.
+        schedule: slices per core (:func:`ttnn_flashdecode.schedule.schedule`), one request per
+            (user, KV group) in user-major order.
+        noc_xy: logical core ``(x, y)`` -> its NoC coordinate (``worker_core_from_logical_core``).
 
     Raises:
-        ValueError: residency disagrees with the shape or does not fit L1; more requests than
-            ``grid`` cores * 21 (the runtime-arg limit); wrong number of accessor arg lists.
+        ValueError: residency disagrees with the shape or the schedule, or does not fit L1; the
+            schedule does not cover the shape's requests, needs more cores than ``grid``, or puts
+            more parameter blocks on a core than the runtime-arg limit allows; wrong number of
+            accessor arg lists.
     """
     if (residency.q_rows, residency.dim_tiles) != (shape.q_rows, shape.dim_tiles):
         raise ValueError(
@@ -210,21 +244,27 @@ def plan_decode(
     check_fits(residency, arch)
     if len(accessor_args) != len(OPERANDS):
         raise ValueError(f"accessor_args: expected {len(OPERANDS)} lists ({', '.join(OPERANDS)}), got {len(accessor_args)}")
+    if schedule.requests != shape.requests:
+        raise ValueError(f"schedule: expected {shape.requests} requests (batch x n_kv_heads), got {schedule.requests}")
     grid_cores = grid[0] * grid[1]
-    if shape.requests > grid_cores * MAX_REQUESTS_PER_CORE:
+    if schedule.used_cores > grid_cores:
+        raise ValueError(f"schedule: expected at most {grid_cores} cores ({grid[0]}x{grid[1]} grid), got {schedule.used_cores}")
+    largest_split = max(schedule.split_count(r) for r in range(shape.requests))
+    if largest_split > residency.max_split:
+        raise ValueError(f"residency: expected max_split >= {largest_split} (the schedule's largest split), got {residency.max_split}")
+    cores = tuple((i % grid[0], i // grid[0]) for i in range(schedule.used_cores))
+    noc_table = tuple((ny << 16) | nx for nx, ny in (noc_xy(x, y) for x, y in cores)) if largest_split > 1 else ()
+    limit = max_requests_per_core(len(noc_table))
+    busiest = max(len(slices) for slices in schedule.cores)
+    if busiest > limit:
         raise ValueError(
-            f"requests: expected at most {grid_cores * MAX_REQUESTS_PER_CORE} (batch x n_kv_heads) on a "
-            f"{grid[0]}x{grid[1]} grid ({MAX_REQUESTS_PER_CORE} per core, {MAX_RUNTIME_ARGS} runtime args), "
-            f"got {shape.requests} ({shape.batch} x {shape.n_kv_heads})"
+            f"requests: expected at most {limit} per core ({MAX_RUNTIME_ARGS} runtime args, {len(noc_table)} "
+            f"common), got {busiest} on one core ({shape.requests} requests on {schedule.used_cores} cores)"
         )
-    used = min(shape.requests, grid_cores)
-    base, extra = divmod(shape.requests, used)
-    per_core = tuple(base + (1 if i < extra else 0) for i in range(used))
-    cores = tuple((i % grid[0], i // grid[0]) for i in range(used))
     flat_args = tuple(int(a) for args in accessor_args for a in args)
-    structure = repr((shape, residency, cores, per_core, compute, flat_args, sorted(KERNEL_FILES.items())))
+    structure = repr((shape, residency, cores, schedule.cores, noc_table, compute, flat_args, sorted(KERNEL_FILES.items())))
     program_hash = int.from_bytes(hashlib.blake2b(structure.encode(), digest_size=8).digest(), "little")
-    return Plan(shape, residency, cores, per_core, compute, flat_args, program_hash)
+    return Plan(shape, residency, cores, schedule, noc_table, compute, flat_args, program_hash)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,21 +317,30 @@ def decode_requests(plan: Plan, cur_pos: Sequence[int], addresses: Addresses) ->
 
 
 def runtime_args(plan: Plan, requests: Sequence[Request]) -> list[list[int]]:
-    """Per-core runtime args ``[count, words...]`` in ``plan.cores`` order.
+    """Per-core runtime args ``[count, words...]`` in ``plan.cores`` order: each scheduled slice's
+    request, with its split fields (word 5) filled in from the schedule.
 
     Raises:
         ValueError: a request fails :func:`protocol.encode`'s checks, or the count differs from the plan's.
     """
-    if len(requests) != sum(plan.requests_per_core):
-        raise ValueError(f"requests: expected {sum(plan.requests_per_core)}, got {len(requests)}")
-    per_core, start = [], 0
-    for count in plan.requests_per_core:
-        args = [count]
-        for request in requests[start:start + count]:
+    if len(requests) != plan.shape.requests:
+        raise ValueError(f"requests: expected {plan.shape.requests}, got {len(requests)}")
+    per_core = []
+    for slices in plan.schedule.cores:
+        args = [len(slices)]
+        for item in slices:
+            request = requests[item.request]
+            if item.count > 1:
+                request = dataclasses.replace(
+                    request, split_index=item.index, split_count=item.count,
+                    split_first_core=plan.schedule.first_core(item.request),
+                )
             args.extend(protocol.encode(request, plan.residency))
         per_core.append(args)
-        start += count
     return per_core
+
+
+_DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32}
 
 
 def _core_range_set(cores: Sequence[tuple[int, int]]) -> ttnn.CoreRangeSet:
@@ -311,7 +360,8 @@ def build_program(plan: Plan, requests: Sequence[Request]) -> ttnn.ProgramDescri
         ttnn.CBDescriptor(
             total_size=spec.total_bytes,
             core_ranges=core_ranges,
-            format_descriptors=[ttnn.CBFormatDescriptor(buffer_index=spec.index, data_format=ttnn.bfloat16, page_size=spec.page_bytes)],
+            format_descriptors=[ttnn.CBFormatDescriptor(
+                buffer_index=spec.index, data_format=_DATA_TYPES[spec.data_format], page_size=spec.page_bytes)],
         )
         for spec in cb_plan(plan.residency)
     ]
@@ -321,6 +371,7 @@ def build_program(plan: Plan, requests: Sequence[Request]) -> ttnn.ProgramDescri
         "writer": ttnn.WriterConfigDescriptor(),
     }
     kernels = []
+    table = list(plan.noc_table)
     for role, filename in KERNEL_FILES.items():
         per_core = ttnn.RuntimeArgs()
         for (x, y), core_args in zip(plan.cores, args):
@@ -332,8 +383,12 @@ def build_program(plan: Plan, requests: Sequence[Request]) -> ttnn.ProgramDescri
             compile_time_args=list(plan.accessor_args),
             named_compile_time_args=plan.named_compile_time_args,
             runtime_args=per_core,
+            common_runtime_args=table if role != "compute" else [],
             config=configs[role],
         ))
-    program = ttnn.ProgramDescriptor(kernels=kernels, semaphores=[], cbs=cbs)
+    semaphores = [
+        ttnn.SemaphoreDescriptor(id=int(sem), core_ranges=core_ranges, initial_value=0) for sem in protocol.Semaphore
+    ] if plan.split else []
+    program = ttnn.ProgramDescriptor(kernels=kernels, semaphores=semaphores, cbs=cbs)
     program.custom_program_hash = plan.program_hash
     return program

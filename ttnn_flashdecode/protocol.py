@@ -45,6 +45,11 @@ __all__ = [
     "Field",
     "Flag",
     "CB",
+    "Semaphore",
+    "partial_pages",
+    "tree_levels",
+    "tree_children",
+    "tree_parent",
     "ConstTile",
     "Operand",
     "Request",
@@ -122,6 +127,50 @@ class CB(enum.IntEnum):
     QSTAGE = 13
     QS = 14
     OUT = 16
+    PARTIALS = 17  # split-K only: a core's inbox of its children's partials (not one of the seed's 16)
+    OUTBOX = 18  # split-K only: a core's partial on its way to its parent
+
+
+class Semaphore(enum.IntEnum):
+    """Split-K semaphore ids, on every core of a split program (``attention_protocol.hpp``)."""
+
+    QUERY_READY = 0  # on slices 1..: slice 0 staged Q and CONST
+    FETCHED = 1  # on slice 0: slices that copied its Q and CONST pages
+    INBOX_READY = 2  # on a child: its parent reserved its inbox
+    ARRIVED = 3  # on a parent: children whose partial landed in its inbox
+
+
+def partial_pages(dim_tiles: int) -> int:
+    """Pages of one split-K partial: O (dim_tiles), L, M."""
+    return dim_tiles + 2
+
+
+def tree_levels(count: int) -> int:
+    """Depth of the split-K combine tree over ``count`` slices, ``ceil(log2(count))``; also the
+    inbox slots a core needs (0 when not split)."""
+    return max(count - 1, 0).bit_length()
+
+
+def tree_children(index: int, count: int) -> list[int]:
+    """Slices whose partials slice ``index`` of ``count`` combines, in inbox-slot order.
+
+    Slice ``i`` receives from ``i + 2**k`` for every level ``k`` below ``log2(lowbit(i))`` (every
+    level for slice 0) with ``i + 2**k < count``; the child at level ``k`` lands in slot ``k``.
+    """
+    limit = tree_levels(count) if index == 0 else (index & -index).bit_length() - 1
+    return [index + (1 << level) for level in range(limit) if index + (1 << level) < count]
+
+
+def tree_parent(index: int) -> tuple[int, int]:
+    """``(parent, slot)`` that slice ``index`` > 0 sends its partial to.
+
+    Raises:
+        ValueError: ``index`` is 0 (the root sends nowhere) or negative.
+    """
+    if index <= 0:
+        raise ValueError(f"index: expected a slice > 0 (slice 0 is the root), got {index}")
+    low = index & -index
+    return index - low, low.bit_length() - 1
 
 
 class ConstTile(enum.IntEnum):

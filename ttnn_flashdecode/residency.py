@@ -13,13 +13,18 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.protocol.CB`
     SCRATCH  block_tiles           probabilities P = exp(S - m) of one block
     M_A, M_B 1 each                running max, ping-pong (old / new)
     L        1                     running sum
-    LSUM     1                     block row sum, then 1/l at the end
+    LSUM     1                     block row sum (split-K combine: the partial's factor and its
+                                   weighted sum), then 1/l at the end
     C        1                     correction factor exp(m_old - m_new)
     O        dim_tiles             running output
     PV       dim_tiles             block output P . V
     QSTAGE   dim_tiles             the group's gathered query rows
     QS       dim_tiles             QSTAGE * scale
     OUT      dim_tiles             normalised output, O / l
+    PARTIALS levels*(dim_tiles+2)  split programs only (index 17): the inbox, one slot per level of
+                                   the combine tree (levels = ceil(log2(max_split))), each a
+                                   child's partial (O, L, M)
+    OUTBOX   dim_tiles+2           split programs only (index 18): this core's partial for its parent
 """
 
 from __future__ import annotations
@@ -27,15 +32,26 @@ from __future__ import annotations
 import dataclasses
 
 from ttnn_flashdecode.emulator.arch import ArchSpec
-from ttnn_flashdecode.protocol import CB
+from ttnn_flashdecode.protocol import CB, MAX_SPLIT, partial_pages, tree_levels
 
-__all__ = ["Residency", "CbSpec", "cb_plan", "l1_bytes", "max_block_tiles", "check_fits", "BFLOAT16_TILE_BYTES"]
+__all__ = [
+    "Residency", "CbSpec", "cb_plan", "l1_bytes", "max_block_tiles", "check_fits", "available_l1_bytes",
+    "BFLOAT16_TILE_BYTES", "STATS_CBS",
+]
 
 BFLOAT16_TILE_BYTES = 2048
 """Bytes of one 32x32 bfloat16 tile (TT_FACTS §1; ``MUL_WITH_TILE_SIZE`` in dataflow_api_addrgen.h)."""
 
 FLOAT16_B = 5
-"""tt::DataFormat code of bfloat16 (``tensix_types.h``); the format of every CB here."""
+"""tt::DataFormat code of bfloat16 (``tensix_types.h``): data CBs, and statistics CBs by default."""
+
+FLOAT32 = 0
+"""tt::DataFormat code of float32 (``tensix_types.h``): the statistics CBs with ``fp32_stats``."""
+
+STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.OUTBOX)
+"""CBs holding the online softmax's running state (m, l, O) and its per-block updates. In float32
+(with fp32 DST accumulation) they are not re-rounded to bfloat16 on every block, which is what
+keeps long contexts and many split-K partials accurate."""
 
 CONST_PAGES = 4
 
@@ -53,12 +69,16 @@ class Residency:
         dim_tiles: head_dim in tiles, ``ceil(head_dim / 32)``.
         block_tiles: position tiles per K/V block (the prefetch depth).
         tile_bytes: bytes per tile of every CB; 2048 (bfloat16), the KV cache's.
+        max_split: most split-K slices of any request in the program (1: no split; no PARTIALS CB).
+        fp32_stats: keep :data:`STATS_CBS` in float32 (4096-byte pages) instead of bfloat16.
     """
 
     q_rows: int
     dim_tiles: int
     block_tiles: int
     tile_bytes: int = BFLOAT16_TILE_BYTES
+    max_split: int = 1
+    fp32_stats: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,21 +104,27 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim,
-    }
+    } | ({
+        CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
+        CB.OUTBOX: partial_pages(dim),
+    } if residency.max_split > 1 else {})
 
 
 def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
-    """The 16 CBs of ``residency``, in index order.
+    """The CBs of ``residency``, in index order: the 16 of the contract, plus PARTIALS and OUTBOX
+    when split.
 
     Raises:
         ValueError: a residency field is out of range (q_rows not 1..32, dim_tiles or block_tiles < 1,
             tile_bytes not 2048).
     """
     _validate(residency)
-    return tuple(
-        CbSpec(int(cb), cb.name, FLOAT16_B, residency.tile_bytes, pages)
-        for cb, pages in sorted(_pages(residency).items())
-    )
+    def spec(cb: CB, pages: int) -> CbSpec:
+        if residency.fp32_stats and cb in STATS_CBS:
+            return CbSpec(int(cb), cb.name, FLOAT32, 2 * residency.tile_bytes, pages)
+        return CbSpec(int(cb), cb.name, FLOAT16_B, residency.tile_bytes, pages)
+
+    return tuple(spec(cb, pages) for cb, pages in sorted(_pages(residency).items()))
 
 
 def _validate(residency: Residency) -> None:
@@ -108,6 +134,8 @@ def _validate(residency: Residency) -> None:
         raise ValueError(f"dim_tiles: expected 1 <= dim_tiles <= {MAX_DIM_TILES} (head_dim <= 512), got {residency.dim_tiles}")
     if residency.block_tiles < 1:
         raise ValueError(f"block_tiles: expected >= 1, got {residency.block_tiles}")
+    if not 1 <= residency.max_split <= MAX_SPLIT:
+        raise ValueError(f"max_split: expected 1 <= max_split <= {MAX_SPLIT}, got {residency.max_split}")
     if residency.tile_bytes != BFLOAT16_TILE_BYTES:
         raise ValueError(f"tile_bytes: expected {BFLOAT16_TILE_BYTES} (bfloat16 KV cache), got {residency.tile_bytes}")
 
@@ -137,11 +165,13 @@ def check_fits(residency: Residency, arch: str) -> None:
         raise ValueError(
             f"residency {residency} needs {need} bytes of L1 for its circular buffers; "
             f"{arch} has {have} bytes free (try a smaller block_tiles; the largest that fits is "
-            f"{max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch)})"
+            f"{max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split, residency.fp32_stats)})"
         )
 
 
-def max_block_tiles(q_rows: int, dim_tiles: int, tile_bytes: int, arch: str) -> int:
+def max_block_tiles(
+    q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False
+) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
     Args:
@@ -149,13 +179,15 @@ def max_block_tiles(q_rows: int, dim_tiles: int, tile_bytes: int, arch: str) -> 
         dim_tiles: head_dim in tiles.
         tile_bytes: 2048 (bfloat16).
         arch: ``"wormhole_b0"`` or ``"blackhole"``.
+        max_split: most split-K slices per request (sizes the PARTIALS inbox).
+        fp32_stats: statistics CBs in float32.
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = available_l1_bytes(arch)
-    base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes))
-    per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes)) - base
+    base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats))
+    per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats)) - base
     if base > have:
         return 0
     return 1 + (have - base) // per_block_tile

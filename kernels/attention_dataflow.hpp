@@ -1,0 +1,23 @@
+// Data-movement helpers shared by the reader and the writer (split-K addressing and semaphores).
+#pragma once
+
+#include <cstdint>
+
+#include "api/dataflow/dataflow_api.h"
+#include "attention_protocol.hpp"
+
+namespace flashdecode {
+
+// NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
+// split program hold the table).
+inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {
+    const uint32_t word = get_common_arg_val<uint32_t>(core);
+    return get_noc_addr(core_noc_x(word), core_noc_y(word), l1_addr);
+}
+
+// This core's semaphore `id`, as the noc_semaphore_* calls take it.
+inline volatile tt_l1_ptr uint32_t* semaphore(Semaphore id) {
+    return reinterpret_cast<volatile tt_l1_ptr uint32_t*>(get_semaphore(id));
+}
+
+}  // namespace flashdecode

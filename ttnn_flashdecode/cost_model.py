@@ -1,0 +1,721 @@
+"""Modelled device time of one :func:`ttnn_flashdecode.attention` call on n150 and p150.
+
+**Modelled, not measured.** No Tenstorrent card was available; every number here comes from
+the constants below (each cited) and from call and byte counts that the host emulator produces
+for the real kernels. Treat the times as a design aid: they rank schedules and show which term
+bounds a call; they are not benchmarks.
+
+Inputs and where they come from
+-------------------------------
+- The seed's silicon timings (DESIGN.md §8, ``seed/ft_tt_op_attention.h``): one Blackhole core,
+  one request, ``q_rows`` 8, head_dim 128 (``dim_tiles`` 4), ``block_tiles`` 16: **0.133 /
+  0.236 / 0.842 ms** at kv 1024 / 2048 / 8192, compute bound at 5.0 GB/s against a reader
+  measured at **~28 GB/s** per core.
+- Chip figures (TT_FACTS §8, docs.tenstorrent.com specs): DRAM **288 GB/s** (n150, Wormhole
+  B0) and **512 GB/s** (p150, Blackhole); AI clock **1.0 GHz** and **1.35 GHz**; NoC link
+  **32 / 64 B per cycle** (flit width, noc_parameters.h; [U] unverified as a sustained rate).
+- Grids: the installed core descriptors (:class:`ttnn_flashdecode.emulator.arch.ArchSpec`):
+  8x8 = 64 (n150) and 13x10 = 130 (p150). p150 firmware >= v19.5 exposes 11x10 = 110 worker
+  cores (TT_FACTS §8, tt-metal issue #47014): :func:`device` takes ``cores=110`` for that case.
+- Per-core work: :mod:`ttnn_flashdecode.schedule` (the op's own planner, via
+  :func:`op_schedule`) says which slices each core runs; per slice, the compute kernel's API
+  calls and the NoC bytes are a linear function of a few *work features* (live tiles, blocks,
+  padding blocks, a masked tile, partials sent / combined, ...). The per-feature counts are
+  **fitted from the emulator** (:func:`calibrate`: a few small ``attention(..., backend=
+  "emulator")`` runs, ``last_report()``), exactly: a calibration whose integer fit leaves any
+  residual is refused, and ``tests/test_cost_model.py`` checks the analytic counts against the
+  emulator on other shapes.
+
+The model
+---------
+- **Cost of a compute call.** One constant per call (``weights="uniform"``, the default) or per
+  tile-processing call (``weights="tile-ops"``: ``*_init``, ``tile_regs_*``, reconfig and
+  startup calls free), fitted so the seed configuration reproduces the seed's **slope**:
+  ``(0.842 - 0.133) ms / (calls(kv 8192) - calls(kv 1024))`` on Blackhole. The seed's
+  **intercept** (~0.03 ms at kv 0) is the seed driver's per-launch cost (dispatch, kernel
+  start), reported separately as :data:`LAUNCH_OVERHEAD_S` and NOT added to a call's time.
+  Circular-buffer calls (``cb_*``) are not counted: the emulator merges them over the three
+  kernels of a core, and the fit absorbs their share into the per-call cost. On Wormhole every
+  compute call costs ``1.35 / 1.0`` times more (the seed measured Blackhole at 1.35 GHz; the
+  same cycles at 1.0 GHz).
+- **A core's time** = ``max(compute calls x cost, DRAM bytes / 28 GB/s)``: the reader
+  double-buffers, so compute and the reader's stream overlap; 28 GB/s is the seed's per-core
+  reader figure (Wormhole: scaled by the clock ratio, [U]).
+- **A split request** combines up a binomial tree (``attention_protocol.hpp``; slice ``i > 0``
+  sends to ``i - lowbit(i)``). Slice ``i`` starts once it has copied slice 0's Q and constants
+  (the copies queue at slice 0's NoC port: ``sum of the bytes of slices 1..i / link rate``), runs
+  its own slice (``max(compute, DRAM / 28 GB/s)``), waits until every child's partial has landed
+  (the reader hands compute the whole inbox at once: child done + ``partial bytes / link
+  rate``), then combines the children one after another and finally emits its partial (or, on
+  slice 0, normalises). The fit cannot split a slice's fixed calls into the part before its K/V
+  stream and the part after its combine; :data:`POST_SHARE` puts a third after. Link rate =
+  ``bytes per cycle x clock`` (32 GB/s on n150, 86.4 GB/s on p150).
+- **A call** takes ``max(slowest core or split request, total DRAM bytes / chip DRAM
+  bandwidth)``.
+- **Roofline** = minimum bytes (every live K and V tile read once) / chip DRAM bandwidth.
+
+What it leaves out: NoC contention for DRAM (the chip bound stands in), the DRAM bank
+distribution, the TRISC pipeline overlap, per-call cost differences beyond the two weightings,
+dispatch and the host. The seed's kernel was the same design (one KV group per core, online
+softmax, block prefetch) but not the same source, so the per-call cost is an extrapolation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import os
+import pathlib
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ttnn_flashdecode import protocol
+from ttnn_flashdecode.schedule import Schedule, Slice
+
+__all__ = [
+    "SEED_KV_POSITIONS", "SEED_MS", "SEED_READER_GBPS", "LAUNCH_OVERHEAD_S", "FEATURES", "WEIGHTINGS",
+    "Device", "device", "DEVICES", "Shape", "MODELS", "CallModel", "calibrate", "work_features",
+    "op_schedule", "Estimate", "estimate", "cost_per_call_s", "roofline_s", "min_dram_bytes",
+    "compute_calls", "CalibrationError",
+]
+
+# ------------------------------------------------------------------------------------------ constants
+
+SEED_KV_POSITIONS = (1024, 2048, 8192)
+"""kv positions of the seed's silicon timings (DESIGN.md §8)."""
+
+SEED_MS = (0.133, 0.236, 0.842)
+"""The seed's ms per request at :data:`SEED_KV_POSITIONS`, one Blackhole core (DESIGN.md §8)."""
+
+SEED_Q_ROWS, SEED_HEAD_DIM, SEED_BLOCK_TILES = 8, 128, 16
+"""The seed's configuration: MiniCPM5-1B's group (8 Q heads per KV head), head_dim 128, 16-tile blocks."""
+
+SEED_READER_GBPS = 28.0
+"""The seed's measured per-core DRAM reader rate on Blackhole, GB/s (DESIGN.md §8)."""
+
+POST_SHARE = 1 / 3
+"""Share of a slice's fixed compute calls (the per-slice counts of ``normalised`` / ``partials_sent``)
+that runs after its combine (normalise, or emit the partial), the rest (scale the query, set up
+the first block) before its K/V stream. The fit cannot tell them apart (every slice does both);
+a third matches the current kernel (~30 of ~90 calls are ``normalise`` / ``emit_partial``)."""
+
+LAUNCH_OVERHEAD_S = (SEED_MS[0] - (SEED_MS[2] - SEED_MS[0]) / (SEED_KV_POSITIONS[2] - SEED_KV_POSITIONS[0])
+                     * SEED_KV_POSITIONS[0]) * 1e-3
+"""The seed line's intercept at kv 0 (~31.7 us): per-launch cost of the seed's driver, reported
+separately, never added to a modelled call."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One card as the model sees it.
+
+    Attributes:
+        name: ``"n150"`` or ``"p150"``.
+        arch: ``"wormhole_b0"`` or ``"blackhole"``.
+        clock_ghz: AI clock, GHz (TT_FACTS §8).
+        dram_gbps: chip DRAM bandwidth, GB/s (1e9 bytes/s; TT_FACTS §8).
+        cores: worker cores in the compute grid.
+        grid: the grid ``(x, y)``.
+        noc_bytes_per_cycle: NoC link width, bytes per cycle (TT_FACTS §8, [U]).
+    """
+
+    name: str
+    arch: str
+    clock_ghz: float
+    dram_gbps: float
+    grid: tuple[int, int]
+    noc_bytes_per_cycle: int
+
+    @property
+    def cores(self) -> int:
+        """Worker cores: ``grid[0] * grid[1]``."""
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def clock_scale(self) -> float:
+        """Time of a cycle relative to Blackhole's (the seed's): 1.35 / clock_ghz."""
+        return _BLACKHOLE_CLOCK_GHZ / self.clock_ghz
+
+    @property
+    def core_dram_bytes_per_s(self) -> float:
+        """One core's DRAM read rate: the seed's 28 GB/s on Blackhole, scaled by the clock ([U])."""
+        return SEED_READER_GBPS * 1e9 / self.clock_scale
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """One NoC link: bytes per cycle x clock."""
+        return self.noc_bytes_per_cycle * self.clock_ghz * 1e9
+
+
+_BLACKHOLE_CLOCK_GHZ = 1.35
+_SPECS = {
+    # name: (arch, clock GHz, DRAM GB/s, NoC bytes/cycle) -- TT_FACTS §8
+    "n150": ("wormhole_b0", 1.0, 288.0, 32),
+    "p150": ("blackhole", _BLACKHOLE_CLOCK_GHZ, 512.0, 64),
+}
+DEVICES = tuple(_SPECS)
+"""Devices the model knows: n150 (Wormhole B0) and p150 (Blackhole)."""
+
+
+def device(name: str, cores: int | None = None) -> Device:
+    """The :class:`Device` ``name``, its grid read from the installed core descriptor.
+
+    Args:
+        name: ``"n150"`` or ``"p150"``.
+        cores: override the grid with ``cores`` worker cores laid out 10 rows high when it divides
+            (``110`` models a p150 on firmware >= v19.5: 11x10), else one row.
+
+    Raises:
+        ValueError: unknown name or ``cores`` < 1.
+    """
+    if name not in _SPECS:
+        raise ValueError(f"device: expected one of {DEVICES}, got {name!r}")
+    from ttnn_flashdecode.emulator.arch import ArchSpec
+
+    arch, clock, dram, noc = _SPECS[name]
+    grid = tuple(ArchSpec.for_name(arch).default_grid)
+    if cores is not None:
+        if cores < 1:
+            raise ValueError(f"cores: expected >= 1, got {cores}")
+        grid = (cores // 10, 10) if cores % 10 == 0 else (cores, 1)
+    return Device(name, arch, clock, dram, grid, noc)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A model's attention shape: Q heads, KV heads, head_dim."""
+
+    name: str
+    n_q_heads: int
+    n_kv_heads: int
+    head_dim: int
+
+    @property
+    def q_rows(self) -> int:
+        """Q heads per KV group."""
+        return self.n_q_heads // self.n_kv_heads
+
+    @property
+    def dim_tiles(self) -> int:
+        """``ceil(head_dim / 32)``."""
+        return -(-self.head_dim // 32)
+
+
+MODELS = {
+    "minicpm5-1b": Shape("MiniCPM5-1B", 16, 2, 128),
+    "llama-3.1-8b": Shape("Llama-3.1-8B", 32, 8, 128),
+    "smollm2": Shape("SmolLM2", 9, 3, 64),
+}
+"""The issue's model shapes (Q heads / KV heads, head_dim)."""
+
+TILE_BYTES = 2048
+"""bfloat16 tile (TT_FACTS §1)."""
+
+# ------------------------------------------------------------------------------------------ features
+
+FEATURES = (
+    "cores",              # 1 per core (kernel start-up)
+    "normalised",         # unsplit slices and split roots (slice 0): normalise, write the output rows
+    "partials_sent",      # split slices 1..: send a partial (O, l, m) up the combine tree
+    "empty_slices",       # split slices with no live tile (forced splits): neutral running state
+    "partials_combined",  # partials a slice folds in: its children in the combine tree
+    "slices_fed",         # on a split root: slices 1.. that copy its Q and constants (count - 1)
+    "live_tiles",         # live position tiles attended over
+    "later_blocks",       # live blocks after a slice's first (they rescale the running state)
+    "skipped_blocks",     # padding blocks (no live tile) up to a whole double block
+    "masked_tiles",       # slices holding the request's partial last tile (tail mask)
+)
+"""Work features of a core; every count the model uses is linear in them."""
+
+_BYTE_COUNTERS = ("dram_read_bytes", "dram_write_bytes", "l1_read_bytes", "l1_write_bytes")
+
+
+def tree_children(index: int, count: int) -> list[int]:
+    """Slices whose partials slice ``index`` combines (``attention_protocol.hpp``, ``tree_children``).
+
+    The combine is a binomial tree: slice ``i > 0`` sends to ``i - lowbit(i)``; slice ``i``
+    receives from ``i + 2**k`` for every level ``k`` below ``log2(lowbit(i))`` (every level for
+    slice 0) with ``i + 2**k < count``, in increasing ``k``.
+    """
+    if count <= 1:
+        return []
+    levels = (count - 1).bit_length()  # ceil(log2(count))
+    limit = levels if index == 0 else (index & -index).bit_length() - 1
+    return [index + (1 << k) for k in range(limit) if index + (1 << k) < count]
+
+
+def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndarray:
+    """The work features of one slice (mirrors ``Params`` in ``attention_protocol.hpp``)."""
+    begin, end = item.tiles(kv_positions)
+    live = end - begin
+    total_live = protocol.live_tiles(kv_positions)
+    double = 2 * block_tiles
+    blocks = -(-live // double) * double // block_tiles
+    live_blocks = -(-live // block_tiles)
+    split, root = item.count > 1, item.index == 0
+    row = dict(
+        normalised=int(root),
+        partials_sent=int(not root),
+        empty_slices=int(split and live == 0),
+        partials_combined=len(tree_children(item.index, item.count)),
+        slices_fed=item.count - 1 if split and root else 0,
+        live_tiles=live,
+        later_blocks=max(live_blocks - 1, 0),
+        skipped_blocks=blocks - live_blocks,
+        masked_tiles=int(live > 0 and end == total_live and protocol.tail_width(kv_positions) != 0),
+    )
+    return np.array([row.get(name, 0) for name in FEATURES], dtype=np.int64)
+
+
+def work_features(plan: Schedule, kv_positions: Sequence[int], block_tiles: int) -> np.ndarray:
+    """Work features (:data:`FEATURES`) of every used core, ``[cores, len(FEATURES)]`` int64.
+
+    Args:
+        plan: the schedule.
+        kv_positions: per request, live positions (the schedule's input).
+        block_tiles: the residency's block size (position tiles).
+    """
+    rows = np.zeros((plan.used_cores, len(FEATURES)), dtype=np.int64)
+    for core, slices in enumerate(plan.cores):
+        rows[core, 0] = 1
+        for item in slices:
+            rows[core] += _slice_features(int(kv_positions[item.request]), item, block_tiles)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ calls
+
+WEIGHTINGS = ("uniform", "tile-ops")
+"""Per-call cost weightings (module docstring)."""
+
+_FREE_IN_TILE_OPS = ("_init", "tile_regs_", "reconfig", "compute_kernel_hw_startup", "reduce_uninit")
+
+
+def _weight(name: str, weights: str) -> float:
+    if weights == "uniform":
+        return 1.0
+    if weights == "tile-ops":
+        return 0.0 if any(part in name for part in _FREE_IN_TILE_OPS) else 1.0
+    raise ValueError(f"weights: expected one of {WEIGHTINGS}, got {weights!r}")
+
+
+def compute_calls(calls: Mapping[str, int]) -> dict[str, int]:
+    """The compute-kernel API calls of a core's merged ``CoreStats.calls``.
+
+    Dataflow names (``noc_*``, ``get_*``) are dropped, and so are the circular-buffer calls
+    (``cb_*``), which the emulator counts under one name for all three kernels of a core.
+    """
+    return {name: int(n) for name, n in calls.items() if not name.startswith(("cb_", "noc_", "get_"))}
+
+
+class CalibrationError(RuntimeError):
+    """The emulator's counts are not an exact integer-linear function of :data:`FEATURES`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CallModel:
+    """Per-feature compute calls and NoC bytes of one configuration, fitted from the emulator.
+
+    Attributes:
+        q_rows, dim_tiles: the group shape it was fitted for.
+        fp32_dest_acc_en: the compute config it was fitted for (the op's default: True).
+        calls: API name -> per-feature counts (aligned with :data:`FEATURES`).
+        bytes: counter (``dram_read_bytes``, ``dram_write_bytes``, ``l1_read_bytes``,
+            ``l1_write_bytes``) -> per-feature bytes.
+        kernel_hash: blake2b of the kernel sources it was fitted on.
+    """
+
+    q_rows: int
+    dim_tiles: int
+    fp32_dest_acc_en: bool
+    calls: Mapping[str, tuple[int, ...]]
+    bytes: Mapping[str, tuple[int, ...]]
+    kernel_hash: str
+
+    def core_calls(self, features: np.ndarray) -> list[dict[str, int]]:
+        """Per core, compute API name -> calls, for ``features`` ``[cores, len(FEATURES)]``."""
+        names = sorted(self.calls)
+        table = np.array([self.calls[n] for n in names], dtype=np.int64)  # [names, features]
+        counts = features @ table.T
+        return [{n: int(c) for n, c in zip(names, row) if c} for row in counts]
+
+    def weighted_calls(self, features: np.ndarray, weights: str = "uniform") -> np.ndarray:
+        """Per core, the weighted compute-call count (float)."""
+        vector = np.zeros(len(FEATURES))
+        for name, per_feature in self.calls.items():
+            vector += _weight(name, weights) * np.asarray(per_feature, dtype=float)
+        return features @ vector
+
+    def weighted_per_feature(self, weights: str = "uniform") -> dict[str, float]:
+        """Weighted compute calls per unit of each feature (e.g. per live tile, per partial combined)."""
+        vector = np.zeros(len(FEATURES))
+        for name, per_feature in self.calls.items():
+            vector += _weight(name, weights) * np.asarray(per_feature, dtype=float)
+        return dict(zip(FEATURES, vector.tolist()))
+
+    def core_bytes(self, features: np.ndarray) -> dict[str, np.ndarray]:
+        """Per core, each byte counter (int64 arrays)."""
+        return {name: features @ np.asarray(self.bytes[name], dtype=np.int64) for name in _BYTE_COUNTERS}
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self) | {"calls": dict(self.calls), "bytes": dict(self.bytes)}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> CallModel:
+        return cls(
+            q_rows=int(data["q_rows"]), dim_tiles=int(data["dim_tiles"]),
+            fp32_dest_acc_en=bool(data["fp32_dest_acc_en"]),
+            calls={k: tuple(int(x) for x in v) for k, v in data["calls"].items()},
+            bytes={k: tuple(int(x) for x in v) for k, v in data["bytes"].items()},
+            kernel_hash=str(data["kernel_hash"]),
+        )
+
+
+def _kernel_hash() -> str:
+    from ttnn_flashdecode.paths import kernel_dir
+
+    digest = hashlib.blake2b(digest_size=12)
+    for path in sorted(kernel_dir().glob("*")):
+        if path.suffix in (".cpp", ".hpp", ".h"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _cache_dir() -> pathlib.Path:
+    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    return pathlib.Path(base) / "ttnn_flashdecode" / "cost_model"
+
+
+# Calibration runs: (batch, n_kv_heads, kv positions per user, split, block_tiles). Chosen so the
+# features vary independently: several unsplit requests on one core (70 requests > the 64-core
+# emulated n150 grid), partial and full last tiles, several blocks and padding blocks, splits
+# with and without empty slices.
+_CALIBRATION_RUNS = (
+    (70, 1, [1 + (i * 37) % 200 for i in range(70)], 1, 2),
+    (2, 2, [63, 300], 1, 2),
+    (1, 1, [40], 3, 2),       # 2 live tiles in 3 slices: one empty sender
+    (1, 2, [300], 4, 2),      # 10 tiles in 4 slices: 3, 2, 3, 2 tiles
+    (2, 1, [1000, 64], 2, 2),
+    (1, 1, [520], 5, 4),
+)
+
+
+def _run_emulated(shape: Shape, kv_positions: Sequence[int], split: int | None, block_tiles: int | None,
+                  capacity: int | None = None, seed: int = 0):
+    """One ``attention`` call on the emulator; returns (report, schedule, block_tiles used)."""
+    from ttnn_flashdecode import attention, last_report
+
+    batch = len(kv_positions)
+    capacity = capacity or max(1024, -(-max(kv_positions) // 1024) * 1024)
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((1, 1, batch, shape.n_q_heads * shape.head_dim), dtype=np.float32)
+    k = rng.standard_normal((batch, shape.n_kv_heads, capacity, shape.head_dim), dtype=np.float32)
+    attention(q, k, k, cur_pos=[p - 1 for p in kv_positions], split=split, block_tiles=block_tiles,
+              backend="emulator")
+    report = last_report()
+    plan = _op_plan(shape, kv_positions, capacity, "wormhole_b0", _emulated_grid(), split, block_tiles)
+    return report, plan
+
+
+@functools.cache
+def _emulated_grid() -> tuple[int, int]:
+    from ttnn_flashdecode.emulator.arch import ArchSpec
+    from ttnn_flashdecode.operation import DEFAULT_ARCH
+
+    return tuple(ArchSpec.for_name(DEFAULT_ARCH).default_grid)
+
+
+def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str, grid: tuple[int, int],
+             split: int | None, block_tiles: int | None):
+    """The op's own program plan for these positions (schedule and residency), no device.
+
+    Uses the op's planner (``operation._plan``) with placeholder operand args, so the schedule,
+    block size and split limit are exactly the ones ``attention()`` would use.
+    """
+    from ttnn_flashdecode import operation
+    from ttnn_flashdecode.emulator.arch import ArchSpec
+    from ttnn_flashdecode.program_factory import ComputeOptions, DecodeShape
+
+    decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity)
+    spec = ArchSpec.for_name(arch)
+    accessor_args = tuple((2, TILE_BYTES) for _ in range(5))
+    noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
+        lambda x, y: (x % 64, y % 64))
+    return operation._plan(decode, tuple(p - 1 for p in kv_positions), block_tiles, split, ComputeOptions(),
+                           arch, grid, accessor_args, noc_xy)
+
+
+def _fit(features: np.ndarray, values: np.ndarray, what: str) -> tuple[int, ...]:
+    solution, *_ = np.linalg.lstsq(features.astype(float), values.astype(float), rcond=None)
+    rounded = np.rint(solution).astype(np.int64)
+    residual = features @ rounded - values
+    if np.any(residual != 0):
+        worst = int(np.argmax(np.abs(residual)))
+        raise CalibrationError(
+            f"{what}: expected the emulator's counts to be integer-linear in {FEATURES}, got a residual of "
+            f"{int(residual[worst])} on calibration core {worst} (fit {dict(zip(FEATURES, solution.round(3)))}); "
+            "the kernels do work the features do not describe: update cost_model.FEATURES"
+        )
+    return tuple(int(x) for x in rounded)
+
+
+def _report_rows(report, plan) -> list:
+    """The report's per-core stats in core-table order."""
+    return [report.cores[core] for core in plan.cores]
+
+
+def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallModel:
+    """Fit the per-feature compute calls and NoC bytes of the current kernels on the emulator.
+
+    Runs the small :data:`_CALIBRATION_RUNS` (a few seconds in all, after the first kernel
+    build) with ``q_rows`` Q heads per KV head and head_dim ``32 * dim_tiles``, and solves for
+    integer per-feature counts that reproduce every core's counters exactly. Results are cached
+    in ``~/.cache/ttnn_flashdecode/cost_model/`` under a hash of the kernel sources, so a kernel
+    change recalibrates.
+
+    Raises:
+        CalibrationError: no exact integer fit (the features no longer describe the kernels).
+        numpy.linalg.LinAlgError: the calibration runs do not determine every feature.
+    """
+    kernel_hash = _kernel_hash()
+    cache = _cache_dir() / f"calls-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"
+    if use_cache and cache.exists():
+        return CallModel.from_json(json.loads(cache.read_text()))
+    shape = Shape(f"calibration q{q_rows} d{dim_tiles}", q_rows, 1, 32 * dim_tiles)
+    feature_rows, stats = [], []
+    for batch, n_kv, kv, split, block_tiles in _CALIBRATION_RUNS:
+        run_shape = dataclasses.replace(shape, n_q_heads=q_rows * n_kv, n_kv_heads=n_kv)
+        report, plan = _run_emulated(run_shape, kv[:batch], split, block_tiles)
+        kv_requests = [p for p in kv[:batch] for _ in range(n_kv)]
+        feature_rows.append(work_features(plan.schedule, kv_requests, plan.residency.block_tiles))
+        stats.extend(_report_rows(report, plan))
+    features = np.concatenate(feature_rows)
+    if np.linalg.matrix_rank(features) < len(FEATURES):
+        raise np.linalg.LinAlgError(f"calibration runs determine only {np.linalg.matrix_rank(features)} of {len(FEATURES)} features")
+    per_core_calls = [compute_calls(s.calls) for s in stats]
+    names = sorted({n for c in per_core_calls for n in c})
+    calls = {n: _fit(features, np.array([c.get(n, 0) for c in per_core_calls]), n) for n in names}
+    counters = {name: _fit(features, np.array([getattr(s, name) for s in stats]), name) for name in _BYTE_COUNTERS}
+    model = CallModel(q_rows, dim_tiles, True, calls, counters, kernel_hash)
+    if use_cache:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(model.to_json(), indent=1, sort_keys=True))
+        tmp.replace(cache)
+    return model
+
+
+# ------------------------------------------------------------------------------------------ costs
+
+def _seed_features(kv_positions: int) -> np.ndarray:
+    plan = Schedule(((Slice(0, 0, 1),),))
+    return work_features(plan, [kv_positions], SEED_BLOCK_TILES)
+
+
+def cost_per_call_s(seed_model: CallModel, dev: Device, weights: str = "uniform") -> float:
+    """Seconds per (weighted) compute call on ``dev``, fitted to the seed's slope.
+
+    Args:
+        seed_model: the :class:`CallModel` of the seed's group shape (``q_rows`` 8, ``dim_tiles`` 4).
+        dev: the device (Wormhole pays the clock ratio).
+        weights: ``"uniform"`` or ``"tile-ops"``.
+    """
+    low, high = (float(seed_model.weighted_calls(_seed_features(kv), weights)[0]) for kv in
+                 (SEED_KV_POSITIONS[0], SEED_KV_POSITIONS[2]))
+    per_call_blackhole = (SEED_MS[2] - SEED_MS[0]) * 1e-3 / (high - low)
+    return per_call_blackhole * dev.clock_scale
+
+
+def seed_check(seed_model: CallModel, weights: str = "uniform") -> dict[str, float]:
+    """The seed line the model implies: intercept (s) and the kv 2048 prediction vs the 0.236 ms measured."""
+    per_call = cost_per_call_s(seed_model, device("p150"), weights)
+    calls = {kv: float(seed_model.weighted_calls(_seed_features(kv), weights)[0]) for kv in SEED_KV_POSITIONS}
+    intercept = SEED_MS[0] * 1e-3 - calls[SEED_KV_POSITIONS[0]] * per_call
+    predicted_2048 = intercept + calls[SEED_KV_POSITIONS[1]] * per_call
+    return {"per_call_s": per_call, "intercept_s": intercept, "predicted_2048_s": predicted_2048,
+            "measured_2048_s": SEED_MS[1] * 1e-3}
+
+
+def min_dram_bytes(kv_positions: Sequence[int], dim_tiles: int) -> int:
+    """Every live K and V tile once: ``sum(2 * live_tiles * dim_tiles * 2048)`` bytes."""
+    return sum(2 * protocol.live_tiles(p) * dim_tiles * TILE_BYTES for p in kv_positions)
+
+
+def roofline_s(kv_positions: Sequence[int], dim_tiles: int, dev: Device) -> float:
+    """Minimum DRAM bytes / chip DRAM bandwidth, seconds."""
+    return min_dram_bytes(kv_positions, dim_tiles) / (dev.dram_gbps * 1e9)
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """One modelled call (all times in seconds, bytes in bytes).
+
+    Attributes:
+        device: the device name.
+        cores_used: cores that run a slice.
+        max_live_tiles, min_live_tiles: live position tiles on the busiest / idlest used core.
+        max_split: the largest split count in the schedule.
+        dram_read_bytes: DRAM bytes read (analytic, from the fitted per-feature bytes).
+        min_dram_bytes: every live K and V tile once.
+        combine_noc_bytes: L1-to-L1 NoC bytes (Q/constants copies to slices 1.., partials up the
+            combine tree, semaphores, and the reader's local copies of the query rows).
+        time_s: modelled time per call (launch overhead not included).
+        roofline_s: ``min_dram_bytes`` / chip DRAM bandwidth.
+        chip_dram_s: ``dram_read_bytes`` / chip DRAM bandwidth.
+        critical: what bounds the call: ``"dram"`` (chip bandwidth), ``"core"`` (a core of
+            unsplit requests), or ``"split"`` (a split request's slices and combine tree).
+        breakdown: the critical path's terms, seconds: for ``"split"``, ``startup_s`` (the last
+            slice's wait for its Q/constants copy), ``slowest_slice_s`` (the longest slice,
+            startup included), ``tree_s`` (from that slice's end to the root's output: waits,
+            transfers, combines, emits, normalise), ``root_combine_s``, and ``levels`` (tree
+            depth, a count); for ``"core"``, ``compute_s`` and ``core_dram_s``.
+    """
+
+    device: str
+    cores_used: int
+    max_live_tiles: int
+    min_live_tiles: int
+    max_split: int
+    dram_read_bytes: int
+    min_dram_bytes: int
+    combine_noc_bytes: int
+    time_s: float
+    roofline_s: float
+    chip_dram_s: float
+    critical: str
+    breakdown: Mapping[str, float]
+    weights: str = "uniform"
+
+    @property
+    def dram_ratio(self) -> float:
+        """DRAM bytes read / minimum."""
+        return self.dram_read_bytes / self.min_dram_bytes
+
+    @property
+    def roofline_ratio(self) -> float:
+        """Modelled time / roofline (>= 1)."""
+        return self.time_s / self.roofline_s
+
+
+def estimate(
+    plan: Schedule,
+    kv_positions: Sequence[int],
+    block_tiles: int,
+    model: CallModel,
+    seed_model: CallModel,
+    dev: Device,
+    *,
+    weights: str = "uniform",
+) -> Estimate:
+    """Model one call that runs ``plan`` on ``dev`` (see the module docstring for the terms).
+
+    Args:
+        plan: the schedule (the op's: :func:`op_schedule`).
+        kv_positions: per request, live positions.
+        block_tiles: the residency's block size.
+        model: the :class:`CallModel` of the call's group shape.
+        seed_model: the :class:`CallModel` of the seed's (``q_rows`` 8, ``dim_tiles`` 4), for the
+            per-call cost.
+        dev: the device.
+        weights: per-call weighting, ``"uniform"`` (default) or ``"tile-ops"``.
+    """
+    features = work_features(plan, kv_positions, block_tiles)
+    per_call = cost_per_call_s(seed_model, dev, weights)
+    unit = model.weighted_per_feature(weights)
+    column = {name: features[:, i] for i, name in enumerate(FEATURES)}
+    combine_s = column["partials_combined"] * unit["partials_combined"] * per_call
+    post_s = POST_SHARE * (column["normalised"] * unit["normalised"]
+                           + column["partials_sent"] * unit["partials_sent"]) * per_call
+    pre_s = model.weighted_calls(features, weights) * per_call - combine_s - post_s
+    nbytes = model.core_bytes(features)
+    core_dram_s = nbytes["dram_read_bytes"] / dev.core_dram_bytes_per_s
+    link = dev.link_bytes_per_s
+
+    worst, critical, breakdown = 0.0, "core", {}
+    in_split: set[int] = set()
+    for request in range(plan.requests):
+        count = plan.split_count(request)
+        if count == 1:
+            continue
+        core = [plan.core_of(request, i) for i in range(count)]
+        in_split.update(core)
+        # Slices 1.. copy slice 0's Q and constants through slice 0's NoC port, in order.
+        copied = np.cumsum([0] + [int(nbytes["l1_read_bytes"][core[i]]) for i in range(1, count)])
+        start = copied / link
+        own = [float(start[i] + max(pre_s[core[i]], core_dram_s[core[i]])) for i in range(count)]
+        done = [0.0] * count
+        for i in reversed(range(count)):  # children have higher indices than their parent
+            arrivals = [done[c] + int(nbytes["l1_write_bytes"][core[c]]) / link for c in tree_children(i, count)]
+            done[i] = max([own[i], *arrivals]) + float(combine_s[core[i]] + post_s[core[i]])
+        if done[0] > worst:
+            worst, critical = done[0], "split"
+            breakdown = {"startup_s": float(start[-1]), "slowest_slice_s": max(own),
+                         "root_combine_s": float(combine_s[core[0]]), "tree_s": done[0] - max(own),
+                         "levels": (count - 1).bit_length()}
+    busy = np.maximum(pre_s + combine_s + post_s, core_dram_s)
+    for core in range(plan.used_cores):
+        if core not in in_split and busy[core] > worst:
+            worst, critical = float(busy[core]), "core"
+            breakdown = {"compute_s": float(pre_s[core] + post_s[core]), "core_dram_s": float(core_dram_s[core])}
+    dram_read = int(nbytes["dram_read_bytes"].sum())
+    chip_dram_s = dram_read / (dev.dram_gbps * 1e9)
+    if chip_dram_s >= worst:
+        worst, critical = chip_dram_s, "dram"
+    live = plan.live_tiles_per_core(kv_positions)
+    return Estimate(
+        device=dev.name,
+        cores_used=plan.used_cores,
+        max_live_tiles=max(live),
+        min_live_tiles=min(live),
+        max_split=max(plan.split_count(r) for r in range(plan.requests)),
+        dram_read_bytes=dram_read,
+        min_dram_bytes=min_dram_bytes(kv_positions, model.dim_tiles),
+        combine_noc_bytes=int(nbytes["l1_read_bytes"].sum() + nbytes["l1_write_bytes"].sum()),
+        time_s=worst,
+        roofline_s=roofline_s(kv_positions, model.dim_tiles, dev),
+        chip_dram_s=chip_dram_s,
+        critical=critical,
+        breakdown=breakdown,
+        weights=weights,
+    )
+
+
+def op_schedule(shape: Shape, kv_positions_per_user: Sequence[int], dev: Device, *, capacity: int | None = None,
+                split: int | None = None, block_tiles: int | None = None) -> tuple[Schedule, list[int], int]:
+    """The schedule and block size ``attention()`` would use on ``dev`` for these users.
+
+    Args:
+        shape: the model shape.
+        kv_positions_per_user: per user, live positions (``cur_pos + 1``).
+        dev: the device (its arch sizes L1, its grid the schedule).
+        capacity: the KV cache's positions; default: the longest user rounded up to 1024.
+        split, block_tiles: as ``attention()``'s.
+
+    Returns:
+        ``(schedule, kv_positions per request, block_tiles)``; requests are user-major.
+    """
+    capacity = capacity or max(1024, -(-max(kv_positions_per_user) // 1024) * 1024)
+    plan = _op_plan(shape, kv_positions_per_user, capacity, dev.arch, dev.grid, split, block_tiles)
+    kv_requests = [p for p in kv_positions_per_user for _ in range(shape.n_kv_heads)]
+    return plan.schedule, kv_requests, plan.residency.block_tiles
+
+
+def _main(argv: Iterable[str] | None = None) -> int:  # pragma: no cover - developer aid
+    """Print the fitted per-feature counts and the seed fit: ``python -m ttnn_flashdecode.cost_model``."""
+    seed = calibrate(SEED_Q_ROWS, SEED_HEAD_DIM // 32)
+    for weights in WEIGHTINGS:
+        check = seed_check(seed, weights)
+        print(f"[{weights}] per call {check['per_call_s'] * 1e9:.1f} ns (Blackhole); seed intercept "
+              f"{check['intercept_s'] * 1e6:.1f} us; kv 2048: {check['predicted_2048_s'] * 1e3:.3f} ms modelled vs "
+              f"{check['measured_2048_s'] * 1e3:.3f} ms measured")
+        print("  weighted calls per feature:", {k: round(v, 1) for k, v in seed.weighted_per_feature(weights).items()})
+    print("bytes per feature:", dict(seed.bytes))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(_main())

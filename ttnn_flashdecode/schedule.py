@@ -1,0 +1,276 @@
+"""Work scheduling: which core runs which split-K slice of which request. Pure host code.
+
+A *request* is one (user, KV group): ``kv_positions`` live positions, ``live_tiles(kv_positions)``
+position tiles of K (and as many of V) to read and attend over. A request may be cut into
+``count`` split-K *slices* (:func:`ttnn_flashdecode.protocol.slice_tiles`); slice ``i`` runs on
+core ``first_core + i`` of the core table, and slices ``1..count-1`` send their partial
+``(O, l, m)`` to slice 0's core, which combines them.
+
+Rules of a :class:`Schedule` (tested in ``tests/test_schedule.py``):
+
+- every request's slices ``0..count-1`` appear exactly once;
+- a split request (``count > 1``) owns ``count`` consecutive cores, ``first_core .. first_core +
+  count - 1``, one slice each, and those cores hold nothing else (the combine protocol pairs one
+  reducer with its senders; a core that also served other requests would stall them behind, or
+  in front of, the combine);
+- unsplit requests (``count == 1``) are packed onto the remaining cores, at most
+  ``max_slices_per_core`` per core (the runtime-arg limit: ``(341 - 1) // 16 = 21`` parameter
+  blocks per kernel per core, ``program_factory.MAX_REQUESTS_PER_CORE``), balanced by live tiles
+  with the LPT rule (longest first onto the least loaded core);
+- at most ``cores`` cores are used.
+
+Choosing the split counts (``split=None``): the smallest per-core load ``T`` (live tiles) for
+which every request cut into ``ceil(live / T)`` slices (each slice at least
+``min_slice_tiles``, at most ``max_split`` slices, never more slices than live tiles), plus the
+cores the unsplit requests need at load ``T``, fits the grid. ``T`` is found by bisection; the
+unsplit requests then spread over every core the split ones left free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import heapq
+from collections.abc import Sequence
+
+from ttnn_flashdecode import protocol
+
+__all__ = ["DEFAULT_MIN_SLICE_TILES", "DEFAULT_MAX_SLICES_PER_CORE", "Slice", "Schedule", "schedule"]
+
+DEFAULT_MIN_SLICE_TILES = 16
+"""Smallest split-K slice (live position tiles) the work-based planner cuts (``split=None``).
+
+From the cost model (:mod:`ttnn_flashdecode.cost_model`, per-call cost fitted to the seed's
+Blackhole slope of 3.17 us per position tile, DESIGN.md §8; call counts fitted from the
+emulator): a live position tile costs the compute kernel ~22 API calls, a later block ~85
+(~5 per tile at 16-tile blocks), but a slice's fixed work (query scaling, first-block set-up,
+emit or normalise) ~90 and every partial its combine-tree parent folds in ~93. With the
+binomial combine tree a request cut into ``n`` slices pays ``~log2(n)`` levels of that on its
+critical path, so below ~16 tiles a slice's own K/V work is the small part. Over the benchmark
+grid (three models, contexts 1k..128k, batch 1 and 32, n150 and p150) the modelled time over the
+DRAM roofline is lowest at 16 among 1, 2, 4, 8, 16, 32, 64 for both per-call weightings
+(geometric means 2.61 and 2.24 vs 2.80 and 2.30 at 4). It still puts MiniCPM5-1B at batch 1,
+8k context (2 requests x 256 tiles) on 32 cores. Re-derive it when the kernels' per-slice or
+combine work changes (``python -m ttnn_flashdecode bench --min-slice-tiles N`` compares).
+"""
+
+DEFAULT_MAX_SLICES_PER_CORE = 21
+"""Parameter blocks per core: ``(341 - 1) // 16`` (tt-metal's runtime-arg guarantee, TT_FACTS §3)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+    """One split-K slice of one request.
+
+    Attributes:
+        request: index into the schedule's ``kv_positions``.
+        index: split-K slice index, ``0..count-1`` (0 is the reducer).
+        count: slices the request is cut into (1 = not split).
+    """
+
+    request: int
+    index: int
+    count: int
+
+    def tiles(self, kv_positions: int) -> tuple[int, int]:
+        """Live position tiles ``[begin, end)`` of this slice (:func:`protocol.slice_tiles`)."""
+        return protocol.slice_tiles(kv_positions, self.index, self.count)
+
+    def live_tiles(self, kv_positions: int) -> int:
+        """Live position tiles this slice attends over (may be 0 for a forced split)."""
+        begin, end = self.tiles(kv_positions)
+        return end - begin
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """Which slices each used core runs.
+
+    Attributes:
+        cores: per used core, in core-table order, the slices it runs in sequence. Core ``c`` of
+            the table is the one the program factory places at position ``c`` of its core list;
+            a split request's slice ``i`` is on core ``first_core(request) + i``.
+    """
+
+    cores: tuple[tuple[Slice, ...], ...]
+
+    @functools.cached_property
+    def _where(self) -> dict[tuple[int, int], int]:
+        """(request, slice index) -> core index."""
+        return {(s.request, s.index): core for core, slices in enumerate(self.cores) for s in slices}
+
+    @functools.cached_property
+    def _counts(self) -> dict[int, int]:
+        return {s.request: s.count for slices in self.cores for s in slices}
+
+    @property
+    def requests(self) -> int:
+        """Number of requests scheduled."""
+        return len(self._counts)
+
+    @property
+    def used_cores(self) -> int:
+        """Cores that run at least one slice (``len(cores)``)."""
+        return len(self.cores)
+
+    def split_count(self, request: int) -> int:
+        """Slices ``request`` is cut into (1 = not split).
+
+        Raises:
+            KeyError: ``request`` is not in the schedule.
+        """
+        return self._counts[request]
+
+    def first_core(self, request: int) -> int:
+        """Core index holding slice 0 of ``request`` (its reducer when split).
+
+        Raises:
+            KeyError: ``request`` is not in the schedule.
+        """
+        return self._where[(request, 0)]
+
+    def core_of(self, request: int, index: int) -> int:
+        """Core index holding slice ``index`` of ``request``.
+
+        Raises:
+            KeyError: no such slice in the schedule.
+        """
+        return self._where[(request, index)]
+
+    def live_tiles_per_core(self, kv_positions: Sequence[int]) -> list[int]:
+        """Live position tiles each used core attends over (sum over its slices), in core order.
+
+        Args:
+            kv_positions: the same per-request live positions the schedule was built for.
+        """
+        return [sum(s.live_tiles(int(kv_positions[s.request])) for s in slices) for slices in self.cores]
+
+
+def _check_int(name: str, value, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"{low} <= {name} <= {high}"
+        raise ValueError(f"{name}: expected {bound}, got {value}")
+    return value
+
+
+def _pack(requests: Sequence[int], live: Sequence[int], bins: int, per_bin: int) -> list[list[int]]:
+    """LPT: requests sorted by live tiles (descending, then index) onto the least loaded bin that
+    still has room for another parameter block; each bin's requests end up in request order."""
+    order = sorted(requests, key=lambda r: (-live[r], r))
+    heap = [(0, 0, b) for b in range(bins)]  # (load, blocks, bin); a full bin leaves the heap
+    out: list[list[int]] = [[] for _ in range(bins)]
+    for r in order:
+        load, blocks, b = heapq.heappop(heap)
+        out[b].append(r)
+        if blocks + 1 < per_bin:
+            heapq.heappush(heap, (load + live[r], blocks + 1, b))
+    return [sorted(b) for b in out if b]
+
+
+def _counts_for(load: int, live: Sequence[int], caps: Sequence[int]) -> list[int]:
+    return [min(cap, max(1, -(-t // load))) for t, cap in zip(live, caps)]
+
+
+def _cores_needed(load: int, live: Sequence[int], caps: Sequence[int], per_core: int) -> int:
+    counts = _counts_for(load, live, caps)
+    split_cores = sum(c for c in counts if c > 1)
+    unsplit = [t for t, c in zip(live, counts) if c == 1]
+    if not unsplit:
+        return split_cores
+    return split_cores + max(-(-sum(unsplit) // load), -(-len(unsplit) // per_core))
+
+
+def schedule(
+    kv_positions: Sequence[int],
+    cores: int,
+    *,
+    max_split: int,
+    min_slice_tiles: int = DEFAULT_MIN_SLICE_TILES,
+    max_slices_per_core: int = DEFAULT_MAX_SLICES_PER_CORE,
+    split: int | None = None,
+) -> Schedule:
+    """Assign every request's split-K slices to cores so the live tiles per core are balanced.
+
+    Args:
+        kv_positions: per request, the live positions it attends to (``cur_pos + 1``; >= 1).
+            Live tiles are ``protocol.live_tiles(kv)``.
+        cores: cores available (the compute grid, e.g. 64 on n150, 130 on p150); >= 1.
+        max_split: most slices per request (``protocol.MAX_SPLIT`` = 255 fits word 5); >= 1.
+        min_slice_tiles: with ``split=None``, no request is cut into slices smaller than this
+            (live tiles; slice sizes differ by at most one, so the bound holds for every slice);
+            default :data:`DEFAULT_MIN_SLICE_TILES`.
+        max_slices_per_core: parameter blocks one core may run (runtime-arg limit); default 21.
+        split: ``None``: choose counts by work (module docstring). An int ``k``: cut every
+            request into ``min(k, max_split)`` slices, even into more slices than it has live
+            tiles (the extra slices are empty; the kernels handle them), which tests use.
+
+    Returns:
+        The :class:`Schedule`: split requests first (in request order, each on its consecutive
+        run of cores), then the cores packed with unsplit requests.
+
+    Raises:
+        TypeError: a count or position is not an int.
+        ValueError: ``cores``, ``max_split``, ``min_slice_tiles``, ``max_slices_per_core`` or
+            ``split`` below 1, ``max_split`` or ``split`` above 255, a position below 1, no
+            request, more requests than ``cores * max_slices_per_core``, or a forced split that
+            needs more cores than ``cores``.
+
+    Example:
+        >>> plan = schedule([8192, 8192], 130, max_split=255)   # MiniCPM5-1B, batch 1, 8k
+        >>> plan.used_cores, plan.split_count(0), plan.first_core(1)
+        (32, 16, 16)
+    """
+    cores = _check_int("cores", cores, 1)
+    max_split = _check_int("max_split", max_split, 1, protocol.MAX_SPLIT)
+    min_slice_tiles = _check_int("min_slice_tiles", min_slice_tiles, 1)
+    max_slices_per_core = _check_int("max_slices_per_core", max_slices_per_core, 1)
+    if split is not None:
+        split = _check_int("split", split, 1, protocol.MAX_SPLIT)
+    kv = [_check_int(f"kv_positions[{r}]", p, 1) for r, p in enumerate(kv_positions)]
+    if not kv:
+        raise ValueError("kv_positions: expected at least one request, got none")
+    if len(kv) > cores * max_slices_per_core:
+        raise ValueError(
+            f"kv_positions: expected at most {cores * max_slices_per_core} requests ({cores} cores x "
+            f"{max_slices_per_core} per core), got {len(kv)}"
+        )
+    live = [protocol.live_tiles(p) for p in kv]
+
+    if split is not None:
+        counts = [min(split, max_split)] * len(kv)
+        if counts[0] > 1 and sum(counts) > cores:
+            raise ValueError(
+                f"split: expected at most {cores} cores for {len(kv)} requests x {counts[0]} slices, "
+                f"got {sum(counts)}"
+            )
+    else:
+        # A request may be cut into at most max_split slices, never into slices under
+        # min_slice_tiles (floor keeps every slice >= the bound), never more than its tiles.
+        caps = [max(1, min(max_split, t // min_slice_tiles)) for t in live]
+        low, high = 1, sum(live)  # high is always feasible: every request unsplit (see Raises)
+        while low < high:
+            mid = (low + high) // 2
+            if _cores_needed(mid, live, caps, max_slices_per_core) <= cores:
+                high = mid
+            else:
+                low = mid + 1
+        counts = _counts_for(low, live, caps)
+
+    table: list[tuple[Slice, ...]] = []
+    for r, count in enumerate(counts):
+        if count > 1:
+            table.extend((Slice(r, i, count),) for i in range(count))
+    unsplit = [r for r, count in enumerate(counts) if count == 1]
+    if unsplit:
+        bins = min(cores - len(table), len(unsplit))
+        if bins * max_slices_per_core < len(unsplit):  # only reachable through the bisection's rounding
+            raise ValueError(
+                f"kv_positions: expected {len(unsplit)} unsplit requests to fit {bins} free cores x "
+                f"{max_slices_per_core}, got {bins * max_slices_per_core} places"
+            )
+        for requests in _pack(unsplit, live, bins, max_slices_per_core):
+            table.append(tuple(Slice(r, 0, 1) for r in requests))
+    return Schedule(tuple(table))
