@@ -132,3 +132,19 @@ def test_slices_cover_live_tiles_exactly_once_and_slice_zero_is_never_empty(kv, 
 
 def test_unsplit_slice_is_the_whole_live_range():
     assert protocol.slice_tiles(1000, 0, 0) == protocol.slice_tiles(1000, 0, 1) == (0, 32)
+
+
+@pytest.mark.parametrize("count", [2, 3, 7, 16, 64, 255])
+def test_combine_tree_reaches_every_slice_once_within_its_depth(count):
+    seen, depth = {0}, {0: 0}
+    frontier = [0]
+    while frontier:
+        node = frontier.pop()
+        for level, child in enumerate(protocol.tree_children(node, count)):
+            assert protocol.tree_parent(child) == (node, level)  # child lands in slot = its level
+            assert child not in seen
+            seen.add(child)
+            depth[child] = depth[node] + 1
+            frontier.append(child)
+    assert seen == set(range(count))
+    assert max(depth.values()) == protocol.tree_levels(count)

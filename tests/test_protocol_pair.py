@@ -76,12 +76,15 @@ def _expected_line(request):
         request.constants.coord, request.constants.base, request.out.coord, request.out.base,
         live, protocol.tail_width(request.kv_positions), window, slice_window // request.block_tiles, 1,
     ]
+    count = max(request.split_count, 1)
+    parent, slot = protocol.tree_parent(request.split_index) if request.split_index else (0, 0)
+    tree = [f"t{len(protocol.tree_children(request.split_index, count))}", parent, slot]
     masks = [f"m{protocol.mask_tile(request.kv_positions, t)}" for t in range(window)]
     blocks = [
         f"b{max(0, min(request.block_tiles, end - begin - b * request.block_tiles))}"
         for b in range(slice_window // request.block_tiles)
     ]
-    return " ".join(map(str, fields + masks + blocks))
+    return " ".join(map(str, fields + tree + masks + blocks))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

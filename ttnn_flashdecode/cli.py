@@ -1,11 +1,14 @@
 """Command line of ttnn-flashdecode: ``python -m ttnn_flashdecode <command> [args...]``.
 
-Each subcommand lives in its own module, ``ttnn_flashdecode.<command>``, which provides
+Each subcommand lives in its own module, ``ttnn_flashdecode.<command>`` (hyphens in the command
+become underscores: ``profile-report`` is ``ttnn_flashdecode.profile_report``), which provides
 ``main(argv: list[str]) -> int`` and parses its own arguments (so ``demo --help`` is the
 demo's help). This module only picks the subcommand and hands over the rest of argv.
 
 Commands:
-    demo    run the main job (``./run.sh demo`` runs this).
+    demo            run the main job (``./run.sh demo`` runs this).
+    bench           work balance, DRAM bytes and MODELLED device time per call (no card needed).
+    profile-report  per-call duration and achieved GB/s from a Tracy ops_perf_results CSV.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from collections.abc import Sequence
 
 __all__ = ["COMMANDS", "main"]
 
-# name -> one-line help. The implementation is ttnn_flashdecode.<name>.main(argv).
+# name -> one-line help. The implementation is ttnn_flashdecode.<name with - as _>.main(argv).
 COMMANDS: dict[str, str] = {
     "demo": "run the flash-decode demo (the main job)",
+    "bench": "work balance, DRAM bytes and modelled (not measured) device time per call",
+    "profile-report": "per-call duration and achieved GB/s from tt-metal's ops_perf_results CSV",
 }
 
 
@@ -44,8 +49,8 @@ def _not_implemented(name: str):
 
 
 def _command(name: str):
-    """Return ``ttnn_flashdecode.<name>.main``, or a stub while that module does not exist."""
-    module_name = f"ttnn_flashdecode.{name}"
+    """Return ``ttnn_flashdecode.<name>.main`` (``-`` read as ``_``), or a stub while that module does not exist."""
+    module_name = f"ttnn_flashdecode.{name.replace('-', '_')}"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:

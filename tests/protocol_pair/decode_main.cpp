@@ -21,6 +21,9 @@ int main() {
             p.slice_padded_tiles(), p.q.coord, p.q.base, p.k.coord, p.k.base, p.v.coord, p.v.base,
             p.constants.coord, p.constants.base, p.out.coord, p.out.base, p.live_tiles(), p.tail_width(),
             p.padded_tiles(), p.blocks(), p.valid_for(p.dim_tiles, p.block_tiles) ? 1u : 0u);
+        // Combine tree: children, parent and slot (0 0 for the root).
+        std::printf(" t%u %u %u", p.tree_children(), p.split_index ? p.tree_parent() : 0u,
+                    p.split_index ? p.tree_slot() : 0u);
         // Mask of every window tile, then the live tiles of every block of this slice.
         for (uint32_t t = 0; t < p.padded_tiles(); ++t) {
             std::printf(" m%u", p.mask_tile(t));

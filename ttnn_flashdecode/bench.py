@@ -1,0 +1,275 @@
+"""``python -m ttnn_flashdecode bench``: work balance, DRAM efficiency and MODELLED device time.
+
+For each model shape (MiniCPM5-1B 16/2 heads d128, Llama-3.1-8B 32/8 d128, SmolLM2 9/3 d64),
+context (1k, 8k, 32k, 128k; every user at the full context) and batch (1, 32), and for n150 and
+p150, it prints what the op's own planner schedules (cores used, max/min live tiles per core,
+largest split), the DRAM bytes it reads against the minimum (every live K and V tile once), the
+L1-to-L1 NoC bytes of the split-K combine, and a **modelled, not measured** time per call
+(:mod:`ttnn_flashdecode.cost_model`) next to the DRAM roofline (minimum bytes / DRAM bandwidth).
+
+Where a run is affordable (``batch x n_kv_heads x context`` up to ``--emulate-budget``), the n150
+row's byte counts and cores come from the host emulator running the real kernels (``src``
+column ``emu``); other rows are analytic (``model``), from per-feature counts the emulator
+calibrated. The emulator models Wormhole's 8x8 grid, so p150 rows are always analytic. Times
+are always modelled: there is no card here.
+
+Options: ``--json PATH`` writes every row and the model's constants; ``--plot PATH.png`` draws
+modelled time vs context against the roofline, one panel per model and device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from ttnn_flashdecode import cost_model as cm
+
+__all__ = ["main", "Row", "run"]
+
+CONTEXTS = (1024, 8192, 32768, 131072)
+BATCHES = (1, 32)
+EMULATE_BUDGET = 262_144
+"""Default limit of ``batch x n_kv_heads x context`` (request-positions) for an emulator run:
+every such run takes a few seconds on a 2-core host (Llama-3.1-8B at batch 32, 1k: ~6 s)."""
+
+NOTE = ("Device times are MODELLED, not measured (no Tenstorrent card): ttnn_flashdecode.cost_model, "
+        "per-call cost fitted to the seed's Blackhole slope (DESIGN.md §8), DRAM 288/512 GB/s, clocks "
+        "1.0/1.35 GHz (TT_FACTS §8). The seed's ~{launch:.0f} us per-launch overhead is not included.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One benchmark row (times in seconds, bytes in bytes)."""
+
+    model: str
+    context: int
+    batch: int
+    device: str
+    cores: int
+    cores_used: int
+    max_live_tiles: int
+    min_live_tiles: int
+    max_split: int
+    block_tiles: int
+    dram_read_bytes: int
+    min_dram_bytes: int
+    combine_noc_bytes: int
+    time_s: float
+    roofline_s: float
+    critical: str
+    source: str  # "emu" (emulator-measured bytes and cores) or "model" (analytic)
+    weights: str
+    breakdown: dict
+
+    @property
+    def dram_ratio(self) -> float:
+        return self.dram_read_bytes / self.min_dram_bytes
+
+    @property
+    def roofline_ratio(self) -> float:
+        return self.time_s / self.roofline_s
+
+
+def _measured(shape: cm.Shape, context: int, batch: int, split):
+    """Emulator counters of one call: (DRAM read bytes, L1-to-L1 bytes, cores used), and the plan."""
+    report, plan = cm._run_emulated(shape, [context] * batch, split, None)
+    totals = report.totals
+    return (totals.dram_read_bytes, totals.l1_read_bytes + totals.l1_write_bytes, len(report.cores)), plan
+
+
+def run(
+    models: Sequence[str] = tuple(cm.MODELS),
+    contexts: Sequence[int] = CONTEXTS,
+    batches: Sequence[int] = BATCHES,
+    devices: Sequence[str] = cm.DEVICES,
+    *,
+    weights: str = "uniform",
+    emulate_budget: int = EMULATE_BUDGET,
+    p150_cores: int | None = None,
+    split: int | None = None,
+    log=None,
+) -> list[Row]:
+    """Compute every row (see the module docstring).
+
+    Raises:
+        cost_model.CalibrationError: the kernels no longer fit the cost model's features.
+        RuntimeError: an emulator run's bytes or cores disagree with the analytic model.
+    """
+    seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
+    rows = []
+    for key in models:
+        shape = cm.MODELS[key]
+        model = cm.calibrate(shape.q_rows, shape.dim_tiles)
+        for device_name in devices:
+            dev = cm.device(device_name, p150_cores if device_name == "p150" else None)
+            for context in contexts:
+                for batch in batches:
+                    plan, kv, block_tiles = cm.op_schedule(shape, [context] * batch, dev, split=split)
+                    est = cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights)
+                    source, dram, noc, used = "model", est.dram_read_bytes, est.combine_noc_bytes, est.cores_used
+                    emulable = dev.arch == "wormhole_b0" and dev.grid == cm._emulated_grid()
+                    if emulable and batch * shape.n_kv_heads * context <= emulate_budget:
+                        if log:
+                            log(f"  emulating {shape.name} context {context} batch {batch} ...")
+                        (dram, noc, used), emulated = _measured(shape, context, batch, split)
+                        if (dram, noc, used) != (est.dram_read_bytes, est.combine_noc_bytes, est.cores_used) or \
+                                emulated.schedule != plan:
+                            raise RuntimeError(
+                                f"{shape.name} context {context} batch {batch}: expected the emulator to match the "
+                                f"analytic model (DRAM {est.dram_read_bytes} B, NoC {est.combine_noc_bytes} B, "
+                                f"{est.cores_used} cores), got DRAM {dram} B, NoC {noc} B, {used} cores")
+                        source = "emu"
+                    rows.append(Row(
+                        model=shape.name, context=context, batch=batch, device=device_name, cores=dev.cores,
+                        cores_used=used, max_live_tiles=est.max_live_tiles, min_live_tiles=est.min_live_tiles,
+                        max_split=est.max_split, block_tiles=block_tiles, dram_read_bytes=dram,
+                        min_dram_bytes=est.min_dram_bytes, combine_noc_bytes=noc, time_s=est.time_s,
+                        roofline_s=est.roofline_s, critical=est.critical, source=source, weights=weights,
+                        breakdown=dict(est.breakdown),
+                    ))
+    return rows
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n}B"
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """The rows as a fixed-width table (times in microseconds)."""
+    header = (f"{'model':<13}{'ctx':>7}{'batch':>6} {'dev':<5}{'cores':>8}{'tiles/core':>12}{'split':>6}"
+              f"{'DRAM read':>11}{'/min':>7}{'NoC L1':>9}{'time us*':>10}{'roof us':>9}{'x roof':>8}  {'bound':<6}{'src':<5}")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(
+            f"{r.model:<13}{r.context:>7}{r.batch:>6} {r.device:<5}{f'{r.cores_used}/{r.cores}':>8}"
+            f"{f'{r.max_live_tiles}/{r.min_live_tiles}':>12}{r.max_split:>6}{_bytes(r.dram_read_bytes):>11}"
+            f"{r.dram_ratio:>7.3f}{_bytes(r.combine_noc_bytes):>9}{r.time_s * 1e6:>10.1f}{r.roofline_s * 1e6:>9.1f}"
+            f"{r.roofline_ratio:>8.2f}  {r.critical:<6}{r.source:<5}"
+        )
+    return "\n".join(lines)
+
+
+def _legend(weights: str) -> str:
+    seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
+    check = cm.seed_check(seed, weights)
+    per_tile = seed.weighted_per_feature(weights)
+    return "\n".join([
+        "* " + NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6),
+        f"  weights={weights}: {check['per_call_s'] * 1e9:.0f} ns per compute call on p150 (x1.35 on n150); "
+        f"per live tile {per_tile['live_tiles']:.0f} calls, per later block {per_tile['later_blocks']:.0f}, "
+        f"per partial combined {per_tile['partials_combined']:.0f}, per slice ~{per_tile['normalised']:.0f}; seed check: "
+        f"kv 2048 {check['predicted_2048_s'] * 1e3:.3f} ms modelled vs {check['measured_2048_s'] * 1e3:.3f} ms measured.",
+        "  cores: used/grid. tiles/core: max/min live position tiles on a used core. split: most slices of one request.",
+        "  DRAM read /min: bytes read over every live K and V tile once. NoC L1: core-to-core bytes (Q/constants to",
+        "  slices, partials up the combine tree, semaphores, local query-row copies). roof: min bytes / DRAM bandwidth.",
+        "  bound: dram = chip DRAM bandwidth; core = a core of unsplit requests; split = a split request's slices and",
+        "  combine tree. src: emu = bytes and cores measured by the emulator (n150 grid), model = analytic.",
+    ])
+
+
+def write_plot(rows: Sequence[Row], path: str) -> None:
+    """Modelled time per call vs context (log-log), one panel per (model, device), with the roofline."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(r.model for r in rows))
+    devices = list(dict.fromkeys(r.device for r in rows))
+    fig, axes = plt.subplots(len(models), len(devices), figsize=(5 * len(devices), 3.6 * len(models)),
+                             squeeze=False, sharex=True)
+    for i, model in enumerate(models):
+        for j, dev in enumerate(devices):
+            ax = axes[i][j]
+            for batch in dict.fromkeys(r.batch for r in rows):
+                sel = sorted((r for r in rows if (r.model, r.device, r.batch) == (model, dev, batch)), key=lambda r: r.context)
+                if not sel:
+                    continue
+                xs = [r.context for r in sel]
+                line, = ax.plot(xs, [r.time_s * 1e6 for r in sel], marker="o", label=f"batch {batch}: modelled")
+                ax.plot(xs, [r.roofline_s * 1e6 for r in sel], linestyle="--", color=line.get_color(),
+                        label=f"batch {batch}: DRAM roofline")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"{model} on {dev}")
+            ax.set_xlabel("context (positions)")
+            ax.set_ylabel("time per call (us)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle("ttnn_flashdecode.attention: MODELLED device time (not measured) vs DRAM roofline", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ttnn_flashdecode bench",
+        description="Work balance, DRAM efficiency and MODELLED (not measured) device time of the "
+                    "flash-decode op for MiniCPM5-1B, Llama-3.1-8B and SmolLM2 shapes.",
+    )
+    parser.add_argument("--models", default=",".join(cm.MODELS), help=f"comma-separated, from {', '.join(cm.MODELS)}")
+    parser.add_argument("--contexts", type=_ints, default=list(CONTEXTS), help="comma-separated positions (default 1k,8k,32k,128k)")
+    parser.add_argument("--batches", type=_ints, default=list(BATCHES), help="comma-separated (default 1,32)")
+    parser.add_argument("--devices", default=",".join(cm.DEVICES), help="comma-separated, from n150, p150")
+    parser.add_argument("--weights", choices=cm.WEIGHTINGS, default="uniform",
+                        help="per-call cost weighting of the model (default uniform; tile-ops: inits and DST handshakes free)")
+    parser.add_argument("--p150-cores", type=int, default=None,
+                        help="p150 worker cores (default: the installed core descriptor's 13x10 = 130; 110 for firmware >= v19.5)")
+    parser.add_argument("--split", type=int, default=None, help="force split-K slices per request (default: the planner's)")
+    parser.add_argument("--emulate-budget", type=int, default=EMULATE_BUDGET,
+                        help=f"emulate n150 rows up to batch x n_kv_heads x context request-positions (default {EMULATE_BUDGET}; 0: none)")
+    parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
+    parser.add_argument("--plot", metavar="PATH.png", help="write modelled time vs context with the roofline")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; returns 0 (argparse exits 2 on bad arguments)."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    for name, allowed, values in (("--models", cm.MODELS, models), ("--devices", cm.DEVICES, devices)):
+        bad = [v for v in values if v not in allowed]
+        if bad:
+            _parser().error(f"{name}: expected names from {', '.join(allowed)}, got {', '.join(bad)}")
+    started = time.monotonic()
+    log = functools.partial(print, file=sys.stderr, flush=True)
+    rows = run(models, args.contexts, args.batches, devices, weights=args.weights,
+               emulate_budget=args.emulate_budget, p150_cores=args.p150_cores, split=args.split, log=log)
+    print("ttnn_flashdecode bench -- device times are MODELLED, NOT MEASURED")
+    print(format_table(rows))
+    print(_legend(args.weights))
+    if args.json:
+        payload = {
+            "note": NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6),
+            "weights": args.weights,
+            "launch_overhead_s": cm.LAUNCH_OVERHEAD_S,
+            "seed": {"kv_positions": cm.SEED_KV_POSITIONS, "ms": cm.SEED_MS, "reader_gbps": cm.SEED_READER_GBPS},
+            "devices": {d: dataclasses.asdict(cm.device(d, args.p150_cores if d == "p150" else None)) for d in devices},
+            "rows": [dataclasses.asdict(r) | {"dram_ratio": r.dram_ratio, "roofline_ratio": r.roofline_ratio} for r in rows],
+        }
+        with open(args.json, "w") as handle:
+            json.dump(payload, handle, indent=1)
+        print(f"wrote {args.json}")
+    if args.plot:
+        write_plot(rows, args.plot)
+        print(f"wrote {args.plot}")
+    print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
