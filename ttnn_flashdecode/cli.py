@@ -40,24 +40,9 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _not_implemented(name: str):
-    def run(argv: Sequence[str]) -> int:
-        print(f"{name}: not implemented yet")
-        return 0
-
-    return run
-
-
 def _command(name: str):
-    """Return ``ttnn_flashdecode.<name>.main`` (``-`` read as ``_``), or a stub while that module does not exist."""
-    module_name = f"ttnn_flashdecode.{name.replace('-', '_')}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name != module_name:  # the module exists but one of its imports is missing
-            raise
-        return _not_implemented(name)
-    return module.main
+    """Return ``ttnn_flashdecode.<name>.main`` (``-`` read as ``_``)."""
+    return importlib.import_module(f"ttnn_flashdecode.{name.replace('-', '_')}").main
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -385,9 +385,12 @@ def _kernel_hash() -> str:
     return digest.hexdigest()
 
 
+CACHE_ENV = "TTNN_FLASHDECODE_COST_CACHE"
+"""Environment variable naming the calibration cache folder (default ``~/.cache/ttnn_flashdecode/cost_model``)."""
+
+
 def _cache_dir() -> pathlib.Path:
-    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-    return pathlib.Path(base) / "ttnn_flashdecode" / "cost_model"
+    return pathlib.Path(os.environ.get(CACHE_ENV) or pathlib.Path.home() / ".cache" / "ttnn_flashdecode" / "cost_model")
 
 
 # Calibration runs: (batch, n_kv_heads, kv positions per user, split, block_tiles). Chosen so the
@@ -474,8 +477,8 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
     Runs the small :data:`_CALIBRATION_RUNS` (a few seconds in all, after the first kernel
     build) with ``q_rows`` Q heads per KV head and head_dim ``32 * dim_tiles``, and solves for
     integer per-feature counts that reproduce every core's counters exactly. Results are cached
-    in ``~/.cache/ttnn_flashdecode/cost_model/`` under a hash of the kernel sources, so a kernel
-    change recalibrates.
+    in ``~/.cache/ttnn_flashdecode/cost_model/`` (or ``$TTNN_FLASHDECODE_COST_CACHE``) under a
+    hash of the kernel sources, so a kernel change recalibrates.
 
     Raises:
         CalibrationError: no exact integer fit (the features no longer describe the kernels).

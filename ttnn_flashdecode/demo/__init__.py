@@ -92,8 +92,7 @@ def resolve_attention(backend: str) -> AttentionChoice:
         raise SystemExit(
             f"ttnn_flashdecode.attention is not available ({exc}); run with --backend reference to use the float64 reference"
         ) from exc
-    # MEASURED-KV-BYTES HOOK: the op's per-call report, if it exposes one (see generate._read_op_report).
-    report_fn = getattr(pkg, "last_report", None)
+    report_fn = pkg.last_report  # the emulator's counters of the op's last call (None on a device)
     from .device import DeviceAttention, open_device_if_present
 
     device, why = open_device_if_present(backend)

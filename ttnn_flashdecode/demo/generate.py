@@ -58,42 +58,11 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _read_op_report(report_fn: Callable[[], Any] | None) -> tuple[int | None, str | None]:
-    """MEASURED-KV-BYTES HOOK: ``(DRAM bytes read by the last op call, where it ran)``.
-
-    ``report_fn`` is the op's ``ttnn_flashdecode.last_report``: the emulator's RunReport of the
-    last emulated call, or None (device run / no report). Byte counts are looked up under the
-    names in ``_BYTES_KEYS`` (dict key or attribute; an int, a per-core mapping/sequence that is
-    summed, or a zero-argument method). Adjust ``_BYTES_KEYS`` if the report names it otherwise.
-    """
-    if report_fn is None:
-        return None, None
-    rep = report_fn()
-    if rep is None:
-        return None, None
-
-    def get(key):
-        val = rep.get(key) if isinstance(rep, dict) else getattr(rep, key, None)
-        if callable(val):
-            val = val()
-        return val
-
-    nbytes = None
-    for key in _BYTES_KEYS:
-        val = get(key)
-        if val is None:
-            continue
-        if isinstance(val, dict):
-            val = sum(int(x) for x in val.values())
-        elif isinstance(val, (list, tuple)):
-            val = sum(int(x) for x in val)
-        nbytes = int(val)
-        break
-    backend = get("backend")
-    return nbytes, (str(backend) if backend is not None else "emulator")
-
-
-_BYTES_KEYS = ("dram_bytes_read", "dram_read_bytes", "total_dram_read_bytes", "kv_bytes_read", "bytes_read")
+def _dram_bytes_read(report_fn: Callable[[], Any] | None) -> int | None:
+    """DRAM bytes the op's last call read, from the emulator's counters
+    (``ttnn_flashdecode.last_report().totals.dram_read_bytes``); None after a device run."""
+    report = report_fn() if report_fn is not None else None
+    return None if report is None else int(report.totals.dram_read_bytes)
 
 
 def _top2(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -198,10 +167,10 @@ def run_demo(
         # a device adapter times the op alone (without its host<->device copies)
         op_only = getattr(attention, "last_op_s", None)
         call_s.append(op_only if op_only is not None else elapsed)
-        nbytes, be = _read_op_report(report_fn)
+        nbytes = _dram_bytes_read(report_fn)
         measured_bytes.append(nbytes)
-        if be:
-            reported_backends.add(be)
+        if nbytes is not None:
+            reported_backends.add("emulator")
         return out
 
     def compare(layer, q, k, v, cur_pos, out):
@@ -316,7 +285,7 @@ def run_demo(
         "kv_bytes": {
             "min_per_token": min_bytes,
             "min_per_token_mean": sum(min_bytes) / n_tokens,
-            "measured_per_token": measured_per_step,  # None until the op reports DRAM bytes (see _read_op_report)
+            "measured_per_token": measured_per_step,  # None after a device run (no emulator counters)
             "whole_cache_per_token": whole_cache,
         },
         "timing_s": {

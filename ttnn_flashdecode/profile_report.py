@@ -1,0 +1,251 @@
+"""``python -m ttnn_flashdecode profile-report CSV``: this op's calls in a Tracy ops report.
+
+Reads tt-metal's ``ops_perf_results_<date>.csv`` (written by ``python -m tracy -r ...`` with a
+profiler-enabled tt-metal build; see ``docs/profiling.md``), keeps the rows of this op, and
+prints per call: device kernel duration, the bytes the call had to read at least (every live K
+and V tile once), the achieved GB/s and the fraction of the DRAM roofline it reached.
+
+Finding the rows. ``attention()`` launches through ``ttnn.generic_op``, so its rows carry the
+generic op's OP CODE; what identifies them is the kernel sources: ``COMPUTE KERNEL SOURCE``
+names ``attention_compute.cpp`` and ``DATA MOVEMENT KERNEL SOURCE`` names
+``attention_reader.cpp`` / ``attention_writer.cpp`` (``program_factory.KERNEL_FILES``).
+
+Columns used (tt-metal ``tools/tracy/process_ops_logs.py``: ``OPS_CSV_HEADER`` and the
+per-tensor columns it adds): ``OP CODE``, ``OP TYPE`` (``signpost`` rows carry Tracy signposts
+in ``OP CODE``), ``GLOBAL CALL COUNT``, ``DEVICE ID``, ``DEVICE ARCH`` (newer reports),
+``CORE COUNT``, ``DEVICE KERNEL DURATION [ns]``, ``DEVICE FW DURATION [ns]``,
+``COMPUTE KERNEL SOURCE``, ``DATA MOVEMENT KERNEL SOURCE``, ``METAL TRACE ID`` and the shapes
+``INPUT_<i>_{W,Z,Y,X}_PAD[LOGICAL]`` (cells ``padded[logical]``, e.g. ``1024[1000]``). Cells
+that held commas are written with ``;`` by the profiler.
+
+Bytes. The generic op's inputs are ``[q, k, v, constants, out]``: K (``INPUT_1``) is ``[batch,
+n_kv_heads, capacity, head_dim]``. The positions attended to are not in the report, so the
+minimum bytes assume every user at ``--context`` positions (default: the cache's capacity, an
+upper bound of the work; pass the real context for a real GB/s):
+``2 x batch x n_kv_heads x ceil(context / 32) x ceil(head_dim / 32) x 2048``. Without shape
+columns, ``--model`` and ``--batch`` give the shape. The roofline uses the DRAM bandwidth of the
+row's ``DEVICE ARCH`` or ``--device`` (n150 288 GB/s, p150 512 GB/s; TT_FACTS §8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import math
+import re
+import statistics
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = ["Call", "read_calls", "main", "KERNEL_SOURCES", "DRAM_GBPS"]
+
+KERNEL_SOURCES = ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")
+"""This op's kernel files (``program_factory.KERNEL_FILES``): how its rows are recognised."""
+
+DRAM_GBPS = {"n150": 288.0, "p150": 512.0}
+"""Chip DRAM bandwidth, GB/s (TT_FACTS §8)."""
+
+_ARCH_DEVICE = {"WORMHOLE_B0": "n150", "BLACKHOLE": "p150"}
+_MODELS = {  # (n_q_heads, n_kv_heads, head_dim): as ttnn_flashdecode.cost_model.MODELS
+    "minicpm5-1b": (16, 2, 128),
+    "llama-3.1-8b": (32, 8, 128),
+    "smollm2": (9, 3, 64),
+}
+_SIGNPOST = re.compile(r"ttnn_flashdecode\.attention batch=(\d+) heads=(\d+)/(\d+)")
+TILE_BYTES = 2048
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One call of the op in the report.
+
+    Attributes:
+        call: GLOBAL CALL COUNT.
+        device_id: DEVICE ID.
+        cores: CORE COUNT (cores the program ran on), or None.
+        kernel_ns: DEVICE KERNEL DURATION [ns].
+        fw_ns: DEVICE FW DURATION [ns], or None.
+        batch, n_kv_heads, head_dim, capacity: from the K shape (or --model/--batch); positions.
+        context: positions per user the bytes assume.
+        min_bytes: every live K and V tile once.
+        device: ``n150`` / ``p150`` (roofline bandwidth).
+        trace_id: METAL TRACE ID, or None.
+    """
+
+    call: int
+    device_id: int
+    cores: int | None
+    kernel_ns: int
+    fw_ns: int | None
+    batch: int
+    n_kv_heads: int
+    head_dim: int
+    capacity: int | None
+    context: int
+    min_bytes: int
+    device: str
+    trace_id: int | None
+
+    @property
+    def achieved_gbps(self) -> float:
+        """``min_bytes / kernel duration``, GB/s (1e9 bytes/s)."""
+        return self.min_bytes / self.kernel_ns
+
+    @property
+    def roofline_ns(self) -> float:
+        """``min_bytes / DRAM bandwidth``, ns."""
+        return self.min_bytes / DRAM_GBPS[self.device]
+
+    @property
+    def roofline_fraction(self) -> float:
+        """Roofline time / measured time (1.0 = at the DRAM limit)."""
+        return self.roofline_ns / self.kernel_ns
+
+
+def _int(cell: str | None) -> int | None:
+    if cell is None:
+        return None
+    cell = cell.strip()
+    if not cell or cell.lower() == "nan":
+        return None
+    return int(float(cell))
+
+
+def _dim(cell: str | None) -> int | None:
+    """A shape cell ``padded[logical]`` (or a bare number): the logical size."""
+    if cell is None or not cell.strip():
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*(?:\[\s*(\d+)\s*\])?\s*", cell)
+    if not match:
+        return None
+    return int(match.group(2) or match.group(1))
+
+
+def _shape(row: Mapping[str, str], operand: str) -> tuple[int, ...] | None:
+    dims = [_dim(row.get(f"{operand}_{axis}_PAD[LOGICAL]")) for axis in "WZYX"]
+    return None if None in dims else tuple(dims)
+
+
+def is_attention_row(row: Mapping[str, str]) -> bool:
+    """True when the row's kernel sources are this op's (:data:`KERNEL_SOURCES`)."""
+    sources = (row.get("COMPUTE KERNEL SOURCE") or "") + (row.get("DATA MOVEMENT KERNEL SOURCE") or "")
+    return any(name in sources for name in KERNEL_SOURCES)
+
+
+def read_calls(
+    rows: Iterable[Mapping[str, str]],
+    *,
+    model: str | None = None,
+    batch: int | None = None,
+    context: int | None = None,
+    device: str | None = None,
+) -> list[Call]:
+    """This op's calls among ``rows`` (``csv.DictReader`` rows of an ops_perf_results CSV).
+
+    Args:
+        rows: the report's rows.
+        model: a key of the model table (``minicpm5-1b``, ``llama-3.1-8b``, ``smollm2``) for rows
+            without shape columns.
+        batch: users, for rows without shape columns (else from the K shape, or the op's Tracy
+            signpost just before the row); default 1.
+        context: positions per user for the bytes; default the cache's capacity (K's Y).
+        device: ``n150`` or ``p150`` when the row has no ``DEVICE ARCH``.
+
+    Raises:
+        ValueError: a row of this op lacks its kernel duration, or its shape cannot be known
+            (no shape columns and no ``model``), or no ``context`` and no capacity, or its device
+            is unknown (no ``DEVICE ARCH`` and no ``device``).
+    """
+    calls = []
+    signpost: tuple[int, int, int] | None = None
+    for row in rows:
+        if (row.get("OP TYPE") or "").strip() == "signpost":
+            match = _SIGNPOST.search(row.get("OP CODE") or "")
+            signpost = tuple(int(g) for g in match.groups()) if match else None
+            continue
+        if not is_attention_row(row):
+            continue
+        call = _int(row.get("GLOBAL CALL COUNT"))
+        kernel_ns = _int(row.get("DEVICE KERNEL DURATION [ns]"))
+        if kernel_ns is None or kernel_ns <= 0:
+            raise ValueError(f"call {call}: expected a DEVICE KERNEL DURATION [ns], got {row.get('DEVICE KERNEL DURATION [ns]')!r} "
+                             "(was the report made with device profiling on?)")
+        k_shape = _shape(row, "INPUT_1")
+        if k_shape is not None:
+            users, n_kv, capacity, head_dim = k_shape
+        elif model is not None:
+            _, n_kv, head_dim = _MODELS[model]
+            users, capacity = batch or (signpost[0] if signpost else 1), None
+        else:
+            raise ValueError(f"call {call}: expected INPUT_1_*_PAD[LOGICAL] shape columns or --model, got neither")
+        positions = context or capacity
+        if positions is None:
+            raise ValueError(f"call {call}: expected --context (the report has no K shape to take the capacity from)")
+        arch = (row.get("DEVICE ARCH") or "").strip().upper()
+        arch = arch.split("ARCH.")[-1] if "ARCH." in arch else arch
+        name = _ARCH_DEVICE.get(arch, device)
+        if name not in DRAM_GBPS:
+            raise ValueError(f"call {call}: expected DEVICE ARCH WORMHOLE_B0/BLACKHOLE or --device n150/p150, got {arch or device!r}")
+        min_bytes = 2 * users * n_kv * math.ceil(positions / 32) * math.ceil(head_dim / 32) * TILE_BYTES
+        calls.append(Call(
+            call=call if call is not None else len(calls), device_id=_int(row.get("DEVICE ID")) or 0,
+            cores=_int(row.get("CORE COUNT")), kernel_ns=kernel_ns, fw_ns=_int(row.get("DEVICE FW DURATION [ns]")),
+            batch=users, n_kv_heads=n_kv, head_dim=head_dim, capacity=capacity, context=positions,
+            min_bytes=min_bytes, device=name, trace_id=_int(row.get("METAL TRACE ID")),
+        ))
+        signpost = None
+    return calls
+
+
+def format_calls(calls: Sequence[Call]) -> str:
+    """A table of the calls plus a median line."""
+    header = (f"{'call':>8} {'dev':>3} {'arch':<5}{'cores':>6}{'batch':>6}{'kv':>4}{'ctx':>8}"
+              f"{'kernel us':>11}{'fw us':>9}{'min bytes':>12}{'GB/s':>8}{'roof us':>9}{'of roof':>9}")
+    lines = [header, "-" * len(header)]
+    for c in calls:
+        lines.append(
+            f"{c.call:>8} {c.device_id:>3} {c.device:<5}{c.cores if c.cores is not None else '-':>6}{c.batch:>6}"
+            f"{c.n_kv_heads:>4}{c.context:>8}{c.kernel_ns / 1e3:>11.1f}"
+            f"{(f'{c.fw_ns / 1e3:.1f}' if c.fw_ns else '-'):>9}{c.min_bytes:>12}{c.achieved_gbps:>8.1f}"
+            f"{c.roofline_ns / 1e3:>9.1f}{c.roofline_fraction:>9.1%}"
+        )
+    if calls:
+        lines.append(f"{len(calls)} calls; median kernel {statistics.median(c.kernel_ns for c in calls) / 1e3:.1f} us, "
+                     f"median {statistics.median(c.achieved_gbps for c in calls):.1f} GB/s, "
+                     f"median {statistics.median(c.roofline_fraction for c in calls):.1%} of the DRAM roofline")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ttnn_flashdecode profile-report",
+        description="Per-call duration, achieved GB/s and fraction of the DRAM roofline of ttnn_flashdecode.attention "
+                    "from tt-metal's ops_perf_results CSV (Tracy).",
+    )
+    parser.add_argument("csv", help="ops_perf_results_<date>.csv from `python -m tracy -r ...`")
+    parser.add_argument("--context", type=int, default=None,
+                        help="positions per user the bytes assume (default: the cache's capacity, an upper bound)")
+    parser.add_argument("--model", choices=sorted(_MODELS), default=None, help="shape for rows without shape columns")
+    parser.add_argument("--batch", type=int, default=None, help="users, for rows without shape columns (default 1)")
+    parser.add_argument("--device", choices=sorted(DRAM_GBPS), default=None, help="for rows without DEVICE ARCH")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the op's calls in the CSV. Returns 0, or 1 when the CSV holds none."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    with open(args.csv, newline="") as handle:
+        calls = read_calls(csv.DictReader(handle), model=args.model, batch=args.batch, context=args.context,
+                           device=args.device)
+    if not calls:
+        print(f"no ttnn_flashdecode.attention rows in {args.csv} (looked for kernel sources {', '.join(KERNEL_SOURCES)})")
+        return 1
+    print(format_calls(calls))
+    if args.context is None:
+        print("bytes assume every user at the cache's capacity (no --context): GB/s is an upper bound")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
