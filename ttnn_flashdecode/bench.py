@@ -20,6 +20,7 @@ modelled time vs context against the roofline, one panel per model and device.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
@@ -39,7 +40,8 @@ every such run takes a few seconds on a 2-core host (Llama-3.1-8B at batch 32, 1
 
 NOTE = ("Device times are MODELLED, not measured (no Tenstorrent card): ttnn_flashdecode.cost_model, "
         "per-call cost fitted to the seed's Blackhole slope (DESIGN.md §8), DRAM 288/512 GB/s, clocks "
-        "1.0/1.35 GHz (TT_FACTS §8). The seed's ~{launch:.0f} us per-launch overhead is not included.")
+        "1.0/1.35 GHz (TT_FACTS §8). Not included: the seed's per-launch overhead (its line's ~{launch:.0f} us "
+        "intercept, ~{residual:.0f} us of it beyond the work the model counts).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +84,28 @@ def _measured(shape: cm.Shape, context: int, batch: int, split):
     return (totals.dram_read_bytes, totals.l1_read_bytes + totals.l1_write_bytes, len(report.cores)), plan
 
 
+@contextlib.contextmanager
+def _min_slice_tiles(tiles: int | None):
+    """Make the op's planner cut slices no smaller than ``tiles`` (a what-if; None: its default).
+
+    The op's planner (``operation._plan``) calls :func:`ttnn_flashdecode.schedule.schedule` with
+    the default bound; this swaps in a bound for the duration, for both the analytic rows and
+    the emulator runs.
+    """
+    if tiles is None:
+        yield
+        return
+    from ttnn_flashdecode import operation
+    from ttnn_flashdecode import schedule as schedule_module
+
+    original = operation.schedule
+    operation.schedule = functools.partial(schedule_module.schedule, min_slice_tiles=tiles)
+    try:
+        yield
+    finally:
+        operation.schedule = original
+
+
 def run(
     models: Sequence[str] = tuple(cm.MODELS),
     contexts: Sequence[int] = CONTEXTS,
@@ -92,14 +116,23 @@ def run(
     emulate_budget: int = EMULATE_BUDGET,
     p150_cores: int | None = None,
     split: int | None = None,
+    min_slice_tiles: int | None = None,
     log=None,
 ) -> list[Row]:
     """Compute every row (see the module docstring).
+
+    ``min_slice_tiles`` overrides the planner's smallest split-K slice
+    (``schedule.DEFAULT_MIN_SLICE_TILES``) to compare bounds.
 
     Raises:
         cost_model.CalibrationError: the kernels no longer fit the cost model's features.
         RuntimeError: an emulator run's bytes or cores disagree with the analytic model.
     """
+    with _min_slice_tiles(min_slice_tiles):
+        return _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, log)
+
+
+def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, log) -> list[Row]:
     seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
     rows = []
     for key in models:
@@ -116,9 +149,8 @@ def run(
                     if emulable and batch * shape.n_kv_heads * context <= emulate_budget:
                         if log:
                             log(f"  emulating {shape.name} context {context} batch {batch} ...")
-                        (dram, noc, used), emulated = _measured(shape, context, batch, split)
-                        if (dram, noc, used) != (est.dram_read_bytes, est.combine_noc_bytes, est.cores_used) or \
-                                emulated.schedule != plan:
+                        (dram, noc, used), _ = _measured(shape, context, batch, split)
+                        if (dram, noc, used) != (est.dram_read_bytes, est.combine_noc_bytes, est.cores_used):
                             raise RuntimeError(
                                 f"{shape.name} context {context} batch {batch}: expected the emulator to match the "
                                 f"analytic model (DRAM {est.dram_read_bytes} B, NoC {est.combine_noc_bytes} B, "
@@ -162,7 +194,7 @@ def _legend(weights: str) -> str:
     check = cm.seed_check(seed, weights)
     per_tile = seed.weighted_per_feature(weights)
     return "\n".join([
-        "* " + NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6),
+        "* " + NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6, residual=check["intercept_s"] * 1e6),
         f"  weights={weights}: {check['per_call_s'] * 1e9:.0f} ns per compute call on p150 (x1.35 on n150); "
         f"per live tile {per_tile['live_tiles']:.0f} calls, per later block {per_tile['later_blocks']:.0f}, "
         f"per partial combined {per_tile['partials_combined']:.0f}, per slice ~{per_tile['normalised']:.0f}; seed check: "
@@ -229,6 +261,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--p150-cores", type=int, default=None,
                         help="p150 worker cores (default: the installed core descriptor's 13x10 = 130; 110 for firmware >= v19.5)")
     parser.add_argument("--split", type=int, default=None, help="force split-K slices per request (default: the planner's)")
+    parser.add_argument("--min-slice-tiles", type=int, default=None,
+                        help="smallest split-K slice the planner cuts (default: schedule.DEFAULT_MIN_SLICE_TILES)")
     parser.add_argument("--emulate-budget", type=int, default=EMULATE_BUDGET,
                         help=f"emulate n150 rows up to batch x n_kv_heads x context request-positions (default {EMULATE_BUDGET}; 0: none)")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
@@ -248,13 +282,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     log = functools.partial(print, file=sys.stderr, flush=True)
     rows = run(models, args.contexts, args.batches, devices, weights=args.weights,
-               emulate_budget=args.emulate_budget, p150_cores=args.p150_cores, split=args.split, log=log)
+               emulate_budget=args.emulate_budget, p150_cores=args.p150_cores, split=args.split,
+               min_slice_tiles=args.min_slice_tiles, log=log)
     print("ttnn_flashdecode bench -- device times are MODELLED, NOT MEASURED")
     print(format_table(rows))
     print(_legend(args.weights))
     if args.json:
         payload = {
-            "note": NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6),
+            "note": NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6, residual=cm.seed_check(
+                cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32), args.weights)["intercept_s"] * 1e6),
             "weights": args.weights,
             "launch_overhead_s": cm.LAUNCH_OVERHEAD_S,
             "seed": {"kv_positions": cm.SEED_KV_POSITIONS, "ms": cm.SEED_MS, "reader_gbps": cm.SEED_READER_GBPS},

@@ -38,7 +38,7 @@ import statistics
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["Call", "read_calls", "main", "KERNEL_SOURCES", "DRAM_GBPS"]
+__all__ = ["Call", "read_calls", "is_attention_row", "format_calls", "main", "KERNEL_SOURCES", "DRAM_GBPS"]
 
 KERNEL_SOURCES = ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")
 """This op's kernel files (``program_factory.KERNEL_FILES``): how its rows are recognised."""
@@ -46,7 +46,7 @@ KERNEL_SOURCES = ("attention_reader.cpp", "attention_compute.cpp", "attention_wr
 DRAM_GBPS = {"n150": 288.0, "p150": 512.0}
 """Chip DRAM bandwidth, GB/s (TT_FACTS §8)."""
 
-_ARCH_DEVICE = {"WORMHOLE_B0": "n150", "BLACKHOLE": "p150"}
+_ARCH_DEVICE = {"WORMHOLE": "n150", "BLACKHOLE": "p150"}  # DEVICE ARCH (any case, e.g. "blackhole") -> card
 _MODELS = {  # (n_q_heads, n_kv_heads, head_dim): as ttnn_flashdecode.cost_model.MODELS
     "minicpm5-1b": (16, 2, 128),
     "llama-3.1-8b": (32, 8, 128),
@@ -150,7 +150,7 @@ def read_calls(
         batch: users, for rows without shape columns (else from the K shape, or the op's Tracy
             signpost just before the row); default 1.
         context: positions per user for the bytes; default the cache's capacity (K's Y).
-        device: ``n150`` or ``p150`` when the row has no ``DEVICE ARCH``.
+        device: ``n150`` or ``p150`` for rows whose ``DEVICE ARCH`` is empty or absent (older reports).
 
     Raises:
         ValueError: a row of this op lacks its kernel duration, or its shape cannot be known
@@ -182,11 +182,10 @@ def read_calls(
         positions = context or capacity
         if positions is None:
             raise ValueError(f"call {call}: expected --context (the report has no K shape to take the capacity from)")
-        arch = (row.get("DEVICE ARCH") or "").strip().upper()
-        arch = arch.split("ARCH.")[-1] if "ARCH." in arch else arch
-        name = _ARCH_DEVICE.get(arch, device)
+        arch = (row.get("DEVICE ARCH") or "").strip()
+        name = next((dev for key, dev in _ARCH_DEVICE.items() if key in arch.upper()), device)
         if name not in DRAM_GBPS:
-            raise ValueError(f"call {call}: expected DEVICE ARCH WORMHOLE_B0/BLACKHOLE or --device n150/p150, got {arch or device!r}")
+            raise ValueError(f"call {call}: expected DEVICE ARCH wormhole_b0/blackhole or --device n150/p150, got {arch or device!r}")
         min_bytes = 2 * users * n_kv * math.ceil(positions / 32) * math.ceil(head_dim / 32) * TILE_BYTES
         calls.append(Call(
             call=call if call is not None else len(calls), device_id=_int(row.get("DEVICE ID")) or 0,
