@@ -3,7 +3,7 @@
 //
 //   QS = QSTAGE * scale                                   once per request
 //   per block j (only its live position tiles are touched):
-//     S     = QS . K_j^T  (+ tail mask on the last live tile)
+//     S     = QS . K_j^T  (+ the row masks on the last one or two live tiles)
 //     M_NEW = max(M_OLD, rowmax(S))
 //     P     = exp(S - M_NEW)
 //     C     = exp(M_OLD - M_NEW)                          (not on the first block)
@@ -16,6 +16,8 @@
 // CBs in (from the reader): QSTAGE dim_tiles, CONST 4, K and V block_tiles*dim_tiles per block.
 // CB out (to the writer): OUT dim_tiles. The rest are internal (residency.py lists them).
 // Row statistics (M, L, LSUM, C) live in column 0 of their tile, as REDUCE_ROW leaves them.
+// Rows are the request's stage rows (attention_protocol.hpp "Request kinds": Q heads of a group,
+// a chunk's positions, or both); every step is row-local, so padding rows never reach real ones.
 #include <cstdint>
 
 #include "api/compute/bcast.h"
@@ -87,8 +89,9 @@ void scale_query() {
     cb_wait_front(kCbQs, kDimTiles);
 }
 
-// S = QS . K^T for the block's `live` tiles; the request's last live tile gets its tail mask.
-void scores(uint32_t live, uint32_t masked_tile) {
+// S = QS . K^T for the block's `live` tiles, the first of them window tile `first_tile`; a masked
+// tile (the last live one and, with several rows per head, the one before) gets its CONST mask page.
+void scores(const Params& p, uint32_t live, uint32_t first_tile) {
     DeviceZoneScopedN("fd-compute-scores");
     cb_reserve_back(kCbS, kBlockTiles);
     formats(kCbK, kCbQs, kCbS);
@@ -98,10 +101,11 @@ void scores(uint32_t live, uint32_t masked_tile) {
         for (uint32_t d = 0; d < kDimTiles; ++d) {
             matmul_tiles(kCbQs, kCbK, d, t * kDimTiles + d, 0);
         }
-        if (t == masked_tile) {
-            // S += MASK: 0 on live columns, MASK_VALUE on the dead ones, so exp() zeroes them.
+        const uint32_t mask_page = p.mask_page(first_tile + t);
+        if (mask_page != kNoMask) {
+            // S += MASK: 0 on each row's live columns, MASK_VALUE on its dead ones, so exp() zeroes them.
             add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst);
-            add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst, kConstPageTailMask, 0);
+            add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst, mask_page, 0);
             matmul_init(kCbQs, kCbK, /*transpose=*/1);
         }
         tile_regs_commit();
@@ -324,7 +328,7 @@ void empty_state(uint32_t m_state) {
     sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, 0);
     pack_to(kCbL, 1);
     cb_reserve_back(m_state, 1);
-    copy_pages(kCbConst, kConstPageTailMask, 1, m_state);
+    copy_pages(kCbConst, kConstPageMask, 1, m_state);
     cb_push_back(m_state, 1);
     cb_wait_front(m_state, 1);  // as a block leaves its running max: waited, ready to read
 }
@@ -402,8 +406,6 @@ void skip_block() {
 void attend(const Params& p) {
     cb_wait_front(kCbConst, kConstPages);
     scale_query();
-    const uint32_t last_live = p.live_tiles() - 1;
-    const uint32_t masked = p.mask_tile(last_live) == kNoMask ? kNoMask : last_live;
     uint32_t m_old = kCbMA;
     uint32_t m_new = kCbMB;
     for (uint32_t block = 0; block < p.blocks(); ++block) {
@@ -413,9 +415,8 @@ void attend(const Params& p) {
             continue;
         }
         const bool first = block == 0;
-        const uint32_t masked_in_block = masked - p.block_first_tile(block);  // wraps past live when not here
         cb_wait_front(kCbK, kBlockPages);
-        scores(live, masked_in_block);
+        scores(p, live, p.block_first_tile(block));
         cb_pop_front(kCbK, kBlockPages);
         DeviceZoneScopedN("fd-compute-softmax");
         running_max(live, first, m_old, m_new);

@@ -6,6 +6,37 @@
 // host test.
 //
 // Word 0 (HEADS): byte 0 q_rows, byte 1 query_row, byte 2 flags, byte 3 positions (ROWS mode).
+//
+// Request kinds (flags). Every kind stages its query rows as the rows of one 32-row group tile
+// (QSTAGE, and every tile compute derives from it): stage row s = head * rows_per_head() + row,
+// s < stage_rows() = heads() * rows_per_head() <= 32, where
+//   decode (no flag): heads = q_rows Q heads of one KV group,  rows_per_head = 1;
+//   CHUNK (bit 0):    heads = 1, the request's one Q head,     rows_per_head = q_rows = C (1..32),
+//                     C consecutive positions of one sequence, causal (prefill of a chunk);
+//   ROWS (bit 1):     heads = q_rows Q heads of one KV group,  rows_per_head = positions (byte 3),
+//                     q_rows * positions <= 32 (e.g. verifying draft tokens).
+// Stage row s is Q row query_row + row of Q head (the first page's head) + head; rows past 31
+// continue in the next row tiles of Q (q_width_tiles pages on), and the output takes the same rows.
+// Positions: KV_POSITIONS is the LAST row's live count. Row `row` (of every head) attends to
+// positions 0 .. kv_positions - rows_per_head() + row, so the first row attends at least position 0.
+// Masks: in window tile T row `row` is live for columns c < row_width(T, row) =
+// clamp(kv_positions - rows_per_head() + row + 1 - 32 T, 0, 32). Only the last live tile and the
+// one before it can be partly live for some row (rows_per_head() <= 32); their masks go in CONST
+// page kConstPageMask (last live tile) and kConstPageMaskBefore (the one before). mask_tile(T)
+// says how a page is filled:
+//   kNoMask      every row fully live: nothing fetched, nothing added;
+//   a tile id    fetched whole, when every staged row can share one constants tile:
+//                rows_per_head() == 1 -> tail mask row_width(T, 0) (decode, as before);
+//                heads() == 1 and the first row starts tile T (kv_positions - rows_per_head() a
+//                multiple of 32) -> the causal mask for length C = rows_per_head(), tile
+//                kConstCausalMaskTile + C - 1 (a CHUNK at a tile-aligned start: "the last tile
+//                takes causal mask C-1");
+//   kGatherMask  anything else (a chunk starting mid-tile, ROWS with several heads): the reader
+//                assembles the page row by row, stage row s taking constants row
+//                mask_row_row(w) of tile mask_row_tile(w) for its width w = row_width(T,
+//                stage_row(s)): row 0 of tail mask w when w < 32; row 31 of the causal mask for
+//                length 32 (tile 65, all live) when w == 32.
+// Stage rows past stage_rows() are padding: row-local, never written out, may hold anything.
 // Word 5 (SPLIT): byte 0 slice index, byte 1 slice count (0/1: not split), bytes 2-3 core-table
 // index of slice 0. Slice i owns live tiles [ceil(i*T/count), ceil((i+1)*T/count)), T = live
 // tiles: the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
@@ -108,12 +139,14 @@ constexpr uint32_t kConstTailMaskTile = 2;     // + t, t = 0..31; t = 0 kills a 
 constexpr uint32_t kConstCausalMaskTile = 34;  // + C - 1
 constexpr uint32_t kConstTiles = 66;
 
-// Pages of the CONST circular buffer per request: scaler, scale, tail mask, causal mask.
+// Pages of the CONST circular buffer per request: scaler, scale, then the masks of the last live
+// tile and of the one before it (see "Masks" above); an empty split slice's kConstPageMask holds
+// the kill mask (tail mask 0).
 constexpr uint32_t kConstPages = 4;
 constexpr uint32_t kConstPageScaler = 0;
 constexpr uint32_t kConstPageScale = 1;
-constexpr uint32_t kConstPageTailMask = 2;
-constexpr uint32_t kConstPageCausalMask = 3;
+constexpr uint32_t kConstPageMask = 2;
+constexpr uint32_t kConstPageMaskBefore = 3;
 
 constexpr uint32_t kTilePositions = 32;
 
@@ -126,6 +159,13 @@ constexpr uint32_t face_row_offset(uint32_t row, uint32_t half) {
 }
 constexpr uint32_t kInterleavedBit = 1u << 31;
 constexpr uint32_t kNoMask = 0xFFFFFFFFu;
+constexpr uint32_t kGatherMask = 0xFFFFFFFEu;  // a mask page assembled row by row (see "Masks")
+
+// The constants tile and row that hold a mask row live for columns c < width (width 0..32).
+constexpr uint32_t mask_row_tile(uint32_t width) {
+    return width < kTilePositions ? kConstTailMaskTile + width : kConstCausalMaskTile + kTilePositions - 1;
+}
+constexpr uint32_t mask_row_row(uint32_t width) { return width < kTilePositions ? 0 : kTilePositions - 1; }
 
 struct Operand {
     uint32_t coord;
@@ -192,31 +232,80 @@ struct Params {
         }
         return live - first < block_tiles ? live - first : block_tiles;
     }
-    // The constants tile CONST page 2 must hold for this slice: the tail mask when the slice owns a
-    // partial last tile, the kill mask (tail mask 0) when the slice is empty (its partial has
-    // M = MASK_VALUE, so the combine weighs it by exp(-huge) = 0), else kNoMask (not fetched).
-    constexpr uint32_t slice_mask_tile() const {
-        if (slice_live_tiles() == 0) {
+    // Request kind (see "Request kinds" above).
+    constexpr bool chunk() const { return (flags & kFlagChunk) != 0; }
+    constexpr bool rows() const { return (flags & kFlagRows) != 0; }
+    constexpr uint32_t heads() const { return chunk() ? 1 : q_rows; }
+    constexpr uint32_t rows_per_head() const { return chunk() ? q_rows : rows() ? positions : 1; }
+    constexpr uint32_t stage_rows() const { return heads() * rows_per_head(); }
+    constexpr uint32_t stage_head(uint32_t s) const { return s / rows_per_head(); }
+    constexpr uint32_t stage_row(uint32_t s) const { return s % rows_per_head(); }
+    // Q (and output) row of stage row s, counted from row 0 of the first page's row tile.
+    constexpr uint32_t query_row_of(uint32_t s) const { return query_row + stage_row(s); }
+    // Q (and output) page of stage row s, dim tile d; Q is q_width_tiles tiles wide.
+    constexpr uint32_t query_page(uint32_t s, uint32_t d, uint32_t q_width_tiles) const {
+        return (query_row_of(s) / kTilePositions) * q_width_tiles + stage_head(s) * dim_tiles + d;
+    }
+    // Live columns of row `row` (of every head) in window tile `tile`, 0..32.
+    constexpr uint32_t row_width(uint32_t tile, uint32_t row) const {
+        const uint32_t live = kv_positions - rows_per_head() + row + 1;  // this row's live positions
+        const uint32_t first = tile * kTilePositions;
+        if (live <= first) {
+            return 0;
+        }
+        return live - first < kTilePositions ? live - first : kTilePositions;
+    }
+    // How window tile `tile` is masked: kNoMask (every row fully live), a constants tile the whole
+    // group shares, or kGatherMask (assembled row by row); tiles past the live ones are dead and
+    // take the kill mask (tail mask 0).
+    constexpr uint32_t mask_tile(uint32_t tile) const {
+        if (tile >= live_tiles()) {
             return kConstTailMaskTile;
         }
-        return slice_end() == live_tiles() ? mask_tile(live_tiles() - 1) : kNoMask;
-    }
-    // Constants tile masking window tile `tile`, or kNoMask for a fully live tile.
-    constexpr uint32_t mask_tile(uint32_t tile) const {
-        const uint32_t live = live_tiles();
-        if (tile + 1 < live) {
+        const uint32_t first_row = row_width(tile, 0);  // rows' widths grow with the row
+        if (first_row == kTilePositions) {
             return kNoMask;
         }
-        if (tile + 1 == live) {
-            return tail_width() == 0 ? kNoMask : kConstTailMaskTile + tail_width();
+        if (rows_per_head() == 1) {
+            return kConstTailMaskTile + first_row;
         }
-        return kConstTailMaskTile;
+        if (heads() == 1 && first_row == 1) {
+            return kConstCausalMaskTile + rows_per_head() - 1;
+        }
+        return kGatherMask;
+    }
+    // The CONST page compute adds to live window tile `tile`'s scores, or kNoMask.
+    constexpr uint32_t mask_page(uint32_t tile) const {
+        if (mask_tile(tile) == kNoMask) {
+            return kNoMask;
+        }
+        return tile + 1 == live_tiles() ? kConstPageMask : kConstPageMaskBefore;
+    }
+    // The window tile whose mask CONST page `page` (kConstPageMask or kConstPageMaskBefore) holds.
+    constexpr uint32_t page_mask_tile(uint32_t page) const { return live_tiles() - 1 - (page - kConstPageMask); }
+    // What this slice's reader puts in CONST page `page` (kConstPageMask or kConstPageMaskBefore):
+    // the mask of the page's tile when the slice owns that tile and it is masked; the kill mask
+    // (tail mask 0) in kConstPageMask when the slice is empty (its partial has M = MASK_VALUE, so
+    // the combine weighs it by exp(-huge) = 0); else kNoMask (left unfilled).
+    constexpr uint32_t slice_mask_tile(uint32_t page) const {
+        if (slice_live_tiles() == 0) {
+            return page == kConstPageMask ? kConstTailMaskTile : kNoMask;
+        }
+        if (page - kConstPageMask >= live_tiles()) {
+            return kNoMask;
+        }
+        const uint32_t tile = page_mask_tile(page);
+        return tile >= slice_begin() && tile < slice_end() ? mask_tile(tile) : kNoMask;
     }
     // The checks every kernel repeats before touching a request; the host refuses the same cases.
+    constexpr bool valid_kind() const {
+        return flags <= (kFlagChunk | kFlagRows) && !(chunk() && rows()) && (rows() ? positions >= 1 : positions == 0) &&
+               stage_rows() <= kTilePositions && kv_positions >= rows_per_head();
+    }
     constexpr bool valid_for(uint32_t residency_dim_tiles, uint32_t residency_block_tiles) const {
         return q_rows >= 1 && q_rows <= 32 && query_row <= 31 && dim_tiles == residency_dim_tiles &&
                block_tiles == residency_block_tiles && block_tiles != 0 && kv_positions != 0 &&
-               padded_tiles() <= capacity_tiles && split_index < slices();
+               padded_tiles() <= capacity_tiles && split_index < slices() && valid_kind();
     }
 };
 

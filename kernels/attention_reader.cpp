@@ -3,10 +3,12 @@
 // double-buffered K and V circular buffers, one block at a time.
 //
 // Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT (chained, in that
-// order, same list for all three kernels); named = dim_tiles, block_tiles, tile_bytes.
+// order, same list for all three kernels); named = dim_tiles, block_tiles, tile_bytes,
+// q_width_tiles (tiles per row tile of Q and the output), inbox_slots.
 // Runtime args: request count, then 16 parameter-block words per request (attention_protocol.hpp).
 //
-// Per request it pushes: QSTAGE dim_tiles pages; CONST 4 pages; then for each block of the
+// Per request it pushes: QSTAGE dim_tiles pages (the request's stage rows, attention_protocol.hpp
+// "Request kinds"); CONST 4 pages (scaler, scale and the masks it needs); then for each block of the
 // slice's window (its live tiles rounded up to whole double blocks), K and V
 // block_tiles*dim_tiles pages each; and for a split slice, once its children's partials have
 // landed, its whole inbox (PARTIALS, inbox_slots * (dim_tiles + 2) pages). Only live position
@@ -34,51 +36,86 @@ namespace {
 constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
 constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
+constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles");
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 static_assert(kTileBytes == 2048, "the reader gathers bfloat16 tile rows");
 constexpr uint32_t kQueryChunkBytes = 64;
-static_assert(2 * kDimTiles * kQueryChunkBytes <= kTileBytes, "one CB Q page lands every chunk of a head");
 constexpr uint32_t kInboxPages = get_named_compile_time_arg_val("inbox_slots") * partial_pages(kDimTiles);
 
 // A tile row is two 16-element face rows: faces 0/1 hold rows 0..15, faces 2/3 rows 16..31.
 
-// QSTAGE row g = row `query_row` of Q head (group_first_head + g), for every dim tile, into the
-// reserved QSTAGE pages at `stage`. Only the row is fetched: each 32-byte face row comes in the
-// 64-byte DRAM-aligned chunk around it (64 B is Blackhole's DRAM read alignment and a multiple of
-// Wormhole's 32), lands in CB Q, and is copied into place over the core's own NoC, so source and
-// destination alignment always match.
-template <typename Accessor>
-void gather_query(const Params& p, const Accessor& q_reader, uint32_t stage) {
-    DeviceZoneScopedN("fd-reader-query");
+// One tile row to copy: row `row` of page `page` of an interleaved operand, into row `dst_row` of
+// the L1 tile at `dst`.
+struct RowCopy {
+    uint32_t page;
+    uint32_t row;
+    uint32_t dst;
+    uint32_t dst_row;
+};
+
+// Tile rows per landing round: each row comes as two 64-byte chunks into the one CB Q page.
+constexpr uint32_t kLandingRows = kTileBytes / (2 * kQueryChunkBytes);
+
+// Copies `count` tile rows, copy j described by `copy_at(j)` (a RowCopy), from `reader`'s
+// operand. Only the rows are fetched: each 32-byte face row comes in the 64-byte DRAM-aligned
+// chunk around it (64 B is Blackhole's DRAM read alignment and a multiple of Wormhole's 32),
+// lands in CB Q, and is copied into place over the core's own NoC, so source and destination
+// alignment always match.
+template <typename Accessor, typename CopyAt>
+void gather_rows(const Accessor& reader, uint32_t count, CopyAt copy_at) {
     cb_reserve_back(kCbQ, 1);
     const uint32_t landing = get_write_ptr(kCbQ);
-    for (uint32_t g = 0; g < p.q_rows; ++g) {
-        for (uint32_t d = 0; d < kDimTiles; ++d) {
+    for (uint32_t first = 0; first < count; first += kLandingRows) {
+        const uint32_t n = count - first < kLandingRows ? count - first : kLandingRows;
+        for (uint32_t j = 0; j < n; ++j) {
+            const RowCopy c = copy_at(first + j);
             for (uint32_t half = 0; half < 2; ++half) {
-                const uint32_t offset = face_row_offset(p.query_row, half);
-                const uint32_t slot = landing + (d * 2 + half) * kQueryChunkBytes;
-                const uint32_t page = p.q.first_page() + g * kDimTiles + d;
-                noc_async_read(q_reader.get_noc_addr(page, offset & ~(kQueryChunkBytes - 1)), slot, kQueryChunkBytes);
+                const uint32_t offset = face_row_offset(c.row, half);
+                const uint32_t slot = landing + (j * 2 + half) * kQueryChunkBytes;
+                noc_async_read(reader.get_noc_addr(c.page, offset & ~(kQueryChunkBytes - 1)), slot, kQueryChunkBytes);
             }
         }
         noc_async_read_barrier();
-        for (uint32_t d = 0; d < kDimTiles; ++d) {
+        for (uint32_t j = 0; j < n; ++j) {
+            const RowCopy c = copy_at(first + j);
             for (uint32_t half = 0; half < 2; ++half) {
-                const uint32_t offset = face_row_offset(p.query_row, half);
-                const uint32_t src = landing + (d * 2 + half) * kQueryChunkBytes + offset % kQueryChunkBytes;
-                noc_async_read(get_noc_addr(src), stage + d * kTileBytes + face_row_offset(g, half), kFaceRowBytes);
+                const uint32_t offset = face_row_offset(c.row, half);
+                const uint32_t src = landing + (j * 2 + half) * kQueryChunkBytes + offset % kQueryChunkBytes;
+                noc_async_read(get_noc_addr(src), c.dst + face_row_offset(c.dst_row, half), kFaceRowBytes);
             }
         }
         noc_async_read_barrier();
     }
 }
 
-// CONST page 2: this slice's mask tile, when it needs one (attention_protocol.hpp slice_mask_tile).
+// QSTAGE stage row s, dim tile d = Q row query_row_of(s) of Q head (first head + stage_head(s)),
+// dim tile d (attention_protocol.hpp "Request kinds"), into the reserved QSTAGE pages at `stage`.
 template <typename Accessor>
-void fetch_mask(const Params& p, const Accessor& const_reader, uint32_t pages) {
-    const uint32_t mask = p.slice_mask_tile();
-    if (mask != kNoMask) {
-        noc_async_read_page(p.constants.first_page() + mask, const_reader, pages + kConstPageTailMask * kTileBytes);
+void gather_query(const Params& p, const Accessor& q_reader, uint32_t stage) {
+    DeviceZoneScopedN("fd-reader-query");
+    gather_rows(q_reader, p.stage_rows() * kDimTiles, [&](uint32_t j) {
+        const uint32_t s = j / kDimTiles, d = j % kDimTiles;
+        return RowCopy{p.q.first_page() + p.query_page(s, d, kQWidthTiles), p.query_row_of(s) % kTilePositions,
+                       stage + d * kTileBytes, s};
+    });
+}
+
+// CONST pages 2 and 3: the masks this slice needs (attention_protocol.hpp "Masks",
+// slice_mask_tile): a constants tile read whole, or a per-row mask assembled from constants rows.
+template <typename Accessor>
+void fetch_masks(const Params& p, const Accessor& const_reader, uint32_t pages) {
+    for (uint32_t page = kConstPageMask; page <= kConstPageMaskBefore; ++page) {
+        const uint32_t mask = p.slice_mask_tile(page);
+        const uint32_t dst = pages + page * kTileBytes;
+        if (mask == kGatherMask) {
+            const uint32_t tile = p.page_mask_tile(page);
+            gather_rows(const_reader, p.stage_rows(), [&](uint32_t s) {
+                const uint32_t width = p.row_width(tile, p.stage_row(s));
+                return RowCopy{p.constants.first_page() + mask_row_tile(width), mask_row_row(width), dst, s};
+            });
+        } else if (mask != kNoMask) {
+            noc_async_read_page(p.constants.first_page() + mask, const_reader, dst);
+        }
     }
 }
 
@@ -156,7 +193,7 @@ void kernel_main() {
         if (!p.split() || p.reducer()) {
             gather_query(p, q_reader, stage);
             fetch_constants(p, const_reader, pages);
-            fetch_mask(p, const_reader, pages);
+            fetch_masks(p, const_reader, pages);
             noc_async_read_barrier();
             if (p.split()) {
                 // Slices 1.. copy Q and CONST from here instead of DRAM, so a split request reads
@@ -171,7 +208,7 @@ void kernel_main() {
             noc_semaphore_wait_min(semaphore(kSemQueryReady), split_items);
             noc_async_read(core_noc_addr(p.split_first_core, stage_base), stage, kDimTiles * kTileBytes);
             noc_async_read(core_noc_addr(p.split_first_core, const_base), pages, 2 * kTileBytes);
-            fetch_mask(p, const_reader, pages);
+            fetch_masks(p, const_reader, pages);
             noc_async_read_barrier();
             noc_semaphore_inc(core_noc_addr(p.split_first_core, get_semaphore(kSemFetched)), 1);
         }

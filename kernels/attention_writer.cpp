@@ -2,10 +2,11 @@
 // the OUT circular buffer back into the output tensor, which has Q's activation layout.
 //
 // Compile-time args: as the reader (TensorAccessorArgs of Q, K, V, CONST, OUT; named dim_tiles,
-// block_tiles, tile_bytes). Runtime args: request count, then 16 words per request.
+// block_tiles, tile_bytes, q_width_tiles). Runtime args: request count, then 16 words per request.
 //
-// Other rows of the same output tile belong to other users (other cores), so only the group's
-// rows are written: two 32-byte face-row writes per (head, dim tile), never a whole tile.
+// Other rows of the same output tile belong to other users or heads (other requests), so only the
+// request's stage rows are written: two 32-byte face-row writes per (stage row, dim tile), never a
+// whole tile.
 // A split request's slice >= 1 instead delivers its partial (O, L, M, combined with its subtree)
 // from its OUTBOX to its parent's inbox and raises the parent's kSemArrived.
 #include <cstdint>
@@ -22,6 +23,7 @@ namespace {
 constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
 constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
+constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles");
 static_assert(kTileBytes == 2048, "the writer scatters bfloat16 tile rows");
 
 // This slice's partial (its OUTBOX pages: O, L, M) into its slot of its parent's inbox. Every
@@ -41,17 +43,19 @@ void send_partial(const Params& p, uint32_t split_items) {
     cb_pop_front(kCbOutbox, partial_pages(kDimTiles));
 }
 
-// Row g of OUT tile d belongs to Q head (group_first_head + g), dim tile d, row `query_row`.
+// Row s of OUT tile d is stage row s: output row query_row_of(s) of Q head (first head +
+// stage_head(s)), dim tile d (attention_protocol.hpp "Request kinds").
 template <typename Accessor>
 void scatter_rows(const Params& p, const Accessor& out_writer) {
     DeviceZoneScopedN("fd-writer-out");
     const uint32_t result = get_read_ptr(kCbOut);
-    for (uint32_t g = 0; g < p.q_rows; ++g) {
+    for (uint32_t s = 0; s < p.stage_rows(); ++s) {
+        const uint32_t row = p.query_row_of(s) % kTilePositions;
         for (uint32_t d = 0; d < kDimTiles; ++d) {
-            const uint32_t page = p.out.first_page() + g * kDimTiles + d;
+            const uint32_t page = p.out.first_page() + p.query_page(s, d, kQWidthTiles);
             for (uint32_t half = 0; half < 2; ++half) {
-                const uint32_t src = result + d * kTileBytes + face_row_offset(g, half);
-                noc_async_write(src, out_writer.get_noc_addr(page, face_row_offset(p.query_row, half)), kFaceRowBytes);
+                const uint32_t src = result + d * kTileBytes + face_row_offset(s, half);
+                noc_async_write(src, out_writer.get_noc_addr(page, face_row_offset(row, half)), kFaceRowBytes);
             }
         }
     }

@@ -21,9 +21,14 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
-# Cases that exercise a tail mask, several blocks, the correction factor and a multi-tile row.
+# Cases that exercise a tail mask, several blocks, the correction factor and a multi-tile row; a
+# CHUNK from a tile-aligned start (the causal tile) and from mid-tile (two tiles of gathered row
+# masks); ROWS with several heads and rows per KV group (the staircase).
 TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "tests/test_attention.py::test_attention_seed_shapes[2048]",
-              "tests/test_attention.py::test_attention_split_counts[7]"]
+              "tests/test_attention.py::test_attention_split_counts[7]",
+              "tests/test_attention_modes.py::test_chunk_lengths_and_starts[7-tile-edge64]",
+              "tests/test_attention_modes.py::test_chunk_lengths_and_starts[32-mid-tile45]",
+              "tests/test_attention_modes.py::test_rows_every_valid_positions[ratio3-P10]"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +42,25 @@ class Mutation:
 
 MUTATIONS = [
     Mutation("wrong-mask-index", "attention_protocol.hpp",
-             "return tail_width() == 0 ? kNoMask : kConstTailMaskTile + tail_width();",
-             "return tail_width() == 0 ? kNoMask : kConstTailMaskTile + tail_width() - 1;",
-             "the tail tile keeps one dead position live"),
+             "return kConstTailMaskTile + first_row;",
+             "return kConstTailMaskTile + first_row - 1;",
+             "the tail tile loses its last live position"),
+    Mutation("wrong-causal-tile", "attention_protocol.hpp",
+             "return kConstCausalMaskTile + rows_per_head() - 1;",
+             "return kConstCausalMaskTile + rows_per_head() - 2;",
+             "CHUNK: a tile-aligned chunk takes causal mask C-2, so its last row misses its own position"),
+    Mutation("before-last-tile-unmasked", "attention_protocol.hpp",
+             "return tile + 1 == live_tiles() ? kConstPageMask : kConstPageMaskBefore;",
+             "return tile + 1 == live_tiles() ? kConstPageMask : kNoMask;",
+             "CHUNK/ROWS: the tile before the last live one is not masked, so early rows see later positions"),
+    Mutation("wrong-staircase-width", "attention_protocol.hpp",
+             "const uint32_t live = kv_positions - rows_per_head() + row + 1;  // this row's live positions",
+             "const uint32_t live = kv_positions - rows_per_head() + 2 * row + 1;  // this row's live positions",
+             "ROWS/CHUNK: the staircase steps two positions per row, so later rows see positions past their own"),
+    Mutation("mask-row-by-head", "attention_reader.cpp",
+             "const uint32_t width = p.row_width(tile, p.stage_row(s));",
+             "const uint32_t width = p.row_width(tile, p.stage_head(s));",
+             "ROWS: a gathered mask row takes its head's index for its row's, so the staircase is wrong"),
     Mutation("correction-factor-not-exponentiated", "attention_compute.cpp",
              "sub_tiles(m_old, m_new, 0, 0, 0);\n    exp_tile(0);",
              "sub_tiles(m_old, m_new, 0, 0, 0);",

@@ -86,3 +86,36 @@ def test_attention_refuses_block_tiles_that_do_not_fit_l1():
 def test_attention_refuses_a_bad_compute_config():
     with pytest.raises(TypeError, match="compute_kernel_config"):
         attention(*_good(), cur_pos=[0, 0], compute_kernel_config="HiFi4")
+
+
+# ------------------------------------------------------------------ CHUNK and ROWS arguments
+
+@pytest.mark.parametrize("rows_of_q, kwargs, error, words", [
+    (2, dict(), TypeError, ["cur_pos=", "chunk_start="]),  # neither
+    (2, dict(cur_pos=[0, 0], chunk_start=0), ValueError, ["cur_pos, chunk_start", "got both"]),
+    (2, dict(chunk_start=0, rows=1), ValueError, ["rows", "chunk_start"]),
+    (2, dict(cur_pos=[0, 0], rows=0), ValueError, ["rows", "positive int"]),
+    (18, dict(cur_pos=[8, 8], rows=9), ValueError, ["rows", "<= 32", "9 * 4 = 36"]),  # GQA ratio 4
+    (6, dict(cur_pos=[2, 2], rows=2), ValueError, ["q:", "expected 4 rows", "rows=2", "got 6"]),
+    (4, dict(cur_pos=[0, 5], rows=2), ValueError, ["cur_pos[0]", ">= rows - 1 = 1", "got 0"]),
+    (3, dict(chunk_start=0), ValueError, ["q:", "batch x C rows", "got 3"]),
+    (66, dict(chunk_start=0), ValueError, ["q:", "batch x C rows", "got 66"]),  # C = 33
+    (4, dict(chunk_start=[0]), ValueError, ["chunk_start", "expected 2 starts", "got 1"]),
+    (4, dict(chunk_start=[0, 255]), ValueError, ["chunk_start[1]", "capacity - C = 254", "got 255"]),
+    (4, dict(chunk_start=[0, -1]), ValueError, ["chunk_start[1]", "got -1"]),
+    (4, dict(chunk_start=[0, 1.0]), TypeError, ["chunk_start[1]", "expected an int"]),
+    (4, dict(chunk_start="0"), TypeError, ["chunk_start", "str"]),
+])
+def test_attention_refuses_bad_chunk_and_rows_arguments(rows_of_q, kwargs, error, words):
+    q, k, v = _good()  # batch 2, GQA ratio 4, capacity 256
+    q = np.zeros((1, 1, rows_of_q, q.shape[-1]), BF16)
+    with pytest.raises(error) as info:
+        attention(q, k, v, **kwargs)
+    for word in words:
+        assert word in str(info.value), str(info.value)
+
+
+def test_attention_refuses_a_chunk_window_past_the_cache():
+    q, k, v = _good(capacity=96)
+    with pytest.raises(ValueError, match=r"chunk_start\[0\].*padded read window"):
+        attention(np.zeros((1, 1, 4, q.shape[-1]), BF16), k, v, chunk_start=[90, 0])

@@ -78,3 +78,32 @@ def test_mask_value_kills_in_bfloat16():
 def test_build_constants_refuses_bad_arguments(bad):
     with pytest.raises(ValueError):
         constants.build_constants(**bad)
+
+
+# sha256 of tiles 0..33 (scaler, scale, tail masks) as decode has read them since before CHUNK and
+# ROWS modes existed; adding those modes must not move a byte of them.
+DECODE_TILES_SHA256 = {
+    64: "bb6b64dbf84368f37c9e1261f89a15bf8eb0d7654d5d1ea316a0396e573f0f9d",
+    128: "a58df22a325916185d6e1d76ec2881e5cb7da496fbcbc517b580cb8080ddd627",
+}
+
+
+@pytest.mark.parametrize("head_dim", sorted(DECODE_TILES_SHA256))
+def test_decode_tiles_are_byte_identical_with_chunk_and_rows_modes(head_dim):
+    import hashlib
+
+    data = constants.build_constants(head_dim)
+    assert hashlib.sha256(data[: ConstTile.CAUSAL_MASK].tobytes()).hexdigest() == DECODE_TILES_SHA256[head_dim]
+
+
+def test_decode_reads_only_tiles_below_the_causal_block():
+    """Every constants tile a decode request reads whole is a tail mask (2..33); CHUNK and ROWS
+    add the causal block (34..65) and rows of it."""
+    from ttnn_flashdecode import protocol
+
+    for kv in range(1, 200):
+        for tile in range(protocol.padded_tiles(kv, 1)):
+            mask = protocol.mask_tile(kv, tile)
+            assert mask == protocol.NO_MASK or ConstTile.TAIL_MASK <= mask < ConstTile.CAUSAL_MASK
+    sources = {protocol.mask_row_source(width)[0] for width in range(33)}
+    assert sources == set(range(ConstTile.TAIL_MASK, ConstTile.CAUSAL_MASK)) | {ConstTile.COUNT - 1}

@@ -220,6 +220,32 @@ def test_batch_users_are_independent(model):
         assert together["users"][b]["generated_tokens"] == alone["users"][0]["generated_tokens"]
 
 
+def test_chunked_prefill_matches_the_host_prefill(model):
+    """Prefill through an op in CHUNK mode (here the float64 reference, so only the chunking and the
+    plumbing are tested): a 70-token prompt takes three chunks per layer (32, 32, 6 positions)
+    and gives the host prefill's logits; the op sees the contract layout."""
+    from ttnn_flashdecode.demo.model import KVCache
+
+    cfg = model.config
+    ids = model.encode(LONG_TEXT)[:70]
+    calls = []
+
+    def op(q, k, v, *, chunk_start):
+        calls.append((q.shape, k.shape, chunk_start))
+        return attention_reference(q, k, v, chunk_start=chunk_start).astype(ml_dtypes.bfloat16)
+
+    host = model.prefill(ids, KVCache(cfg.n_layers, 2, cfg.n_kv_heads, 128, cfg.head_dim), user=1)
+    cache = KVCache(cfg.n_layers, 2, cfg.n_kv_heads, 128, cfg.head_dim)
+    chunked = model.prefill(ids, cache, user=1, attention=op, attention_layers=2)
+    assert [c[2] for c in calls] == [0, 32, 64] * 2
+    assert [c[0] for c in calls[:3]] == [(1, 1, 32, 9 * 64), (1, 1, 32, 9 * 64), (1, 1, 6, 9 * 64)]
+    assert all(c[1] == (1, 3, 128, 64) for c in calls)  # user 1's cache
+    assert (host.argmax(-1) == chunked.argmax(-1)).mean() > 0.95
+    assert np.corrcoef(host[-1], chunked[-1])[0, 1] > 0.999
+    with pytest.raises(ValueError, match="attention_layers"):
+        model.prefill(ids, None, attention=op, attention_layers=1)
+
+
 def test_comparison_catches_a_broken_op(model):
     """An op that drops the newest position must show up as low PCC (the check has teeth)."""
     from ttnn_flashdecode.demo.generate import run_demo
@@ -252,6 +278,7 @@ def test_short_demo_matches_reference(model):
         r = run_demo(
             model, [DEFAULT_PROMPT], SHORT_TOKENS, choice.fn,
             attn_kwargs=choice.kwargs, report_fn=choice.report_fn, backend_label=choice.label, progress=None,
+            prefill_layers=model.config.n_layers,
         )
     finally:
         choice.close()
@@ -262,10 +289,14 @@ def test_short_demo_matches_reference(model):
     for layer in r["layers"]:
         assert layer["pcc_min"] >= 0.999, layer
     assert r["attention"]["calls"] == 30 * SHORT_TOKENS
+    # the prompt prefill (all but its last token, <= 32 positions: one chunk) ran the op's CHUNK mode in every layer
+    prefill = r["prefill"]
+    assert prefill["attention_layers"] == 30 and prefill["calls"] == 30 * -(-(u["prompt_tokens"] - 1) // 32)
+    assert prefill["pcc_min"] >= 0.999 and len(prefill["layers"]) == 30
     # the default prompt's continuation (greedy, float64 attention) is a coherent sentence
     assert u["reference_text"].startswith(" play with her friends")
     text = format_report(r)
-    assert "generated tokens EQUAL" in text and "PASS" in text
+    assert "generated tokens EQUAL" in text and "PASS" in text and "CHUNK mode" in text
     assert r["kv_bytes"]["min_per_token_mean"] == 30 * 3 * 1 * 2 * 2048 * 2  # <= 32 live positions: 1 tile
 
 

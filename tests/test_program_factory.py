@@ -61,7 +61,8 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
     for kernel in program.kernels:
         assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5
         assert dict(kernel.named_compile_time_args) == {
-            "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "inbox_slots": 0}
+            "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "inbox_slots": 0,
+            "q_width_tiles": 16 * 4}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
@@ -153,3 +154,54 @@ def test_residency_must_match_the_shape():
     with pytest.raises(ValueError, match="residency"):
         plan_decode(shape, Residency(4, 4, 16), grid=(8, 8), arch="wormhole_b0", compute=ComputeOptions(),
                     accessor_args=ACCESSORS, schedule=schedule([8192, 8192], 64, max_split=1), noc_xy=_noc_xy)
+
+
+def _kind_plan(kind, rows, batch=3, n_q=12, n_kv=4, positions=None):
+    shape = DecodeShape(batch, n_q, n_kv, 64, 1024, kind=kind, rows=rows)
+    kv = shape.kv_positions(positions)
+    plan_schedule = schedule(kv, 64, max_split=1)
+    return plan_decode(shape, Residency(shape.q_rows, shape.dim_tiles, 4), grid=(8, 8), arch="wormhole_b0",
+                       compute=ComputeOptions(), accessor_args=ACCESSORS, schedule=plan_schedule, noc_xy=_noc_xy)
+
+
+def test_chunk_requests_are_one_per_sequence_and_q_head():
+    """CHUNK: sequence b's C = 7 rows are Q rows 7b..7b+6 (sequence 2's straddle row tiles 0 and 1),
+    one request per (sequence, Q head), K/V of the head's group, kv_positions = start + C."""
+    starts = [0, 45, 100]
+    plan = _kind_plan("chunk", 7, positions=starts)
+    requests = decode_requests(plan, starts, ADDRESSES)
+    assert len(requests) == 3 * 12 == plan.shape.requests
+    width = 12 * 2  # Q tile columns: 12 heads x 2 dim tiles
+    for index, request in enumerate(requests):
+        user, head = divmod(index, 12)
+        assert (request.q_rows, request.flags, request.positions) == (7, protocol.Flag.CHUNK, 0)
+        assert (request.heads, request.rows_per_head, request.stage_rows) == (1, 7, 7)
+        assert request.kv_positions == starts[user] + 7
+        assert divmod(user * 7, 32) == (request.q.first_page // width, request.query_row)
+        assert request.q.first_page % width == head * 2 and request.out == protocol.Operand.interleaved(ADDRESSES.out, request.q.first_page)
+        assert request.k.first_page == (user * 4 + head // 3) * 32 * 2
+        protocol.encode(request, plan.residency)
+    program = build_program(plan, requests)
+    assert dict(program.kernels[0].named_compile_time_args)["q_width_tiles"] == width
+
+
+def test_rows_requests_are_one_per_user_and_kv_group():
+    """ROWS: user b's P = 10 rows are Q rows 10b.. (user 3's straddle row tiles 0 and 1)."""
+    cur_pos = [9, 40, 500, 1023]
+    plan = _kind_plan("rows", 10, batch=4, n_q=6, n_kv=2, positions=cur_pos)
+    requests = decode_requests(plan, cur_pos, ADDRESSES)
+    assert len(requests) == 4 * 2
+    for index, request in enumerate(requests):
+        user, group = divmod(index, 2)
+        assert (request.q_rows, request.flags, request.positions) == (3, protocol.Flag.ROWS, 10)
+        assert (request.heads, request.rows_per_head, request.stage_rows) == (3, 10, 30)
+        assert request.kv_positions == cur_pos[user] + 1
+        assert (request.query_row, request.q.first_page) == (user * 10 % 32, user * 10 // 32 * 12 + group * 3 * 2)
+        protocol.encode(request, plan.residency)
+
+
+@pytest.mark.parametrize("kind, rows, error", [("decode", 2, "rows"), ("chunk", 33, "rows"), ("rows", 11, "rows"),
+                                                ("prefill", 1, "kind")])
+def test_shape_refuses_rows_outside_the_kind(kind, rows, error):
+    with pytest.raises(ValueError, match=error):
+        DecodeShape(1, 6, 2, 64, 1024, kind=kind, rows=rows)

@@ -1,5 +1,6 @@
 """protocol.py: encode/decode round trips and every refusal DESIGN.md §3 lists."""
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -149,3 +150,137 @@ def test_combine_tree_reaches_every_slice_once_within_its_depth(count):
     assert seen == set(range(count))
     assert max(depth.values()) <= protocol.tree_levels(count)
     assert len(protocol.tree_children(0, count)) == protocol.tree_levels(count)  # the root fills every inbox slot
+
+
+# ------------------------------------------------------------------ CHUNK and ROWS request kinds
+
+CHUNK, ROWS = protocol.Flag.CHUNK, protocol.Flag.ROWS
+
+
+@pytest.mark.parametrize("overrides, field", [
+    (dict(flags=CHUNK | ROWS, positions=1, q_rows=2), "flags"),  # both kinds at once
+    (dict(flags=ROWS, positions=0), "positions"),  # ROWS needs its positions
+    (dict(flags=ROWS, q_rows=8, positions=5), "positions"),  # 40 rows > one tile
+    (dict(flags=ROWS, q_rows=3, positions=11), "positions"),  # 33 rows
+    (dict(flags=CHUNK, q_rows=33), "q_rows"),  # a chunk longer than 32
+    (dict(flags=CHUNK, q_rows=8, kv_positions=7), "kv_positions"),  # 8 rows ending at position 6
+    (dict(flags=ROWS, q_rows=2, positions=4, kv_positions=3), "kv_positions"),
+])
+def test_encode_refuses_bad_chunk_and_rows_requests(overrides, field):
+    with pytest.raises(ValueError, match=field) as info:
+        protocol.encode(_request(**overrides), RESIDENCY)
+    assert "expected" in str(info.value) and "got" in str(info.value)
+
+
+def test_encode_accepts_the_largest_rows_and_chunk_requests():
+    protocol.encode(_request(flags=ROWS, q_rows=8, positions=4), RESIDENCY)
+    protocol.encode(_request(flags=ROWS, q_rows=1, positions=32, kv_positions=32), RESIDENCY)
+    protocol.encode(_request(flags=CHUNK, q_rows=32, kv_positions=32, query_row=31), RESIDENCY)  # straddles row tiles
+
+
+@given(flags=st.sampled_from([CHUNK, ROWS]), q_rows=st.integers(1, 32), query_row=st.integers(0, 31),
+       extra=st.integers(0, 100_000), data=st.data())
+def test_decode_inverts_encode_for_chunk_and_rows(flags, q_rows, query_row, extra, data):
+    positions = data.draw(st.integers(1, 32 // q_rows)) if flags == ROWS else 0
+    rows = q_rows if flags == CHUNK else positions
+    kv = rows + extra
+    request = _request(q_rows=q_rows, query_row=query_row, flags=int(flags), positions=positions, kv_positions=kv,
+                       capacity_tiles=protocol.padded_tiles(kv, 16))
+    decoded = protocol.decode(protocol.encode(request, RESIDENCY))
+    assert decoded == request
+    assert (decoded.rows_per_head, decoded.heads) == (rows, 1 if flags == CHUNK else q_rows)
+
+
+def test_request_kind_derived_counts():
+    decode = _request(q_rows=8)
+    chunk = _request(q_rows=7, flags=CHUNK)
+    rows = _request(q_rows=3, flags=ROWS, positions=10)
+    assert (decode.heads, decode.rows_per_head, decode.stage_rows) == (8, 1, 8)
+    assert (chunk.heads, chunk.rows_per_head, chunk.stage_rows) == (1, 7, 7)
+    assert (rows.heads, rows.rows_per_head, rows.stage_rows) == (3, 10, 30)
+
+
+def test_query_page_continues_into_the_next_row_tile():
+    rows = _request(q_rows=3, flags=ROWS, positions=10, query_row=30)
+    width = 48
+    # stage row 0 = head 0, row 0 -> Q row 30 (row tile 0); stage row 2 = head 0, row 2 -> Q row 32 (row tile 1)
+    assert protocol.query_page(rows, 0, 1, width) == 1
+    assert protocol.query_page(rows, 2, 1, width) == width + 1
+    assert protocol.query_page(rows, 12, 0, width) == width + 4  # head 1 (dim tiles 4), row 2
+
+
+def test_mask_tile_for_decode_is_the_tail_mask_as_before():
+    for kv in (1, 31, 32, 33, 1000, 1024):
+        for tile in range(protocol.padded_tiles(kv, 1)):
+            live = protocol.live_tiles(kv)
+            want = (protocol.NO_MASK if tile < live - 1 or (tile == live - 1 and kv % 32 == 0)
+                    else protocol.ConstTile.TAIL_MASK + kv % 32 if tile == live - 1 else protocol.ConstTile.TAIL_MASK)
+            assert protocol.mask_tile(kv, tile) == want
+
+
+@pytest.mark.parametrize("length", [2, 7, 31, 32])
+def test_a_tile_aligned_chunk_takes_causal_mask_c_minus_one(length):
+    for start in (0, 64, 1024):
+        kv = start + length
+        last = start // 32
+        assert protocol.mask_tile(kv, last, rows_per_head=length, heads=1) == protocol.ConstTile.CAUSAL_MASK + length - 1
+        assert protocol.mask_page(kv, last, rows_per_head=length, heads=1) == protocol.MASK_PAGE
+        assert all(protocol.mask_tile(kv, t, rows_per_head=length, heads=1) == protocol.NO_MASK for t in range(last))
+
+
+def test_a_mid_tile_chunk_gathers_the_masks_of_the_last_two_tiles():
+    kv = 45 + 32  # positions 45..76: rows 0..18 end in tile 1, rows 19..31 in tile 2
+    shape = dict(rows_per_head=32, heads=1)
+    assert [protocol.mask_tile(kv, t, **shape) for t in range(3)] == [protocol.NO_MASK, protocol.GATHER_MASK,
+                                                                      protocol.GATHER_MASK]
+    assert [protocol.mask_page(kv, t, **shape) for t in range(3)] == [protocol.NO_MASK, protocol.MASK_BEFORE_PAGE,
+                                                                      protocol.MASK_PAGE]
+    assert protocol.row_width(kv, 1, 0, rows_per_head=32) == 14 and protocol.row_width(kv, 1, 18, rows_per_head=32) == 32
+    assert protocol.row_width(kv, 2, 18, rows_per_head=32) == 0 and protocol.row_width(kv, 2, 31, rows_per_head=32) == 13
+
+
+def test_mask_row_sources():
+    assert protocol.mask_row_source(0) == (protocol.ConstTile.TAIL_MASK, 0)
+    assert protocol.mask_row_source(17) == (protocol.ConstTile.TAIL_MASK + 17, 0)
+    assert protocol.mask_row_source(32) == (protocol.ConstTile.CAUSAL_MASK + 31, 31)
+
+
+@given(flags=st.sampled_from([0, CHUNK, ROWS]), q_rows=st.integers(1, 32), extra=st.integers(0, 200), data=st.data())
+def test_masks_built_from_the_constants_give_every_row_its_own_positions(flags, q_rows, extra, data):
+    """What the reader puts in CONST pages 2/3 (a whole constants tile, or rows gathered from
+    mask_row_source), added to each live tile, leaves stage row s live exactly on positions
+    0..(its own position): the float64 truth, independent of the protocol's tile arithmetic."""
+    from ttnn_flashdecode.constants import constant_tiles
+
+    positions = data.draw(st.integers(1, 32 // q_rows)) if flags == ROWS else 0
+    request = _request(q_rows=q_rows, flags=int(flags), positions=positions,
+                       kv_positions=(q_rows if flags == CHUNK else max(positions, 1)) + extra)
+    tiles = constant_tiles(64)
+    heads, rows, kv = request.heads, request.rows_per_head, request.kv_positions
+    for tile in range(protocol.live_tiles(kv)):
+        source = protocol.mask_tile(kv, tile, rows_per_head=rows, heads=heads)
+        if source == protocol.NO_MASK:
+            mask = np.zeros((32, 32))
+        elif source == protocol.GATHER_MASK:
+            mask = np.zeros((32, 32))
+            for s in range(request.stage_rows):
+                page, row = protocol.mask_row_source(protocol.row_width(kv, tile, s % rows, rows_per_head=rows))
+                mask[s] = tiles[page, row]
+        else:
+            mask = tiles[source]
+        for s in range(request.stage_rows):
+            own = kv - rows + s % rows  # stage row s's last position
+            live = np.arange(tile * 32, tile * 32 + 32) <= own
+            assert ((mask[s] == 0) == live).all(), (tile, s, source)
+
+
+def test_split_slices_fetch_only_the_masks_of_the_tiles_they_own():
+    def fetched(index, count):
+        request = _request(q_rows=32, flags=CHUNK, kv_positions=77, split_index=index, split_count=count)
+        return protocol.slice_mask_tile(request, protocol.MASK_PAGE), protocol.slice_mask_tile(request, protocol.MASK_BEFORE_PAGE)
+
+    # 3 live tiles, tiles 1 and 2 masked; 2 slices own [0, 2) and [2, 3)
+    assert fetched(0, 2) == (protocol.NO_MASK, protocol.GATHER_MASK)
+    assert fetched(1, 2) == (protocol.GATHER_MASK, protocol.NO_MASK)
+    assert fetched(0, 0) == (protocol.GATHER_MASK, protocol.GATHER_MASK)  # not split: both
+    assert fetched(5, 7) == (protocol.ConstTile.TAIL_MASK, protocol.NO_MASK)  # an empty slice: the kill mask

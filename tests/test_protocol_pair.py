@@ -41,15 +41,18 @@ operands = st.builds(protocol.Operand, coord=u32, base=u32)
 @st.composite
 def requests(draw):
     block_tiles = draw(st.integers(1, 64))
-    kv_positions = draw(st.one_of(st.integers(1, 4096), st.integers(1, 2**24)))
+    flags = draw(st.sampled_from([0, protocol.Flag.CHUNK, protocol.Flag.ROWS]))
+    q_rows = draw(st.integers(1, 32))
+    positions = draw(st.integers(1, 32 // q_rows)) if flags & protocol.Flag.ROWS else 0
+    rows_per_head = q_rows if flags & protocol.Flag.CHUNK else max(positions, 1)
+    kv_positions = draw(st.one_of(st.integers(rows_per_head, 4096), st.integers(rows_per_head, 2**24)))
     window = protocol.padded_tiles(kv_positions, block_tiles)
-    flags = draw(st.sampled_from([0, protocol.Flag.CHUNK, protocol.Flag.ROWS, protocol.Flag.CHUNK | protocol.Flag.ROWS]))
     split_count = draw(st.sampled_from([0, 1, 2, 3, 7, 64, 255]))
     request = protocol.Request(
-        q_rows=draw(st.integers(1, 32)),
+        q_rows=q_rows,
         query_row=draw(st.integers(0, 31)),
         flags=int(flags),
-        positions=draw(st.integers(0, 255)) if flags & protocol.Flag.ROWS else 0,
+        positions=positions,
         dim_tiles=draw(st.integers(1, 16)),
         kv_positions=kv_positions,
         block_tiles=block_tiles,
@@ -60,6 +63,23 @@ def requests(draw):
         q=draw(operands), k=draw(operands), v=draw(operands), constants=draw(operands), out=draw(operands),
     )
     return request
+
+
+def _kind_fields(request):
+    """What decode_main prints after the blocks for a valid request (request kind and masks)."""
+    kv, rows = request.kv_positions, request.rows_per_head
+    shape = dict(rows_per_head=rows, heads=request.heads)
+    live = protocol.live_tiles(kv)
+    fields = [f"k{request.heads}", rows, request.stage_rows]
+    for s in range(request.stage_rows):
+        row = (request.query_row + s % rows) % protocol.TILE_POSITIONS
+        fields.append(f"q{protocol.query_page(request, s, 0, 1000)}:{row}")
+    fields += [f"p{protocol.mask_page(kv, t, **shape)}" for t in range(max(live - 3, 0), live)]
+    fields += [f"s{protocol.slice_mask_tile(request, protocol.MASK_PAGE)}",
+               protocol.slice_mask_tile(request, protocol.MASK_BEFORE_PAGE)]
+    fields += [f"w{protocol.row_width(kv, t, row, rows_per_head=rows)}" for t in range(max(live - 2, 0), live) for row in range(rows)]
+    fields += ["r{}:{}".format(*protocol.mask_row_source(width)) for width in range(protocol.TILE_POSITIONS + 1)]
+    return fields
 
 
 def _expected_line(request):
@@ -79,12 +99,13 @@ def _expected_line(request):
     count = max(request.split_count, 1)
     parent, slot = protocol.tree_parent(request.split_index) if request.split_index else (0, 0)
     tree = [f"t{len(protocol.tree_children(request.split_index, count))}", parent, slot]
-    masks = [f"m{protocol.mask_tile(request.kv_positions, t)}" for t in range(window)]
+    shape = dict(rows_per_head=request.rows_per_head, heads=request.heads)
+    masks = [f"m{protocol.mask_tile(request.kv_positions, t, **shape)}" for t in range(window)]
     blocks = [
         f"b{max(0, min(request.block_tiles, end - begin - b * request.block_tiles))}"
         for b in range(slice_window // request.block_tiles)
     ]
-    return " ".join(map(str, fields + tree + masks + blocks))
+    return " ".join(map(str, fields + tree + masks + blocks + _kind_fields(request)))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -126,3 +147,40 @@ def test_header_constants_match_python(decoder):
     assert header["kFlagChunk"] == protocol.Flag.CHUNK and header["kFlagRows"] == protocol.Flag.ROWS
     assert re.search(r"kConstTailMaskTile = 2;", text) and re.search(r"kConstCausalMaskTile = 34;", text)
     assert re.search(r"kConstTiles = 66;", text)
+    assert re.search(r"kConstPageMask = 2;", text) and re.search(r"kConstPageMaskBefore = 3;", text)
+    assert protocol.MASK_PAGE == 2 and protocol.MASK_BEFORE_PAGE == 3
+    assert re.search(r"kNoMask = 0xFFFFFFFFu;", text) and protocol.NO_MASK == 0xFFFFFFFF
+    assert re.search(r"kGatherMask = 0xFFFFFFFEu;", text) and protocol.GATHER_MASK == 0xFFFFFFFE
+
+
+def _words(request, **patch):
+    """``request``'s words with word 0 / word 2 fields replaced (bypassing encode's refusals)."""
+    words = protocol.encode(request, Residency(q_rows=request.q_rows, dim_tiles=request.dim_tiles,
+                                               block_tiles=request.block_tiles))
+    fields = dict(q_rows=request.q_rows, query_row=request.query_row, flags=request.flags,
+                  positions=request.positions) | patch
+    words[protocol.Field.HEADS] = fields["q_rows"] | fields["query_row"] << 8 | fields["flags"] << 16 | fields["positions"] << 24
+    words[protocol.Field.KV_POSITIONS] = patch.get("kv_positions", request.kv_positions)
+    return words
+
+
+ROWS, CHUNK = int(protocol.Flag.ROWS), int(protocol.Flag.CHUNK)
+
+
+@pytest.mark.parametrize("patch", [
+    dict(flags=CHUNK | ROWS, positions=2),  # both kinds at once
+    dict(flags=ROWS, positions=0),  # ROWS without positions
+    dict(flags=ROWS, q_rows=8, positions=5),  # 40 stage rows > 32
+    dict(flags=0, positions=3),  # positions without ROWS
+    dict(flags=CHUNK, q_rows=8, kv_positions=7),  # a chunk of 8 rows ending at position 6
+    dict(flags=ROWS, q_rows=2, positions=4, kv_positions=3),
+    dict(flags=4),  # unknown flag
+])
+def test_header_refuses_what_encode_refuses(decoder, patch):
+    request = protocol.Request(q_rows=2, dim_tiles=2, kv_positions=100, block_tiles=1, capacity_tiles=64)
+    words = _words(request, **patch)
+    with pytest.raises(ValueError):
+        protocol.encode(protocol.decode(words), Residency(q_rows=2, dim_tiles=2, block_tiles=1))
+    result = subprocess.run([str(decoder)], input=" ".join(map(str, words)) + "\n", capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split()[28] == "0", f"the header accepts {patch}: {result.stdout[:200]}"

@@ -14,8 +14,8 @@ from ttnn_flashdecode.reference import attention_reference
 __all__ = ["attention", "attention_reference", "last_report"]
 
 
-def _golden(q, k, v, *, cur_pos, scale=None, **_):
-    return attention_reference(q, k, v, cur_pos=cur_pos, scale=scale)
+def _golden(q, k, v, *, cur_pos=None, chunk_start=None, rows=None, scale=None, **_):
+    return attention_reference(q, k, v, cur_pos=cur_pos, chunk_start=chunk_start, rows=rows, scale=scale)
 
 
 def _register() -> None:

@@ -1,5 +1,10 @@
 """``attention()``: flash-decode GQA attention against a KV cache, on a card or the host emulator.
 
+Three request kinds (DESIGN.md §3, §5; ``docs/request_kinds.md``): decode (``cur_pos=``, one
+query row per user), ROWS (``cur_pos=`` and ``rows=P``, P consecutive query rows per user, e.g.
+draft tokens to verify) and CHUNK (``chunk_start=``, a causal chunk of up to 32 consecutive
+positions per sequence: prefill).
+
 Lifecycle (FlashInfer's plan/run split): the first call for a given (shapes, block size, compute
 config, grid) builds a :class:`~ttnn_flashdecode.program_factory.Plan` and caches it; every call
 then only validates its inputs, encodes per-core runtime args (addresses, positions) and launches
@@ -57,7 +62,7 @@ def last_report():
 @dataclasses.dataclass(frozen=True)
 class _Inputs:
     shape: DecodeShape
-    cur_pos: tuple[int, ...]
+    positions: tuple[int, ...]  # per user: cur_pos (decode, rows) or chunk start (chunk)
     kind: str  # "numpy", "host" (ttnn host tensor) or "device"
 
 
@@ -75,7 +80,30 @@ def _kind(tensor, name: str) -> str:
     raise TypeError(f"{name}: expected a ttnn.Tensor or numpy.ndarray, got {type(tensor).__name__}")
 
 
-def _validate(q, k, v, cur_pos) -> _Inputs:
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _request_kind(cur_pos, chunk_start, rows) -> str:
+    """``"decode"``, ``"rows"`` or ``"chunk"`` from which of the three arguments are given."""
+    if chunk_start is not None:
+        if cur_pos is not None:
+            raise ValueError("cur_pos, chunk_start: expected one of them (cur_pos for decode and rows, chunk_start "
+                             "for a chunk), got both")
+        if rows is not None:
+            raise ValueError(f"rows: expected None with chunk_start (a chunk's rows are q's rows), got {rows!r}")
+        return "chunk"
+    if cur_pos is None:
+        raise TypeError("attention() needs cur_pos= (decode; with rows=, ROWS) or chunk_start= (a causal chunk)")
+    if rows is None:
+        return "decode"
+    if not _is_int(rows) or rows < 1:
+        raise ValueError(f"rows: expected None or a positive int (query rows per user), got {rows!r}")
+    return "rows"
+
+
+def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
+    request_kind = _request_kind(cur_pos, chunk_start, rows)
     kinds = {_kind(q, "q"), _kind(k, "k"), _kind(v, "v")}
     if "device" in kinds and kinds != {"device"}:
         raise ValueError(f"q, k, v: expected all on the device or all on the host, got {sorted(kinds)}")
@@ -90,8 +118,6 @@ def _validate(q, k, v, cur_pos) -> _Inputs:
     batch, n_kv_heads, capacity, head_dim = k_shape
     if min(k_shape) < 1:
         raise ValueError(f"k: expected every dimension >= 1, got {list(k_shape)}")
-    if q_shape[2] != batch:
-        raise ValueError(f"q: expected {batch} rows (one per user, k's batch), got {q_shape[2]}")
     width = q_shape[3]
     if width % head_dim:
         raise ValueError(f"q: expected a width that is a multiple of head_dim {head_dim}, got {width}")
@@ -100,17 +126,47 @@ def _validate(q, k, v, cur_pos) -> _Inputs:
         raise ValueError(
             f"GQA ratio: expected n_q_heads ({n_q_heads}) to be a multiple of n_kv_heads ({n_kv_heads})"
         )
-    if n_q_heads // n_kv_heads > protocol.MAX_Q_ROWS:
+    ratio = n_q_heads // n_kv_heads
+    if ratio > protocol.MAX_Q_ROWS:
         raise ValueError(
-            f"GQA ratio: expected at most {protocol.MAX_Q_ROWS} Q heads per KV head (one tile's rows), "
-            f"got {n_q_heads // n_kv_heads}"
+            f"GQA ratio: expected at most {protocol.MAX_Q_ROWS} Q heads per KV head (one tile's rows), got {ratio}"
         )
     if -(-head_dim // 32) > MAX_DIM_TILES:
         raise ValueError(f"head_dim: expected <= {MAX_DIM_TILES * 32}, got {head_dim}")
-    positions = _positions(cur_pos, batch, capacity)
+    height = q_shape[2]
+    if request_kind == "decode":
+        per_user = 1
+        if height != batch:
+            raise ValueError(f"q: expected {batch} rows (one per user, k's batch), got {height}")
+        positions = _positions(cur_pos, batch, capacity)
+    elif request_kind == "rows":
+        per_user = int(rows)
+        if ratio * per_user > protocol.MAX_Q_ROWS:
+            raise ValueError(
+                f"rows: expected rows * GQA ratio <= {protocol.MAX_Q_ROWS} (one tile's rows per KV group), got "
+                f"{per_user} * {ratio} = {per_user * ratio}"
+            )
+        if height != batch * per_user:
+            raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}), got {height}")
+        positions = _positions(cur_pos, batch, capacity)
+        for user, position in enumerate(positions):
+            if position < per_user - 1:
+                raise ValueError(
+                    f"cur_pos[{user}]: expected >= rows - 1 = {per_user - 1} (the user's first row is position "
+                    f"cur_pos - rows + 1), got {position}"
+                )
+    else:
+        per_user = height // batch
+        if height % batch or not 1 <= per_user <= protocol.MAX_Q_ROWS:
+            raise ValueError(
+                f"q: expected batch x C rows for a chunk (batch {batch}, C = 1..{protocol.MAX_Q_ROWS} positions per "
+                f"sequence), got {height}"
+            )
+        positions = _chunk_starts(chunk_start, batch, per_user, capacity)
     if kind == "device":
         _validate_device_tensors(q, k, v)
-    return _Inputs(DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity), positions, kind)
+    shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user)
+    return _Inputs(shape, positions, kind)
 
 
 def _positions(cur_pos, batch: int, capacity: int) -> tuple[int, ...]:
@@ -120,10 +176,30 @@ def _positions(cur_pos, batch: int, capacity: int) -> tuple[int, ...]:
     if len(values) != batch:
         raise ValueError(f"cur_pos: expected {batch} positions (one per user), got {len(values)}")
     for user, position in enumerate(values):
-        if not isinstance(position, (int, np.integer)) or isinstance(position, bool):
+        if not _is_int(position):
             raise TypeError(f"cur_pos[{user}]: expected an int, got {type(position).__name__}")
         if not 0 <= position < capacity:
             raise ValueError(f"cur_pos[{user}]: expected 0 <= position < capacity {capacity}, got {position}")
+    return tuple(int(p) for p in values)
+
+
+def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
+    if _is_int(chunk_start):
+        values = (chunk_start,) * batch
+    elif isinstance(chunk_start, (str, bytes)) or not isinstance(chunk_start, Sequence):
+        raise TypeError(f"chunk_start: expected an int or one int per sequence, got {type(chunk_start).__name__}")
+    else:
+        values = tuple(chunk_start)
+    if len(values) != batch:
+        raise ValueError(f"chunk_start: expected {batch} starts (one per sequence), got {len(values)}")
+    for user, start in enumerate(values):
+        if not _is_int(start):
+            raise TypeError(f"chunk_start[{user}]: expected an int, got {type(start).__name__}")
+        if not 0 <= start <= capacity - length:
+            raise ValueError(
+                f"chunk_start[{user}]: expected 0 <= start <= capacity - C = {capacity - length} (C = {length} rows), "
+                f"got {start}"
+            )
     return tuple(int(p) for p in values)
 
 
@@ -165,12 +241,15 @@ def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: in
     return 1
 
 
-def _check_windows(plan: Plan, cur_pos: Sequence[int]) -> None:
-    for user, position in enumerate(cur_pos):
-        window = protocol.padded_tiles(position + 1, plan.residency.block_tiles)
+def _check_windows(plan: Plan, positions: Sequence[int]) -> None:
+    name = "chunk_start" if plan.shape.kind == "chunk" else "cur_pos"
+    requests_per_user = plan.shape.requests // plan.shape.batch
+    kv_per_user = plan.shape.kv_positions(positions)[::requests_per_user]  # a user's requests share it
+    for user, (position, kv) in enumerate(zip(positions, kv_per_user)):
+        window = protocol.padded_tiles(kv, plan.residency.block_tiles)
         if window > plan.shape.capacity_tiles:
             raise ValueError(
-                f"cur_pos[{user}]: expected a padded read window (whole double blocks of "
+                f"{name}[{user}]: expected a padded read window (whole double blocks of "
                 f"{plan.residency.block_tiles} tiles) inside the cache's {plan.shape.capacity_tiles} tiles, got "
                 f"{window} tiles for position {position}; use a capacity that is a multiple of "
                 f"{64 * plan.residency.block_tiles} positions or a smaller block_tiles"
@@ -182,7 +261,9 @@ def attention(
     k,
     v,
     *,
-    cur_pos: Sequence[int],
+    cur_pos: Sequence[int] | None = None,
+    chunk_start: int | Sequence[int] | None = None,
+    rows: int | None = None,
     scale: float | None = None,
     block_tiles: int | None = None,
     compute_kernel_config=None,
@@ -190,20 +271,40 @@ def attention(
     split: int | None = None,
     backend: str = "auto",
 ):
-    """Flash-decode attention of one new query per user against a GQA KV cache.
+    """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
-    User ``b``'s Q heads attend to positions ``0..cur_pos[b]`` of its K/V; Q head ``h`` uses KV
-    head ``h // (n_q_heads // n_kv_heads)``. One request per (user, KV group) runs on one core
-    with an online softmax; the KV cache is read once per group.
+    Q head ``h`` uses KV head ``h // (n_q_heads // n_kv_heads)``; every query row attends to
+    positions ``0..p`` of its user's K/V, ``p`` its own position. Three request kinds:
+
+    * **decode** (``cur_pos=``): one query row per user, at position ``cur_pos[b]``. One request
+      per (user, KV group); the KV cache is read once per group.
+    * **ROWS** (``cur_pos=`` and ``rows=P``): ``P`` consecutive query rows per user, the last at
+      ``cur_pos[b]`` (row ``j`` of user ``b`` is position ``cur_pos[b] - P + 1 + j``), e.g. draft
+      tokens to verify or several new tokens of one user. One request per (user, KV group) serves
+      all ``P`` rows of all its Q heads: K/V read once.
+    * **CHUNK** (``chunk_start=``): prefill of a chunk of ``C`` (1..32) consecutive positions per
+      sequence, causal: row ``r`` (position ``chunk_start[b] + r``) attends to ``0..chunk_start[b]
+      + r``. The chunk's own K/V must already be in the cache at ``chunk_start .. chunk_start +
+      C - 1``. One request per (sequence, Q head).
+
+    Each request runs on one core (or is cut into split-K slices over several) with an online
+    softmax.
 
     Parameters:
-        q: ``[1, 1, batch, n_q_heads * head_dim]``, activation layout; row ``b`` is user ``b``.
-            On a device: bfloat16, TILE layout, DRAM interleaved. On the host: a numpy array
-            (float32 or ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``.
+        q: ``[1, 1, batch * R, n_q_heads * head_dim]``, activation layout, ``R`` query rows per
+            user (1 for decode, ``rows`` for ROWS, the chunk length ``C`` for CHUNK); rows ``b * R
+            .. b * R + R - 1`` are user ``b``'s, in position order. On a device: bfloat16, TILE
+            layout, DRAM interleaved. On the host: a numpy array (float32 or
+            ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``.
         k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q``
-            (bfloat16 TILE DRAM-interleaved on a device). Positions past ``cur_pos`` are not
-            read beyond their tile; those inside the last live tile must be finite.
-        cur_pos: one int per user, ``0 <= cur_pos[b] < capacity`` (positions, inclusive).
+            (bfloat16 TILE DRAM-interleaved on a device). Positions past a row's own are not read
+            beyond their tile; those inside the last live tile must be finite.
+        cur_pos: decode and ROWS: one int per user, the position of the user's last query row,
+            ``0 <= cur_pos[b] < capacity`` (ROWS: ``>= rows - 1``). ``None`` for CHUNK.
+        chunk_start: CHUNK: the chunk's first position, one int for every sequence or one per
+            sequence; ``0 <= chunk_start[b] <= capacity - C``. ``None`` (default) otherwise.
+        rows: ROWS: query rows per user ``P``, ``1 <= P`` and ``P * (n_q_heads // n_kv_heads)
+            <= 32``. ``None`` (default) for decode and CHUNK.
         scale: query scale; default ``1/sqrt(head_dim)`` of the real head_dim.
         block_tiles: position tiles per K/V block (residency); default: the largest <= 16 that
             fits L1 and whose double block divides the cache's tiles.
@@ -218,19 +319,24 @@ def attention(
             ``"emulator"``.
 
     Returns:
-        ``[1, 1, batch, n_q_heads * head_dim]`` of the same kind as ``q``: a device tensor
-        (bfloat16 TILE), a host ``ttnn.Tensor`` (bfloat16 ROW_MAJOR), or a numpy array of ``q``'s dtype.
+        The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row) and of the
+        same kind: a device tensor (bfloat16 TILE), a host ``ttnn.Tensor`` (bfloat16
+        ROW_MAJOR), or a numpy array of ``q``'s dtype.
 
     Raises:
-        TypeError: an input is neither a ttnn.Tensor nor a numpy array; ``cur_pos`` is not a
-            sequence of ints.
-        ValueError: shapes disagree (``q`` rows vs batch, ``k`` vs ``v``, width not a multiple of
-            head_dim), the GQA ratio is not an integer or exceeds 32, a position is negative or
-            past capacity or its padded window leaves the cache, head_dim or block_tiles does not
-            fit L1, a split larger than the grid or the reducer's L1 inbox allows, more requests
-            than the grid's runtime-arg capacity, device tensors that are not
-            bfloat16 / TILE / DRAM interleaved or live on different devices, a bad backend or
-            memory_config. All raised before anything reaches a device.
+        TypeError: an input is neither a ttnn.Tensor nor a numpy array; neither ``cur_pos`` nor
+            ``chunk_start`` is given; ``cur_pos`` is not a sequence of ints; ``chunk_start`` is
+            not an int or a sequence of ints.
+        ValueError: shapes disagree (``q`` rows vs batch x rows per user, ``k`` vs ``v``, width
+            not a multiple of head_dim), the GQA ratio is not an integer or exceeds 32, both
+            ``cur_pos`` and ``chunk_start`` (or ``rows`` with ``chunk_start``) are given,
+            ``rows`` x GQA ratio exceeds 32, a chunk longer than 32, a position is negative or
+            past capacity (ROWS: below ``rows - 1``; CHUNK: the chunk runs past capacity) or its
+            padded window leaves the cache, head_dim or block_tiles does not fit L1, a split
+            larger than the grid or the reducer's L1 inbox allows, more requests than the grid's
+            runtime-arg capacity, device tensors that are not bfloat16 / TILE / DRAM
+            interleaved or live on different devices, a bad backend or memory_config. All raised
+            before anything reaches a device.
 
     Example:
         >>> import numpy as np
@@ -242,12 +348,18 @@ def attention(
         >>> out = attention(q, k, v, cur_pos=[5, 100])                      # runs on the emulator
         >>> out.shape
         (1, 1, 2, 256)
+        >>> rows = attention(np.repeat(q, 3, axis=2), k, v, cur_pos=[5, 100], rows=3)  # 3 rows per user
+        >>> rows.shape
+        (1, 1, 6, 256)
+        >>> chunk = attention(q[:, :, :1].repeat(7, axis=2), k[:1], v[:1], chunk_start=40)  # positions 40..46
+        >>> chunk.shape
+        (1, 1, 7, 256)
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if split is not None and (isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 1 <= split <= protocol.MAX_SPLIT):
         raise ValueError(f"split: expected None or an int in 1..{protocol.MAX_SPLIT}, got {split!r}")
-    inputs = _validate(q, k, v, cur_pos)
+    inputs = _validate(q, k, v, cur_pos, chunk_start, rows)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if scale is not None and not (isinstance(scale, (int, float, np.floating)) and math.isfinite(scale)):
         raise ValueError(f"scale: expected a finite number, got {scale!r}")
@@ -312,9 +424,10 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
     return 1
 
 
-def _plan(shape: DecodeShape, cur_pos, block_tiles, split, compute: ComputeOptions, arch: str, grid, accessor_args, noc_xy) -> Plan:
+def _plan(shape: DecodeShape, positions, block_tiles, split, compute: ComputeOptions, arch: str, grid, accessor_args, noc_xy) -> Plan:
     """Schedule this call's requests (positions decide the split), size the residency, and plan
-    the program (plans are cached by structure)."""
+    the program (plans are cached by structure). ``positions``: per user, ``cur_pos`` (decode,
+    rows) or the chunk start (chunk)."""
     fp32_stats = compute.fp32_dest_acc_en
     fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats)
     grid_cores = grid[0] * grid[1]
@@ -323,12 +436,13 @@ def _plan(shape: DecodeShape, cur_pos, block_tiles, split, compute: ComputeOptio
     max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats)
     if split is not None and split > max_split:
         raise ValueError(f"split: expected <= {max_split} (grid cores, and L1 for the reducer's inbox on {arch}), got {split}")
-    kv_positions = [position + 1 for position in cur_pos for _ in range(shape.n_kv_heads)]
+    kv_positions = shape.kv_positions(positions)
     per_core = max_requests_per_core(grid_cores if max_split > 1 else 0)
     if len(kv_positions) > grid_cores * per_core:
+        heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
         raise ValueError(
-            f"requests: expected at most {grid_cores * per_core} (batch x n_kv_heads) on a {grid[0]}x{grid[1]} grid "
-            f"({per_core} per core), got {len(kv_positions)} ({shape.batch} x {shape.n_kv_heads})"
+            f"requests: expected at most {grid_cores * per_core} (batch x {heads}) on a {grid[0]}x{grid[1]} grid "
+            f"({per_core} per core), got {len(kv_positions)} ({shape.batch} x {shape.requests // shape.batch})"
         )
     plan_schedule = schedule(kv_positions, grid_cores, max_split=max_split, max_slices_per_core=per_core, split=split)
     largest = max(plan_schedule.split_count(r) for r in range(len(kv_positions)))
@@ -368,13 +482,13 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
         buffers.append(out_buffer)
         emu.write_pages(out_buffer, np.zeros_like(q_pages))
         accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in buffers)
-        plan = _plan(shape, inputs.cur_pos, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
+        plan = _plan(shape, inputs.positions, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
                      emu.worker_core_from_logical_core)
-        _check_windows(plan, inputs.cur_pos)
+        _check_windows(plan, inputs.positions)
         addresses = Addresses(*(b.address for b in buffers))
-        program = build_program(plan, decode_requests(plan, inputs.cur_pos, addresses))
+        program = build_program(plan, decode_requests(plan, inputs.positions, addresses))
         report = emu.run(program)
-        result = tiles.from_tile_bytes(emu.read_pages(out_buffer), (1, 1, shape.batch, shape.q_width_tiles * 32))
+        result = tiles.from_tile_bytes(emu.read_pages(out_buffer), (1, 1, shape.q_height, shape.q_width_tiles * 32))
     finally:
         for buffer in buffers:
             emu.free(buffer)
@@ -404,14 +518,15 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
     )
     operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out)
     accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
-    plan = _plan(shape, inputs.cur_pos, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
+    plan = _plan(shape, inputs.positions, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                  _device_noc_xy(device))
-    _check_windows(plan, inputs.cur_pos)
+    _check_windows(plan, inputs.positions)
     addresses = Addresses(*(t.buffer_address() for t in operands))
-    program = build_program(plan, decode_requests(plan, inputs.cur_pos, addresses))
+    program = build_program(plan, decode_requests(plan, inputs.positions, addresses))
     signpost = _tracy_signpost()
     if signpost is not None:
-        signpost(f"ttnn_flashdecode.attention batch={shape.batch} heads={shape.n_q_heads}/{shape.n_kv_heads}")
+        signpost(f"ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
+                 f"heads={shape.n_q_heads}/{shape.n_kv_heads}")
     return ttnn.generic_op(list(operands), program)
 
 

@@ -5,7 +5,14 @@ config, program hash; built once per model shape) and per-call *runtime args* (a
 positions; cheap). The same descriptor runs on a card through ``ttnn.generic_op`` and on the
 host emulator.
 
-Work split: one request per (user, KV group); a :class:`~ttnn_flashdecode.schedule.Schedule`
+Request kinds (:class:`DecodeShape` ``kind``, DESIGN.md §3 and §5): ``"decode"`` (one query row
+per user), ``"rows"`` (``rows`` consecutive query rows per user, the ROWS flag) and ``"chunk"``
+(a causal chunk of ``rows`` consecutive positions per sequence, the CHUNK flag). Q and the output
+hold ``batch * rows`` rows, user ``b``'s at ``b * rows ..``; a user's rows may straddle a row tile
+(the kernels take Q's width in tiles, ``q_width_tiles``, as a compile-time arg).
+
+Work split: one request per (user, KV group) for decode and rows, per (sequence, Q head) for
+chunk; a :class:`~ttnn_flashdecode.schedule.Schedule`
 cuts long requests into split-K slices on dedicated cores and packs the others, several per core
 when there are more requests than cores. Every kernel's runtime args on a core are
 ``[request_count, words(request 0), words(request 1), ...]``; a split program adds the NoC
@@ -32,6 +39,7 @@ from ttnn_flashdecode.residency import FLOAT16_B, FLOAT32, Residency, cb_plan, c
 from ttnn_flashdecode.schedule import Schedule
 
 __all__ = [
+    "KINDS",
     "MAX_RUNTIME_ARGS",
     "MAX_REQUESTS_PER_CORE",
     "DecodeShape",
@@ -58,15 +66,26 @@ OPERANDS = ("q", "k", "v", "constants", "out")
 """Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args."""
 
 
+KINDS = ("decode", "chunk", "rows")
+"""Request kinds: one query row per user; a causal chunk per sequence (CHUNK); several
+consecutive query rows per user (ROWS)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodeShape:
-    """Shapes of one decode call.
+    """Shapes of one call.
 
     Attributes:
-        batch: users; Q row ``b`` is user ``b``.
+        batch: users (sequences); Q rows ``b * rows .. b * rows + rows - 1`` are user ``b``'s.
         n_q_heads, n_kv_heads: head counts; ``n_q_heads % n_kv_heads == 0`` (GQA ratio = q_rows).
         head_dim: elements per head (any >= 1; padded to ``dim_tiles * 32``).
         capacity: positions the KV cache holds per (user, KV head).
+        kind: one of :data:`KINDS`.
+        rows: query rows per user: 1 for decode; the chunk length C (1..32) for chunk; the
+            positions P per user for rows (``q_rows * P <= 32``).
+
+    Raises:
+        ValueError: unknown ``kind``, or ``rows`` out of its kind's range.
     """
 
     batch: int
@@ -74,11 +93,42 @@ class DecodeShape:
     n_kv_heads: int
     head_dim: int
     capacity: int
+    kind: str = "decode"
+    rows: int = 1
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
+        ratio = self.n_q_heads // self.n_kv_heads if self.n_kv_heads > 0 else 1
+        most = {"decode": 1, "chunk": protocol.MAX_Q_ROWS, "rows": protocol.MAX_Q_ROWS // max(ratio, 1)}[self.kind]
+        if not 1 <= self.rows <= most:
+            raise ValueError(f"rows: expected 1 <= rows <= {most} for kind {self.kind!r} "
+                             f"(GQA ratio {ratio}), got {self.rows}")
 
     @property
     def q_rows(self) -> int:
         """GQA ratio: Q heads per KV group."""
         return self.n_q_heads // self.n_kv_heads
+
+    @property
+    def q_height(self) -> int:
+        """Rows of Q and the output: ``batch * rows``."""
+        return self.batch * self.rows
+
+    @property
+    def request_q_rows(self) -> int:
+        """Word 0 byte 0 of every request: C for chunk, else the GQA ratio."""
+        return self.rows if self.kind == "chunk" else self.q_rows
+
+    def kv_positions(self, positions: Sequence[int]) -> list[int]:
+        """Per request (plan order), the live positions of its last query row.
+
+        ``positions[b]``: for decode and rows, user ``b``'s ``cur_pos`` (its last row's position);
+        for chunk, sequence ``b``'s chunk start (its first row's position).
+        """
+        if self.kind == "chunk":
+            return [int(start) + self.rows for start in positions for _ in range(self.n_q_heads)]
+        return [int(position) + 1 for position in positions for _ in range(self.n_kv_heads)]
 
     @property
     def dim_tiles(self) -> int:
@@ -97,8 +147,8 @@ class DecodeShape:
 
     @property
     def requests(self) -> int:
-        """Requests per call: one per (user, KV group)."""
-        return self.batch * self.n_kv_heads
+        """Requests per call: one per (user, KV group), or per (sequence, Q head) for chunk."""
+        return self.batch * (self.n_q_heads if self.kind == "chunk" else self.n_kv_heads)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +246,7 @@ class Plan:
         r = self.residency
         return [("q_rows", r.q_rows), ("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
-                ("inbox_slots", protocol.tree_levels(r.max_split))]
+                ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles)]
 
 
 def max_requests_per_core(table_words: int) -> int:
@@ -215,7 +265,7 @@ def plan_decode(
     schedule: Schedule,
     noc_xy: Callable[[int, int], tuple[int, int]],
 ) -> Plan:
-    """Plan a decode program.
+    """Plan a program for one call's shapes (any request kind).
 
     Args:
         shape: validated shapes.
@@ -227,7 +277,7 @@ def plan_decode(
         compute: compute-kernel options.
         accessor_args: five lists, the TensorAccessorArgs compile-time args of Q, K, V, CONST, OUT.
         schedule: slices per core (:func:`ttnn_flashdecode.schedule.schedule`), one request per
-            (user, KV group) in user-major order.
+            (user, KV group) -- per (sequence, Q head) for chunk -- in user-major order.
         noc_xy: logical core ``(x, y)`` -> its NoC coordinate (``worker_core_from_logical_core``).
 
     Raises:
@@ -245,7 +295,8 @@ def plan_decode(
     if len(accessor_args) != len(OPERANDS):
         raise ValueError(f"accessor_args: expected {len(OPERANDS)} lists ({', '.join(OPERANDS)}), got {len(accessor_args)}")
     if schedule.requests != shape.requests:
-        raise ValueError(f"schedule: expected {shape.requests} requests (batch x n_kv_heads), got {schedule.requests}")
+        heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
+        raise ValueError(f"schedule: expected {shape.requests} requests (batch x {heads}), got {schedule.requests}")
     grid_cores = grid[0] * grid[1]
     if schedule.used_cores > grid_cores:
         raise ValueError(f"schedule: expected at most {grid_cores} cores ({grid[0]}x{grid[1]} grid), got {schedule.used_cores}")
@@ -278,34 +329,49 @@ class Addresses:
     out: int
 
 
-def decode_requests(plan: Plan, cur_pos: Sequence[int], addresses: Addresses) -> list[Request]:
-    """One :class:`Request` per (user, KV group), in plan order (user-major).
+def decode_requests(plan: Plan, positions: Sequence[int], addresses: Addresses) -> list[Request]:
+    """This call's requests, in plan order (user-major), for the plan's request kind.
+
+    decode and rows: one per (user, KV group): ``q_rows`` = the GQA ratio, the group's first Q
+    head's tile column, user ``b``'s first row ``b * rows``, ``kv_positions = positions[b] + 1``
+    (rows: the ROWS flag and ``positions`` = rows). chunk: one per (sequence, Q head): ``q_rows`` =
+    C (the CHUNK flag), the head's tile column, the sequence's first row ``b * C``,
+    ``kv_positions = positions[b] + C``, K/V of the head's KV group.
 
     Args:
         plan: the plan.
-        cur_pos: per user, the last position attended to (user ``b`` attends to ``0..cur_pos[b]``).
+        positions: per user, the last position attended to by its last row (decode, rows: user
+            ``b``'s last row attends to ``0..positions[b]``), or the chunk's first position (chunk:
+            row ``r`` of sequence ``b``'s chunk is position ``positions[b] + r``).
         addresses: buffer addresses of this call's operands.
 
     Raises:
         ValueError: from :func:`protocol.encode` checks done later; here only a wrong
-            ``cur_pos`` length.
+            ``positions`` length.
     """
     shape, residency = plan.shape, plan.residency
-    if len(cur_pos) != shape.batch:
-        raise ValueError(f"cur_pos: expected {shape.batch} positions (one per user), got {len(cur_pos)}")
+    if len(positions) != shape.batch:
+        raise ValueError(f"positions: expected {shape.batch} (one per user), got {len(positions)}")
+    chunk = shape.kind == "chunk"
+    flags = protocol.Flag.CHUNK if chunk else protocol.Flag.ROWS if shape.kind == "rows" else 0
+    heads_per_request = 1 if chunk else shape.q_rows
+    kv_positions = iter(shape.kv_positions(positions))
     requests = []
-    for user, position in enumerate(cur_pos):
-        row_tile, query_row = divmod(user, protocol.TILE_POSITIONS)
-        for group in range(shape.n_kv_heads):
-            q_page = row_tile * shape.q_width_tiles + group * shape.q_rows * shape.dim_tiles
+    for user in range(shape.batch):
+        row_tile, query_row = divmod(user * shape.rows, protocol.TILE_POSITIONS)
+        for first in range(0, shape.n_q_heads, heads_per_request):
+            group = first // shape.q_rows
+            q_page = row_tile * shape.q_width_tiles + first * shape.dim_tiles
             kv_page = (user * shape.n_kv_heads + group) * shape.capacity_tiles * shape.dim_tiles
             requests.append(Request(
-                q_rows=shape.q_rows,
+                q_rows=shape.request_q_rows,
                 dim_tiles=shape.dim_tiles,
-                kv_positions=int(position) + 1,
+                kv_positions=next(kv_positions),
                 block_tiles=residency.block_tiles,
                 capacity_tiles=shape.capacity_tiles,
                 query_row=query_row,
+                flags=int(flags),
+                positions=shape.rows if shape.kind == "rows" else 0,
                 q=Operand.interleaved(addresses.q, q_page),
                 k=Operand.interleaved(addresses.k, kv_page),
                 v=Operand.interleaved(addresses.v, kv_page),

@@ -17,6 +17,39 @@ Layout (DESIGN.md §3)::
                             NoC-coordinate table) of slice 0, the request's reducer
     words 6..15             (COORD, BASE) for Q, K, V, CONST, OUT
 
+Request kinds (word 0 byte 2). Every kind stages its query rows as the rows of one 32-row group
+tile: stage row ``s = head * rows_per_head + row`` (``s < stage_rows = heads * rows_per_head <=
+32``), where
+
+- decode (no flag): ``heads = q_rows`` Q heads of one KV group, ``rows_per_head = 1``;
+- CHUNK: ``heads = 1`` (the request's Q head), ``rows_per_head = q_rows = C`` consecutive positions
+  of one sequence, causal (prefill of a chunk of 1..32 positions);
+- ROWS: ``heads = q_rows`` Q heads of one KV group, ``rows_per_head = positions`` (byte 3),
+  ``q_rows * positions <= 32`` (several consecutive positions of one user, e.g. draft tokens).
+
+Stage row ``s`` is Q row ``query_row + row`` of Q head (the first page's head) ``+ head``; rows past
+31 continue in Q's next row tiles (:func:`query_page`), and the output takes the same rows.
+``kv_positions`` is the LAST row's live count: row ``row`` (of every head) attends to positions
+``0 .. kv_positions - rows_per_head + row``.
+
+Masks (CONST pages 2 and 3). In window tile ``T`` row ``row`` is live for columns ``c <
+row_width(T, row) = clamp(kv_positions - rows_per_head + row + 1 - 32 T, 0, 32)``. Only the last
+live tile and the one before it can be partly live for some row; CONST page 2 (:data:`MASK_PAGE`)
+holds the last live tile's mask and page 3 (:data:`MASK_BEFORE_PAGE`) the one before's.
+:func:`mask_tile` says how a page is filled:
+
+- :data:`NO_MASK`: every row fully live; nothing fetched, nothing added;
+- a constants tile fetched whole, when every staged row can share one: with ``rows_per_head == 1``
+  tail mask ``row_width(T, 0)`` (decode, as before); with ``heads == 1`` and the first row
+  starting tile ``T`` (``kv_positions - rows_per_head`` a multiple of 32), the causal mask for
+  length ``C = rows_per_head``, tile ``34 + C - 1`` (a CHUNK at a tile-aligned start: "the last
+  tile takes causal mask C-1");
+- :data:`GATHER_MASK` otherwise (a chunk starting mid-tile, ROWS with several heads): the reader
+  assembles the page row by row, stage row ``s`` taking the constants row
+  :func:`mask_row_source` ``(w)`` for its width ``w = row_width(T, s % rows_per_head)``: row 0 of
+  tail mask ``w`` when ``w < 32``; row 31 of the causal mask for length 32 (tile 65, all live)
+  when ``w == 32``.
+
 Operand words. A ``COORD`` word is either a NoC coordinate ``(y << 16) | x`` of an L1 operand,
 or, when bit 31 (:data:`INTERLEAVED_BIT`) is set, marks a DRAM-interleaved tensor addressed
 through its TensorAccessor: the low 31 bits are then the operand's first page id (tile index) and
@@ -42,6 +75,9 @@ __all__ = [
     "TILE_POSITIONS",
     "INTERLEAVED_BIT",
     "NO_MASK",
+    "GATHER_MASK",
+    "MASK_PAGE",
+    "MASK_BEFORE_PAGE",
     "Field",
     "Flag",
     "CB",
@@ -60,6 +96,11 @@ __all__ = [
     "padded_tiles",
     "slice_tiles",
     "mask_tile",
+    "mask_page",
+    "row_width",
+    "mask_row_source",
+    "slice_mask_tile",
+    "query_page",
 ]
 
 WORDS = 16
@@ -73,6 +114,15 @@ INTERLEAVED_BIT = 1 << 31
 
 NO_MASK = 0xFFFFFFFF
 """What :func:`mask_tile` returns for a fully live position tile (the kernel's ``kNoMask``)."""
+
+GATHER_MASK = 0xFFFFFFFE
+"""What :func:`mask_tile` returns for a tile whose mask the reader assembles row by row (``kGatherMask``)."""
+
+MASK_PAGE = 2
+"""CONST page holding the last live tile's mask (an empty split slice: the kill mask)."""
+
+MASK_BEFORE_PAGE = 3
+"""CONST page holding the mask of the tile before the last live one (several rows per head only)."""
 
 MAX_Q_ROWS = 32
 MAX_SPLIT = 255
@@ -222,15 +272,18 @@ class Request:
     """One attention request: the host's view of one parameter block.
 
     Attributes:
-        q_rows: Q heads in the KV group (decode), or chunk length C (CHUNK mode); 1..32.
+        q_rows: Q heads in the KV group (decode, ROWS), or chunk length C (CHUNK); 1..32.
         dim_tiles: head_dim in tiles, ``ceil(head_dim / 32)``; >= 1.
-        kv_positions: live positions attended to (positions ``0..kv_positions-1``); >= 1.
+        kv_positions: live positions the LAST query row attends to (``0..kv_positions-1``); row
+            ``row`` of every head attends to ``0..kv_positions - rows_per_head + row``; >=
+            ``rows_per_head``.
         block_tiles: position tiles per K/V block; must equal the residency's.
         capacity_tiles: position tiles the K (and V) region of this KV head holds.
-        query_row: row of Q (and the output) holding this request's query, 0..31 within its row tile
-            (the row tile itself is folded into the Q/OUT first page).
+        query_row: row of Q (and the output) holding this request's first query row, 0..31 within
+            its row tile (the row tile itself is folded into the Q/OUT first page); further rows
+            follow it, into the next row tiles if need be.
         flags: :class:`Flag` bits.
-        positions: ROWS mode: query rows served at once; 0 otherwise.
+        positions: ROWS mode: consecutive query rows per Q head, 1..32 // q_rows; 0 otherwise.
         split_index: split-K slice this request covers, 0..split_count-1 (0 when not split).
         split_count: slices the request is cut into; 0 or 1 means not split; <= 255.
         split_first_core: core-table index of slice 0 (the reducer); < 65536; 0 when not split.
@@ -255,6 +308,23 @@ class Request:
     constants: Operand = Operand()
     out: Operand = Operand()
     tile_bytes: int = 2048
+
+    @property
+    def heads(self) -> int:
+        """Q heads staged: 1 for CHUNK, else ``q_rows``."""
+        return 1 if self.flags & Flag.CHUNK else self.q_rows
+
+    @property
+    def rows_per_head(self) -> int:
+        """Consecutive query rows (positions) per Q head: C for CHUNK, ``positions`` for ROWS, else 1."""
+        if self.flags & Flag.CHUNK:
+            return self.q_rows
+        return self.positions if self.flags & Flag.ROWS else 1
+
+    @property
+    def stage_rows(self) -> int:
+        """Rows of the group tile in use: ``heads * rows_per_head`` (<= 32)."""
+        return self.heads * self.rows_per_head
 
 
 def live_tiles(kv_positions: int) -> int:
@@ -298,19 +368,73 @@ def slice_tiles(kv_positions: int, index: int, count: int) -> tuple[int, int]:
     return -(-index * live // count), -(-(index + 1) * live // count)
 
 
-def mask_tile(kv_positions: int, tile: int) -> int:
-    """Constants tile that masks position tile ``tile`` of the window, or :data:`NO_MASK`.
+def row_width(kv_positions: int, tile: int, row: int, *, rows_per_head: int = 1) -> int:
+    """Live columns (positions) of query row ``row`` (of every head) in window tile ``tile``, 0..32.
 
-    Fully live tiles need no mask; the last live tile needs tail mask ``kv_positions % 32`` when it
-    is partial; tiles past the live ones are dead and take tail mask 0 (every column dead).
+    Row ``row`` attends to positions ``0 .. kv_positions - rows_per_head + row``.
     """
-    live = live_tiles(kv_positions)
-    if tile < live - 1:
+    live = kv_positions - rows_per_head + row + 1
+    return min(max(live - tile * TILE_POSITIONS, 0), TILE_POSITIONS)
+
+
+def mask_tile(kv_positions: int, tile: int, *, rows_per_head: int = 1, heads: int = 1) -> int:
+    """How window tile ``tile`` is masked: :data:`NO_MASK`, a constants tile, or :data:`GATHER_MASK`.
+
+    Fully live tiles (every row) need no mask. Otherwise, with one row per head every staged row
+    shares tail mask ``row_width(tile, 0)`` (decode; tail mask 0 kills a tile past the live ones);
+    one head whose first row starts a tile takes causal mask ``rows_per_head`` (tile ``34 +
+    rows_per_head - 1``); anything else is assembled row by row from :func:`mask_row_source`.
+    """
+    first_row = kv_positions - rows_per_head + 1 - tile * TILE_POSITIONS  # row 0's width, unclamped
+    if first_row >= TILE_POSITIONS:
+        return NO_MASK  # widths grow with the row: every row fully live
+    if tile >= live_tiles(kv_positions):
+        return int(ConstTile.TAIL_MASK)
+    first_row = max(first_row, 0)
+    if rows_per_head == 1:
+        return ConstTile.TAIL_MASK + first_row
+    if heads == 1 and first_row == 1:
+        return ConstTile.CAUSAL_MASK + rows_per_head - 1
+    return GATHER_MASK
+
+
+def mask_page(kv_positions: int, tile: int, *, rows_per_head: int = 1, heads: int = 1) -> int:
+    """The CONST page compute adds to live window tile ``tile``'s scores, or :data:`NO_MASK`."""
+    if mask_tile(kv_positions, tile, rows_per_head=rows_per_head, heads=heads) == NO_MASK:
         return NO_MASK
-    if tile == live - 1:
-        tail = tail_width(kv_positions)
-        return NO_MASK if tail == 0 else ConstTile.TAIL_MASK + tail
-    return int(ConstTile.TAIL_MASK)
+    return MASK_PAGE if tile + 1 == live_tiles(kv_positions) else MASK_BEFORE_PAGE
+
+
+def mask_row_source(width: int) -> tuple[int, int]:
+    """``(constants tile, row)`` of a mask row live for columns ``c < width`` (``width`` 0..32):
+    row 0 of tail mask ``width`` below 32, row 31 of causal mask 32 (all live) at 32."""
+    if width < TILE_POSITIONS:
+        return ConstTile.TAIL_MASK + width, 0
+    return ConstTile.CAUSAL_MASK + TILE_POSITIONS - 1, TILE_POSITIONS - 1
+
+
+def slice_mask_tile(request: Request, page: int) -> int:
+    """What the reader of ``request``'s split slice puts in CONST ``page`` (2 or 3).
+
+    The mask of the page's tile (page 2: the last live tile, page 3: the one before) when the
+    slice owns that tile and it is masked; the kill mask (tail mask 0) in page 2 of an empty slice;
+    else :data:`NO_MASK` (the page is left unfilled).
+    """
+    begin, end = slice_tiles(request.kv_positions, request.split_index, request.split_count)
+    if begin == end:
+        return int(ConstTile.TAIL_MASK) if page == MASK_PAGE else NO_MASK
+    tile = live_tiles(request.kv_positions) - 1 - (page - MASK_PAGE)
+    if tile < 0 or not begin <= tile < end:
+        return NO_MASK
+    return mask_tile(request.kv_positions, tile, rows_per_head=request.rows_per_head, heads=request.heads)
+
+
+def query_page(request: Request, stage_row: int, dim_tile: int, q_width_tiles: int) -> int:
+    """Page of Q (and the output), relative to the request's first page, holding ``stage_row``'s
+    dim tile ``dim_tile``; Q is ``q_width_tiles`` tiles wide. Its row in that page is
+    ``(query_row + stage_row % rows_per_head) % 32``."""
+    head, row = divmod(stage_row, request.rows_per_head)
+    return (request.query_row + row) // TILE_POSITIONS * q_width_tiles + head * request.dim_tiles + dim_tile
 
 
 def _require(field: str, value: int, low: int, high: int) -> None:
@@ -333,8 +457,10 @@ def encode(request: Request, residency) -> list[int]:
 
     Raises:
         ValueError: naming the field, the value and the bound, when ``q_rows`` is not in 1..32,
-            ``query_row`` is past 31, ``dim_tiles`` or ``kv_positions`` is 0, ``positions`` does
-            not fit its byte (or is set without the ROWS flag), ``flags`` has unknown bits,
+            ``query_row`` is past 31, ``dim_tiles`` or ``kv_positions`` is 0, ``positions`` is set
+            without the ROWS flag, or with it is 0 or makes ``q_rows * positions`` exceed 32,
+            ``flags`` has unknown bits or both CHUNK and ROWS, ``kv_positions`` is below
+            ``rows_per_head`` (C for CHUNK, ``positions`` for ROWS),
             ``tile_bytes`` differs from the residency's (the cache's), ``block_tiles`` or
             ``dim_tiles`` differs from the residency's, the split fields are out of range
             (``split_count`` > 255, ``split_index`` >= ``split_count``, ``split_first_core`` >
@@ -345,10 +471,24 @@ def encode(request: Request, residency) -> list[int]:
     _require("query_row", request.query_row, 0, MAX_QUERY_ROW)
     _require("flags", request.flags, 0, int(Flag.CHUNK | Flag.ROWS))
     _require("positions", request.positions, 0, 0xFF)
+    if request.flags & Flag.CHUNK and request.flags & Flag.ROWS:
+        raise ValueError(f"flags: expected CHUNK or ROWS, not both, got {request.flags}")
     if request.positions and not request.flags & Flag.ROWS:
         raise ValueError(f"positions: expected 0 without the ROWS flag, got {request.positions}")
+    if request.flags & Flag.ROWS:
+        most = MAX_Q_ROWS // request.q_rows
+        if not 1 <= request.positions <= most:
+            raise ValueError(
+                f"positions: expected 1 <= positions <= {most} (q_rows * positions <= 32 rows of one tile, "
+                f"q_rows {request.q_rows}), got {request.positions}"
+            )
     _require("dim_tiles", request.dim_tiles, 1, _U32)
     _require("kv_positions", request.kv_positions, 1, _U32)
+    if request.kv_positions < request.rows_per_head:
+        raise ValueError(
+            f"kv_positions: expected >= rows_per_head {request.rows_per_head} (the last of that many consecutive "
+            f"query rows; the first attends at least position 0), got {request.kv_positions}"
+        )
     _require("split_count", request.split_count, 0, MAX_SPLIT)
     _require("split_index", request.split_index, 0, max(request.split_count, 1) - 1)
     _require("split_first_core", request.split_first_core, 0, 0xFFFF)

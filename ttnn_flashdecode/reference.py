@@ -25,34 +25,53 @@ def _as_f64(name: str, x) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def attention_reference(q, k, v, *, cur_pos: Sequence[int], scale: float | None = None) -> np.ndarray:
-    """Decode-step GQA attention in float64: one query token per user against its KV cache.
+def attention_reference(
+    q,
+    k,
+    v,
+    *,
+    cur_pos: Sequence[int] | None = None,
+    chunk_start: int | Sequence[int] | None = None,
+    rows: int | None = None,
+    scale: float | None = None,
+) -> np.ndarray:
+    """GQA attention against a KV cache in float64, for the op's three request kinds.
 
-    Shapes (``H`` = n_q_heads, ``G`` = n_kv_heads, ``D`` = head_dim, ``B`` = batch, ``S`` = capacity):
+    Shapes (``H`` = n_q_heads, ``G`` = n_kv_heads, ``D`` = head_dim, ``B`` = batch, ``S`` = capacity,
+    ``R`` = query rows per user):
 
-    * ``q``: ``[1, 1, B, H*D]`` - row ``b`` is user ``b``; head ``h`` occupies columns
-      ``h*D .. (h+1)*D``.
-    * ``k``, ``v``: ``[B, G, S, D]`` - the preallocated KV cache. Positions past ``cur_pos[b]`` are
+    * ``q``: ``[1, 1, B*R, H*D]`` - rows ``b*R .. b*R + R - 1`` are user ``b``'s, in position
+      order; head ``h`` occupies columns ``h*D .. (h+1)*D``.
+    * ``k``, ``v``: ``[B, G, S, D]`` - the preallocated KV cache. Positions past a row's own are
       ignored (they must merely exist).
-    * ``cur_pos``: ``B`` ints; user ``b`` attends to positions ``0 .. cur_pos[b]`` inclusive, so
-      ``0 <= cur_pos[b] < S``.
+    * Exactly one of:
+
+      - ``cur_pos`` (decode, ``R = 1``): ``B`` ints; user ``b``'s row attends to positions
+        ``0 .. cur_pos[b]`` inclusive, ``0 <= cur_pos[b] < S``;
+      - ``cur_pos`` and ``rows`` (``R = rows``): user ``b``'s row ``j`` sits at position
+        ``cur_pos[b] - R + 1 + j`` and attends to ``0`` .. that position; ``cur_pos[b] >= R - 1``;
+      - ``chunk_start`` (a causal chunk, ``R = C = q rows / B``): an int for every user or ``B``
+        ints; user ``b``'s row ``r`` sits at position ``chunk_start[b] + r`` and attends to ``0`` ..
+        that position; ``chunk_start[b] + C <= S``.
     * ``scale``: multiplier applied to ``q.k`` before the softmax; defaults to ``1/sqrt(D)``.
 
     GQA mapping: query head ``h`` reads kv head ``h // (H // G)``; ``H`` must be a multiple of ``G``.
-    ``D`` is taken from ``k``'s last axis and ``H = q.shape[-1] // D``.
+    ``D`` is taken from ``k``'s last axis and ``H = q.shape[-1] // D``. Each row is its own
+    softmax over its live positions: no blocking, no tiles, no masks.
 
     Dtypes: float32, float64 or ``ml_dtypes.bfloat16`` inputs; all arithmetic is float64
     (bfloat16/float32 values are converted exactly). Values are unitless activations.
 
     Returns:
-        ``np.ndarray`` of dtype float64, shape ``[1, 1, B, H*D]`` (same layout as ``q``):
-        ``out[b, h] = softmax(scale * q[b,h] . k[b,g,:L]) @ v[b,g,:L]`` with ``L = cur_pos[b] + 1``.
+        ``np.ndarray`` of dtype float64 in ``q``'s shape and layout:
+        ``out[row of b at p, h] = softmax(scale * q[row, h] . k[b,g,:p+1]) @ v[b,g,:p+1]``.
 
     Raises:
         ValueError: on any rank/shape mismatch, a ``q`` width that is not a multiple of ``D``, a head
-            count that is not a multiple of ``G``, a ``cur_pos`` of the wrong length or out of range,
-            a non-positive/non-finite ``scale``, or a non-float dtype. Messages read
-            ``"<what>: expected ..., got ..."``.
+            count that is not a multiple of ``G``, ``q`` rows that are not ``B * R``, a position list
+            of the wrong length or out of range, both or neither of ``cur_pos`` and
+            ``chunk_start`` (or ``rows`` with ``chunk_start``), a non-positive/non-finite
+            ``scale``, or a non-float dtype. Messages read ``"<what>: expected ..., got ..."``.
     """
     q64 = _as_f64("q", q)
     k64 = _as_f64("k", k)
@@ -64,22 +83,48 @@ def attention_reference(q, k, v, *, cur_pos: Sequence[int], scale: float | None 
     if v64.shape != k64.shape:
         raise ValueError(f"v: expected the same shape as k {list(k64.shape)}, got {list(v64.shape)}")
     batch, n_kv, cap, hd = k64.shape
-    if q64.shape[2] != batch:
-        raise ValueError(f"q: expected batch {batch} (k.shape[0]) in q.shape[2], got {q64.shape[2]}")
     if hd == 0 or n_kv == 0 or cap == 0:
         raise ValueError(f"k: expected non-zero n_kv_heads, capacity and head_dim, got {list(k64.shape)}")
+    if (cur_pos is None) == (chunk_start is None):
+        raise ValueError("cur_pos, chunk_start: expected exactly one of them, got "
+                         f"{'both' if cur_pos is not None else 'neither'}")
+    height = q64.shape[2]
+    if chunk_start is not None:
+        if rows is not None:
+            raise ValueError(f"rows: expected None with chunk_start, got {rows!r}")
+        if batch == 0 or height % batch or height == 0:
+            raise ValueError(f"q: expected a multiple of batch {batch} rows (C per sequence), got {height}")
+        per_user = height // batch
+        starts = [chunk_start] * batch if isinstance(chunk_start, (int, np.integer)) else list(chunk_start)
+        if len(starts) != batch:
+            raise ValueError(f"chunk_start: expected {batch} entries (one per user), got {len(starts)}")
+        last = []
+        for b, s in enumerate(starts):
+            if isinstance(s, bool) or int(s) != s or not 0 <= int(s) <= cap - per_user:
+                raise ValueError(f"chunk_start[{b}]: expected an int in [0, {cap - per_user}], got {s!r}")
+            last.append([int(s) + r for r in range(per_user)])
+    else:
+        per_user = 1 if rows is None else rows
+        if isinstance(per_user, bool) or int(per_user) != per_user or per_user < 1:
+            raise ValueError(f"rows: expected a positive int, got {rows!r}")
+        per_user = int(per_user)
+        if height != batch * per_user:
+            what = f"batch {batch} (k.shape[0])" if per_user == 1 else f"batch {batch} x rows {per_user} = {batch * per_user}"
+            raise ValueError(f"q: expected {what} in q.shape[2], got {height}")
+        pos = list(cur_pos)
+        if len(pos) != batch:
+            raise ValueError(f"cur_pos: expected {batch} entries (one per user), got {len(pos)}")
+        last = []
+        for b, p in enumerate(pos):
+            if isinstance(p, bool) or int(p) != p or not per_user - 1 <= int(p) < cap:
+                raise ValueError(f"cur_pos[{b}]: expected an int in [{per_user - 1}, {cap - 1}], got {p!r}")
+            last.append([int(p) - per_user + 1 + j for j in range(per_user)])
     width = q64.shape[3]
     if width == 0 or width % hd != 0:
         raise ValueError(f"q: expected last dim a positive multiple of head_dim {hd}, got {width}")
     n_q = width // hd
     if n_q % n_kv != 0:
         raise ValueError(f"q: expected n_q_heads a multiple of n_kv_heads {n_kv}, got n_q_heads {n_q}")
-    pos = list(cur_pos)
-    if len(pos) != batch:
-        raise ValueError(f"cur_pos: expected {batch} entries (one per user), got {len(pos)}")
-    for b, p in enumerate(pos):
-        if isinstance(p, bool) or int(p) != p or not 0 <= int(p) < cap:
-            raise ValueError(f"cur_pos[{b}]: expected an int in [0, {cap - 1}], got {p!r}")
     if scale is None:
         scale = 1.0 / math.sqrt(hd)
     scale = float(scale)
@@ -87,18 +132,19 @@ def attention_reference(q, k, v, *, cur_pos: Sequence[int], scale: float | None 
         raise ValueError(f"scale: expected a finite positive float, got {scale}")
 
     group = n_q // n_kv
-    qh = q64.reshape(batch, n_kv, group, hd)  # head h = g*group + r  ->  kv head g
-    out = np.empty((batch, n_kv, group, hd), dtype=np.float64)
-    for b, p in enumerate(pos):
-        live = int(p) + 1
-        kb = k64[b, :, :live, :]  # [G, L, D]
-        vb = v64[b, :, :live, :]
-        scores = np.einsum("grd,gld->grl", qh[b], kb) * scale  # [G, group, L]
-        scores -= scores.max(axis=-1, keepdims=True)
-        w = np.exp(scores)
-        w /= w.sum(axis=-1, keepdims=True)
-        out[b] = np.einsum("grl,gld->grd", w, vb)
-    return out.reshape(1, 1, batch, n_q * hd)
+    qh = q64.reshape(batch, per_user, n_kv, group, hd)  # row j of user b, head h = g*group + r -> kv head g
+    out = np.empty((batch, per_user, n_kv, group, hd), dtype=np.float64)
+    for b in range(batch):
+        for j, p in enumerate(last[b]):
+            live = p + 1
+            kb = k64[b, :, :live, :]  # [G, L, D]
+            vb = v64[b, :, :live, :]
+            scores = np.einsum("grd,gld->grl", qh[b, j], kb) * scale  # [G, group, L]
+            scores -= scores.max(axis=-1, keepdims=True)
+            w = np.exp(scores)
+            w /= w.sum(axis=-1, keepdims=True)
+            out[b, j] = np.einsum("grl,gld->grd", w, vb)
+    return out.reshape(1, 1, batch * per_user, n_q * hd)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.protocol.CB`
 
     Q        1                     landing page for the 64-byte chunks around one head's query row
     K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks
-    CONST    4                     scaler, scale, tail mask, causal mask
+    CONST    4                     scaler, scale, the masks of the last two live tiles
     S        block_tiles           scores of one block, QS . K^T (+ mask)
     SCRATCH  block_tiles           probabilities P = exp(S - m) of one block
     M_A, M_B 1 each                running max, ping-pong (old / new)
@@ -56,8 +56,9 @@ keeps long contexts and many split-K partials accurate."""
 CONST_PAGES = 4
 
 MAX_DIM_TILES = 16
-"""Largest head_dim in tiles: the reader lands a head's 2 * dim_tiles 64-byte query chunks in one
-2048-byte page of CB Q (``attention_reader.cpp``)."""
+"""Largest head_dim in tiles (512 elements): the range the op is built and tested for. The reader's
+row gather lands 16 tile rows per round in CB Q's one page (``attention_reader.cpp``), so it does
+not depend on it."""
 
 
 @dataclasses.dataclass(frozen=True)

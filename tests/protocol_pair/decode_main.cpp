@@ -31,6 +31,31 @@ int main() {
         for (uint32_t b = 0; b < p.blocks(); ++b) {
             std::printf(" b%u", p.live_tiles_in_block(b));
         }
+        if (!p.valid_for(p.dim_tiles, p.block_tiles)) {
+            std::printf("\n");
+            continue;  // a refused request: only its raw fields and validity are compared
+        }
+        // Request kind: heads, rows per head, stage rows; each stage row's Q page (dim tile 0, a
+        // 1000-tile-wide Q) and row.
+        std::printf(" k%u %u %u", p.heads(), p.rows_per_head(), p.stage_rows());
+        for (uint32_t s = 0; s < p.stage_rows(); ++s) {
+            std::printf(" q%u:%u", p.query_page(s, 0, 1000), p.query_row_of(s) % kTilePositions);
+        }
+        // CONST mask pages of the last three live tiles, what this slice fetches into pages 2 and
+        // 3, and the row widths of the last two live tiles.
+        const uint32_t live = p.live_tiles();
+        for (uint32_t t = live > 3 ? live - 3 : 0; t < live; ++t) {
+            std::printf(" p%u", p.mask_page(t));
+        }
+        std::printf(" s%u %u", p.slice_mask_tile(kConstPageMask), p.slice_mask_tile(kConstPageMaskBefore));
+        for (uint32_t t = live > 2 ? live - 2 : 0; t < live; ++t) {
+            for (uint32_t row = 0; row < p.rows_per_head(); ++row) {
+                std::printf(" w%u", p.row_width(t, row));
+            }
+        }
+        for (uint32_t width = 0; width <= kTilePositions; ++width) {
+            std::printf(" r%u:%u", mask_row_tile(width), mask_row_row(width));
+        }
         std::printf("\n");
     }
 }

@@ -36,20 +36,20 @@ def _download(tensor, shape: tuple[int, ...]) -> np.ndarray:
 
 
 class DeviceAttention:
-    """``attention(q, k, v, *, cur_pos, **kw)`` on numpy inputs, executed on ``device``."""
+    """``attention(q, k, v, *, cur_pos=... or chunk_start=..., **kw)`` on numpy inputs, executed on ``device``."""
 
     def __init__(self, attention: Callable, device):
         self.attention = attention
         self.device = device
         self.last_op_s: float | None = None
 
-    def __call__(self, q, k, v, *, cur_pos, **kwargs):
+    def __call__(self, q, k, v, **kwargs):
         import ttnn
 
         qd, kd, vd = (_upload(a, self.device) for a in (q, k, v))
         kwargs.pop("backend", None)
         t0 = time.perf_counter()
-        out = self.attention(qd, kd, vd, cur_pos=cur_pos, backend="device", **kwargs)
+        out = self.attention(qd, kd, vd, backend="device", **kwargs)
         ttnn.synchronize_device(self.device)
         self.last_op_s = time.perf_counter() - t0
         result = _download(out, tuple(q.shape)).astype(q.dtype)

@@ -18,6 +18,8 @@ prompts but clearly hurts a longer text (see ``tests/test_demo.py``).
 
 Attention during decode is *injected*: :meth:`SmolLM.decode_step` takes an ``attention`` callable
 with the ``ttnn_flashdecode.attention`` contract and calls it once per layer on the bfloat16 KV cache.
+:meth:`SmolLM.prefill` can inject it too, for its first layers: the prompt's attention then runs in
+the op's CHUNK mode (``chunk_start=``), up to 32 positions per call.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Huggin
 AttentionFn = Callable[..., np.ndarray]
 # observer(layer, q, k_cache, v_cache, cur_pos, out) is called after every decode attention call
 Observer = Callable[[int, np.ndarray, np.ndarray, np.ndarray, list, np.ndarray], None]
+# observer(layer, chunk_start, q, k_cache, v_cache, out) is called after every prefill chunk call
+ChunkObserver = Callable[[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
+
+PREFILL_CHUNK = 32
+"""Positions per CHUNK-mode attention call in :meth:`SmolLM.prefill` (the op's largest chunk)."""
 
 
 # --------------------------------------------------------------------------------------- files
@@ -341,11 +348,27 @@ class SmolLM:
         k = self.apply_rope(k, cos[positions], sin[positions])
         return q.astype(np.float32), k.astype(np.float32), v
 
-    def prefill(self, ids: Sequence[int], cache: KVCache | None = None, user: int = 0) -> np.ndarray:
-        """Host float32 forward over a whole prompt (causal attention on the host).
+    def prefill(
+        self,
+        ids: Sequence[int],
+        cache: KVCache | None = None,
+        user: int = 0,
+        *,
+        attention: AttentionFn | None = None,
+        attention_layers: int = 0,
+        observer: ChunkObserver | None = None,
+        attn_kwargs: dict | None = None,
+    ) -> np.ndarray:
+        """Forward over a whole prompt (causal attention): on the host, or chunked through an op.
 
         Writes the prompt's K/V (rounded to bfloat16) into ``cache`` at positions ``0..len-1`` of
-        row ``user`` when a cache is given. Returns logits ``[len(ids), vocab]`` float32.
+        row ``user`` when a cache is given. The first ``attention_layers`` layers' attention goes
+        through ``attention`` in CHUNK mode (the ``ttnn_flashdecode.attention`` contract), once per
+        chunk of up to :data:`PREFILL_CHUNK` positions: ``attention(q, k_cache[user], v_cache[user],
+        chunk_start=s, **attn_kwargs)`` with ``q`` the chunk's rows ``[1, 1, C, H*D]`` bfloat16 and
+        the user's bfloat16 cache (already holding the whole prompt's K/V); ``observer(layer, s, q,
+        k, v, out)`` sees every such call. The other layers attend on the host in float32.
+        Returns logits ``[len(ids), vocab]`` float32.
         """
         cfg = self.config
         H, G, D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
@@ -355,6 +378,8 @@ class SmolLM:
             raise ValueError("prefill: expected at least one token, got an empty prompt")
         if cache is not None and n > cache.capacity:
             raise ValueError(f"prefill: expected at most {cache.capacity} tokens (cache capacity), got {n}")
+        if attention_layers and (attention is None or cache is None):
+            raise ValueError("prefill: attention_layers > 0 needs an attention op and a KV cache")
         pos = np.arange(n)
         x = self.embed[ids]
         mask = np.triu(np.full((n, n), -np.inf, dtype=np.float32), k=1)
@@ -364,18 +389,38 @@ class SmolLM:
             if cache is not None:
                 cache.k[li][user, :, :n, :] = k.transpose(1, 0, 2).astype(BF16)
                 cache.v[li][user, :, :n, :] = v.transpose(1, 0, 2).astype(BF16)
-            qh = q.reshape(n, G, cfg.q_rows, D).transpose(1, 2, 0, 3)  # [G, r, n, D]
-            kh = k.transpose(1, 0, 2)  # [G, n, D]
-            vh = v.transpose(1, 0, 2)
-            s = np.einsum("grnd,gmd->grnm", qh, kh) * scale + mask
-            s -= s.max(axis=-1, keepdims=True)
-            w = np.exp(s)
-            w /= w.sum(axis=-1, keepdims=True)
-            o = np.einsum("grnm,gmd->grnd", w, vh)  # [G, r, n, D]
-            o = o.transpose(2, 0, 1, 3).reshape(n, H * D)
+            if li < attention_layers:
+                o = self._chunked_attention(li, q, cache, user, attention, observer, attn_kwargs or {})
+            else:
+                qh = q.reshape(n, G, cfg.q_rows, D).transpose(1, 2, 0, 3)  # [G, r, n, D]
+                kh = k.transpose(1, 0, 2)  # [G, n, D]
+                vh = v.transpose(1, 0, 2)
+                s = np.einsum("grnd,gmd->grnm", qh, kh) * scale + mask
+                s -= s.max(axis=-1, keepdims=True)
+                w = np.exp(s)
+                w /= w.sum(axis=-1, keepdims=True)
+                o = np.einsum("grnm,gmd->grnd", w, vh)  # [G, r, n, D]
+                o = o.transpose(2, 0, 1, 3).reshape(n, H * D)
             x = x + o @ layer.w_o
             x = x + self._mlp(layer, x)
         return self.logits(x)
+
+    def _chunked_attention(self, layer: int, q: np.ndarray, cache: KVCache, user: int, attention: AttentionFn,
+                           observer: ChunkObserver | None, kwargs: dict) -> np.ndarray:
+        """Causal attention of the prompt's ``q`` ``[n, H, D]`` through ``attention`` in CHUNK mode,
+        chunk by chunk, against ``user``'s bfloat16 cache; returns ``[n, H*D]`` float32."""
+        n = q.shape[0]
+        width = self.config.n_heads * self.config.head_dim
+        kc, vc = cache.k[layer][user : user + 1], cache.v[layer][user : user + 1]
+        out = np.empty((n, width), dtype=np.float32)
+        for start in range(0, n, PREFILL_CHUNK):
+            rows = min(PREFILL_CHUNK, n - start)
+            qc = q[start : start + rows].reshape(1, 1, rows, width).astype(BF16)
+            result = attention(qc, kc, vc, chunk_start=start, **kwargs)
+            if observer is not None:
+                observer(layer, start, qc, kc, vc, result)
+            out[start : start + rows] = np.asarray(result, dtype=np.float32).reshape(rows, width)
+        return out
 
     def decode_step(
         self,
