@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from ttnn_flashdecode.reference import pcc
+from ttnn_flashdecode.reference import attention_reference, pcc
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
@@ -14,7 +14,13 @@ def test_readme_example_runs_and_matches_the_reference():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert blocks, "the README has no Python example"
     namespace: dict = {}
-    exec(blocks[0], namespace)  # noqa: S102 - our own README
+    for block in blocks:  # the later examples continue the first
+        exec(block, namespace)  # noqa: S102 - our own README
     out, ref = namespace["out"], namespace["ref"]
     assert out.shape == ref.shape == (1, 1, 2, 16 * 128)
     assert pcc(np.asarray(out, np.float64), ref) >= 0.9999
+    q4, k, v = namespace["q4"], namespace["k"], namespace["v"]
+    rows_ref = attention_reference(q4, k, v, cur_pos=[4000, 8191], rows=4)
+    assert pcc(np.asarray(namespace["verify"], np.float64), rows_ref) >= 0.9999
+    chunk_ref = attention_reference(namespace["chunk"], k[:1], v[:1], chunk_start=45)
+    assert pcc(np.asarray(namespace["prefill"], np.float64), chunk_ref) >= 0.9999
