@@ -88,7 +88,7 @@ def _measured(shape: cm.Shape, context: int, batch: int, split):
 def _min_slice_tiles(tiles: int | None):
     """Make the op's planner cut slices no smaller than ``tiles`` (a what-if; None: its default).
 
-    The op's planner (``operation._plan``) calls :func:`ttnn_flashdecode.schedule.schedule` with
+    The op's planner (``operation.plan_program``) calls :func:`ttnn_flashdecode.schedule.schedule` with
     the default bound; this swaps in a bound for the duration, for both the analytic rows and
     the emulator runs.
     """

@@ -437,7 +437,7 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
              split: int | None, block_tiles: int | None):
     """The op's own program plan for these positions (schedule and residency), no device.
 
-    Uses the op's planner (``operation._plan``) with placeholder operand args, so the schedule,
+    Uses the op's planner (``operation.plan_program``) with placeholder operand args, so the schedule,
     block size and split limit are exactly the ones ``attention()`` would use.
     """
     from ttnn_flashdecode import operation
@@ -449,7 +449,7 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     accessor_args = tuple((2, TILE_BYTES) for _ in range(5))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
         lambda x, y: (x % 64, y % 64))
-    return operation._plan(decode, tuple(p - 1 for p in kv_positions), block_tiles, split, ComputeOptions(),
+    return operation.plan_program(decode, tuple(p - 1 for p in kv_positions), block_tiles, split, ComputeOptions(),
                            arch, grid, accessor_args, noc_xy)
 
 

@@ -39,7 +39,7 @@ from ttnn_flashdecode.program_factory import (
 from ttnn_flashdecode.residency import MAX_DIM_TILES, Residency, available_l1_bytes, l1_bytes, max_block_tiles
 from ttnn_flashdecode.schedule import schedule
 
-__all__ = ["attention", "last_report", "DEFAULT_BLOCK_TILES", "DEFAULT_ARCH"]
+__all__ = ["attention", "last_report", "plan_program", "DEFAULT_BLOCK_TILES", "DEFAULT_ARCH"]
 
 DEFAULT_BLOCK_TILES = 16
 """The seed's block size (DESIGN.md §8): 16 position tiles = 512 positions per K/V block."""
@@ -424,10 +424,27 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
     return 1
 
 
-def _plan(shape: DecodeShape, positions, block_tiles, split, compute: ComputeOptions, arch: str, grid, accessor_args, noc_xy) -> Plan:
-    """Schedule this call's requests (positions decide the split), size the residency, and plan
-    the program (plans are cached by structure). ``positions``: per user, ``cur_pos`` (decode,
-    rows) or the chunk start (chunk)."""
+def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: ComputeOptions, arch: str, grid,
+                 accessor_args, noc_xy) -> Plan:
+    """The plan :func:`attention` runs for these inputs, without running it (no device needed).
+
+    Schedules the call's requests (positions decide the split-K counts), sizes the residency
+    (block size, inbox, statistics format) and plans the program; plans are cached by structure.
+
+    Args:
+        shape: validated shapes (:class:`~ttnn_flashdecode.program_factory.DecodeShape`).
+        positions: per user, ``cur_pos`` (decode, ROWS) or the chunk start (CHUNK).
+        block_tiles: ``None`` for the op's default, else the caller's block (position tiles).
+        split: ``None`` (by work), 1 (never) or a forced slice count.
+        compute: compute-kernel options.
+        arch: ``"wormhole_b0"`` or ``"blackhole"``.
+        grid: compute grid ``(x, y)`` in cores.
+        accessor_args: the five operands' TensorAccessorArgs compile-time args.
+        noc_xy: logical core -> NoC coordinate.
+
+    Raises:
+        ValueError: as :func:`attention` for block size, split and request-count limits.
+    """
     fp32_stats = compute.fp32_dest_acc_en
     fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats)
     grid_cores = grid[0] * grid[1]
@@ -482,7 +499,7 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
         buffers.append(out_buffer)
         emu.write_pages(out_buffer, np.zeros_like(q_pages))
         accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in buffers)
-        plan = _plan(shape, inputs.positions, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
+        plan = plan_program(shape, inputs.positions, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
                      emu.worker_core_from_logical_core)
         _check_windows(plan, inputs.positions)
         addresses = Addresses(*(b.address for b in buffers))
@@ -518,7 +535,7 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
     )
     operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out)
     accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
-    plan = _plan(shape, inputs.positions, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
+    plan = plan_program(shape, inputs.positions, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                  _device_noc_xy(device))
     _check_windows(plan, inputs.positions)
     addresses = Addresses(*(t.buffer_address() for t in operands))
