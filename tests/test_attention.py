@@ -178,3 +178,26 @@ def test_attention_seed_shapes_on_device(device, kv):
 def test_attention_batches_on_device(device, batch):
     positions = list(range(0, 64 * batch, 64))
     run_case(f"batch={batch}", batch=batch, n_q=32, n_kv=8, head_dim=128, capacity=2048, cur_pos=positions, device=device)
+
+
+def test_kernels_skip_a_request_whose_block_size_disagrees_with_the_residency(monkeypatch):
+    """The kernels' own check (attention_protocol.hpp valid_for): a parameter block whose
+    BLOCK_TILES differs from the compiled residency is skipped by all three kernels alike — no
+    hang, no write — while the other requests complete. The host refuses such a block first, so
+    the test slips one past it."""
+    from ttnn_flashdecode import program_factory, protocol
+
+    real_encode = protocol.encode
+
+    def encode_with_wrong_block(request, residency):
+        words = real_encode(request, residency)
+        if request.query_row == 1:  # user 1's requests
+            words[protocol.Field.BLOCK_TILES] += 1
+        return words
+
+    monkeypatch.setattr(program_factory.protocol, "encode", encode_with_wrong_block)
+    q, k, v = _inputs(2, 8, 2, 64, 1024, seed=5)
+    out = attention(q, k, v, cur_pos=[300, 600], split=1).astype(np.float32)
+    want = attention_reference(q, k, v, cur_pos=[300, 600])
+    assert pcc(out[:, :, 0].astype(np.float64), want[:, :, 0]) >= MIN_PCC  # user 0 served
+    assert (out[:, :, 1] == 0).all()  # user 1's rows never written (the output starts zeroed)
