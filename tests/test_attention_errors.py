@@ -119,3 +119,40 @@ def test_attention_refuses_a_chunk_window_past_the_cache():
     q, k, v = _good(capacity=96)
     with pytest.raises(ValueError, match=r"chunk_start\[0\].*padded read window"):
         attention(np.zeros((1, 1, 4, q.shape[-1]), BF16), k, v, chunk_start=[90, 0])
+
+
+def test_attention_refuses_integer_host_tensors():
+    q, k, v = _good()
+    as_int = ttnn.Tensor([0] * q.size, list(q.shape), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT)
+    with pytest.raises(ValueError, match="q: expected a bfloat16 or float32 ttnn.Tensor"):
+        attention(as_int, k, v, cur_pos=[0, 0])
+
+
+def test_attention_refuses_mixed_input_kinds():
+    q, k, v = _good()
+    host_k = ttnn.Tensor(k.astype(np.float32).flatten().tolist(), list(k.shape), ttnn.float32, ttnn.ROW_MAJOR_LAYOUT)
+    with pytest.raises(ValueError, match="expected one kind for all three"):
+        attention(q, host_k, v, cur_pos=[0, 0])
+
+
+@pytest.mark.parametrize("scale", [0, -0.5, True])
+def test_attention_refuses_non_positive_scale_like_its_reference(scale):
+    with pytest.raises(ValueError, match="scale: expected a finite positive number"):
+        attention(*_good(), cur_pos=[0, 0], scale=scale)
+
+
+def test_attention_takes_chunk_starts_as_a_numpy_array():
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 1, 2 * 3, 8 * 64), dtype=np.float32)
+    k = rng.standard_normal((2, 2, 256, 64), dtype=np.float32)
+    v = rng.standard_normal((2, 2, 256, 64), dtype=np.float32)
+    out = attention(q, k, v, chunk_start=np.array([3, 70]))
+    want = attention(q, k, v, chunk_start=[3, 70])
+    np.testing.assert_array_equal(out, want)
+
+
+def test_capacity_error_does_not_suggest_a_smaller_block_when_it_is_already_one():
+    q, k, v = _good(capacity=96)
+    with pytest.raises(ValueError) as info:
+        attention(q, k, v, cur_pos=[95, 0])
+    assert "smaller block_tiles" not in str(info.value) and "multiple of 64 positions" in str(info.value)

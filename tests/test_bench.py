@@ -61,3 +61,12 @@ def test_bench_min_slice_tiles_what_if():
     assert small.cores_used == 128 and default.cores_used == 32
     (again,) = bench.run(["minicpm5-1b"], [8192], [1], ["p150"], emulate_budget=0)
     assert again.cores_used == default.cores_used  # the override does not leak
+
+
+def test_bench_parses_k_suffixes_and_refuses_bad_numbers():
+    from ttnn_flashdecode import bench
+
+    assert bench._ints("1k,8k,32768") == [1024, 8192, 32768]
+    for bad in (["--contexts", "0"], ["--batches", ""], ["--split", "0"], ["--split", "256"], ["--min-slice-tiles", "0"]):
+        with pytest.raises(SystemExit):
+            bench.main(bad)

@@ -80,6 +80,9 @@ def test_gguf_located_via_find_spec_without_importing(model):
 def test_config_from_gguf_metadata_matches_the_issue(model):
     cfg = model.config
     assert cfg.n_layers == 30
+    from ttnn_flashdecode.demo import SMOLLM2_LAYERS
+
+    assert SMOLLM2_LAYERS == cfg.n_layers  # the CLI bound on --prefill-layers
     assert cfg.n_heads == 9
     assert cfg.n_kv_heads == 3
     assert cfg.q_rows == 3

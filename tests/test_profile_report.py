@@ -116,3 +116,15 @@ def test_profile_report_cli_no_rows(tmp_path, capsys):
         writer.writerow(rows[3])
     assert profile_report.main([str(path)]) == 1
     assert "no ttnn_flashdecode.attention rows" in capsys.readouterr().out
+
+
+def test_profile_report_cli_reports_unreadable_files_and_bad_numbers(tmp_path, capsys):
+    from ttnn_flashdecode import profile_report
+
+    assert profile_report.main([str(tmp_path / "missing.csv")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert profile_report.main([str(tmp_path)]) == 2  # a directory
+    with pytest.raises(SystemExit):
+        profile_report.main([str(CSV_PATH), "--context", "-5"])
+    assert profile_report.main([str(CSV_PATH), "--context", "100000"]) == 2
+    assert "expected --context <= the cache's capacity" in capsys.readouterr().err

@@ -243,7 +243,33 @@ def write_plot(rows: Sequence[Row], path: str) -> None:
 
 
 def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
+    """Comma-separated positive ints; a ``k`` suffix means x1024 (``8k`` = 8192)."""
+    values = []
+    for word in (w.strip().lower() for w in text.split(",") if w.strip()):
+        try:
+            value = int(word[:-1]) * 1024 if word.endswith("k") else int(word)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"expected comma-separated positive ints (8192 or 8k), got {text!r}") from error
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"expected positive values, got {value}")
+        values.append(value)
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one value, got {text!r}")
+    return values
+
+
+def _split(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 255:
+        raise argparse.ArgumentTypeError(f"expected 1..255 (word 5's slice-count byte), got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive int, got {value}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -258,10 +284,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--devices", default=",".join(cm.DEVICES), help="comma-separated, from n150, p150")
     parser.add_argument("--weights", choices=cm.WEIGHTINGS, default="uniform",
                         help="per-call cost weighting of the model (default uniform; tile-ops: inits and DST handshakes free)")
-    parser.add_argument("--p150-cores", type=int, default=None,
+    parser.add_argument("--p150-cores", type=_positive, default=None,
                         help="p150 worker cores (default: the installed core descriptor's 13x10 = 130; 110 for firmware >= v19.5)")
-    parser.add_argument("--split", type=int, default=None, help="force split-K slices per request (default: the planner's)")
-    parser.add_argument("--min-slice-tiles", type=int, default=None,
+    parser.add_argument("--split", type=_split, default=None, help="force split-K slices per request (default: the planner's)")
+    parser.add_argument("--min-slice-tiles", type=_positive, default=None,
                         help="smallest split-K slice the planner cuts (default: schedule.DEFAULT_MIN_SLICE_TILES)")
     parser.add_argument("--emulate-budget", type=int, default=EMULATE_BUDGET,
                         help=f"emulate n150 rows up to batch x n_kv_heads x context request-positions (default {EMULATE_BUDGET}; 0: none)")

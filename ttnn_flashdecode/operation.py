@@ -76,6 +76,8 @@ def _kind(tensor, name: str) -> str:
             raise ValueError(f"{name}: expected a float32 or bfloat16 array, got dtype {tensor.dtype}")
         return "numpy"
     if isinstance(tensor, ttnn.Tensor):
+        if tensor.dtype not in (ttnn.bfloat16, ttnn.float32):
+            raise ValueError(f"{name}: expected a bfloat16 or float32 ttnn.Tensor, got dtype {tensor.dtype}")
         return "device" if tensor.storage_type() == ttnn.StorageType.DEVICE else "host"
     raise TypeError(f"{name}: expected a ttnn.Tensor or numpy.ndarray, got {type(tensor).__name__}")
 
@@ -105,9 +107,11 @@ def _request_kind(cur_pos, chunk_start, rows) -> str:
 def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
     request_kind = _request_kind(cur_pos, chunk_start, rows)
     kinds = {_kind(q, "q"), _kind(k, "k"), _kind(v, "v")}
-    if "device" in kinds and kinds != {"device"}:
-        raise ValueError(f"q, k, v: expected all on the device or all on the host, got {sorted(kinds)}")
-    kind = "device" if kinds == {"device"} else ("numpy" if kinds == {"numpy"} else "host")
+    if len(kinds) != 1:
+        raise ValueError(
+            f"q, k, v: expected one kind for all three (device tensors, host tensors or numpy arrays), got {sorted(kinds)}"
+        )
+    (kind,) = kinds
     q_shape, k_shape, v_shape = _shape_of(q), _shape_of(k), _shape_of(v)
     if len(q_shape) != 4 or q_shape[:2] != (1, 1):
         raise ValueError(f"q: expected shape [1, 1, batch, n_q_heads * head_dim], got {list(q_shape)}")
@@ -186,7 +190,7 @@ def _positions(cur_pos, batch: int, capacity: int) -> tuple[int, ...]:
 def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
     if _is_int(chunk_start):
         values = (chunk_start,) * batch
-    elif isinstance(chunk_start, (str, bytes)) or not isinstance(chunk_start, Sequence):
+    elif isinstance(chunk_start, (str, bytes)) or not isinstance(chunk_start, (Sequence, np.ndarray)):
         raise TypeError(f"chunk_start: expected an int or one int per sequence, got {type(chunk_start).__name__}")
     else:
         values = tuple(chunk_start)
@@ -251,8 +255,11 @@ def _check_windows(plan: Plan, positions: Sequence[int]) -> None:
             raise ValueError(
                 f"{name}[{user}]: expected a padded read window (whole double blocks of "
                 f"{plan.residency.block_tiles} tiles) inside the cache's {plan.shape.capacity_tiles} tiles, got "
-                f"{window} tiles for position {position}; use a capacity that is a multiple of "
-                f"{64 * plan.residency.block_tiles} positions or a smaller block_tiles"
+                f"{window} tiles for position {position}; "
+                + (f"use a capacity that is a multiple of {64 * plan.residency.block_tiles} positions or a smaller block_tiles"
+                   if plan.residency.block_tiles > 1 else
+                   "use a capacity that is a multiple of 64 positions (the cache's last position tile can only be "
+                   "read when the cache holds whole pairs of position tiles)")
             )
 
 
@@ -297,15 +304,17 @@ def attention(
             layout, DRAM interleaved. On the host: a numpy array (float32 or
             ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``.
         k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q``
-            (bfloat16 TILE DRAM-interleaved on a device). Positions past a row's own are not read
-            beyond their tile; those inside the last live tile must be finite.
+            (bfloat16 TILE DRAM-interleaved on a device). Tiles past the last live one are never
+            read; every value in the live tiles must be finite, including cache slots past a
+            row's own position inside its last tile (they are masked, but a NaN or inf there
+            still poisons the row: ``NaN * 0`` is NaN). Allocate caches zero-filled.
         cur_pos: decode and ROWS: one int per user, the position of the user's last query row,
             ``0 <= cur_pos[b] < capacity`` (ROWS: ``>= rows - 1``). ``None`` for CHUNK.
         chunk_start: CHUNK: the chunk's first position, one int for every sequence or one per
             sequence; ``0 <= chunk_start[b] <= capacity - C``. ``None`` (default) otherwise.
         rows: ROWS: query rows per user ``P``, ``1 <= P`` and ``P * (n_q_heads // n_kv_heads)
             <= 32``. ``None`` (default) for decode and CHUNK.
-        scale: query scale; default ``1/sqrt(head_dim)`` of the real head_dim.
+        scale: query scale, a finite positive number; default ``1/sqrt(head_dim)`` of the real head_dim.
         block_tiles: position tiles per K/V block (residency); default: the largest <= 16 that
             fits L1 and whose double block divides the cache's tiles.
         compute_kernel_config: ``ttnn.ComputeConfigDescriptor`` / ttnn compute config /
@@ -361,8 +370,10 @@ def attention(
         raise ValueError(f"split: expected None or an int in 1..{protocol.MAX_SPLIT}, got {split!r}")
     inputs = _validate(q, k, v, cur_pos, chunk_start, rows)
     compute = ComputeOptions.from_config(compute_kernel_config)
-    if scale is not None and not (isinstance(scale, (int, float, np.floating)) and math.isfinite(scale)):
-        raise ValueError(f"scale: expected a finite number, got {scale!r}")
+    if scale is not None and not (
+        isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0
+    ):
+        raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
     run_on_device = backend == "device" or (backend == "auto" and inputs.kind == "device")
     if run_on_device:
         if inputs.kind != "device":

@@ -180,6 +180,8 @@ def read_calls(
         else:
             raise ValueError(f"call {call}: expected INPUT_1_*_PAD[LOGICAL] shape columns or --model, got neither")
         positions = context or capacity
+        if context is not None and capacity is not None and context > capacity:
+            raise ValueError(f"call {call}: expected --context <= the cache's capacity {capacity}, got {context}")
         if positions is None:
             raise ValueError(f"call {call}: expected --context (the report has no K shape to take the capacity from)")
         arch = (row.get("DEVICE ARCH") or "").strip()
@@ -233,10 +235,21 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the op's calls in the CSV. Returns 0, or 1 when the CSV holds none."""
-    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    with open(args.csv, newline="") as handle:
-        calls = read_calls(csv.DictReader(handle), model=args.model, batch=args.batch, context=args.context,
-                           device=args.device)
+    parser = _parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    for name, value in (("--context", args.context), ("--batch", args.batch)):
+        if value is not None and value < 1:
+            parser.error(f"{name}: expected a positive int, got {value}")
+    try:
+        with open(args.csv, newline="") as handle:
+            calls = read_calls(csv.DictReader(handle), model=args.model, batch=args.batch, context=args.context,
+                               device=args.device)
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        print(f"profile-report: cannot read {args.csv}: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
+        print(f"profile-report: {error}", file=sys.stderr)
+        return 2
     if not calls:
         print(f"no ttnn_flashdecode.attention rows in {args.csv} (looked for kernel sources {', '.join(KERNEL_SOURCES)})")
         return 1

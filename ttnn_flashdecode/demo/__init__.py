@@ -112,12 +112,19 @@ def resolve_attention(backend: str) -> AttentionChoice:
     return AttentionChoice(attention, {"backend": backend}, report_fn, f"host emulator, ttnn_flashdecode.attention(backend={backend!r}) [{why}]")
 
 
+SMOLLM2_LAYERS = 30
+"""Decoder layers of SmolLM2-135M (the GGUF's block_count; checked by tests/test_demo.py)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.tokens < 1:
         raise SystemExit("--tokens: expected >= 1")
-    if args.prefill_layers is not None and args.prefill_layers < 0:
-        raise SystemExit(f"--prefill-layers: expected >= 0, got {args.prefill_layers}")
+    if args.prefill_layers is not None and not 0 <= args.prefill_layers <= SMOLLM2_LAYERS:
+        raise SystemExit(f"--prefill-layers: expected 0..{SMOLLM2_LAYERS} (the model's layers), got {args.prefill_layers}")
+    for prompt in [args.prompt, *(args.batch_prompt or [])]:
+        if not prompt.strip():
+            raise SystemExit("--prompt / --batch-prompt: expected non-empty text, got an empty prompt")
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
 
     from .generate import format_report, run_demo, worst_pcc
