@@ -142,11 +142,11 @@ void probabilities(uint32_t live, uint32_t m_new) {
     cb_reserve_back(kCbScratch, kBlockTiles);
     formats(kCbS, m_new, kCbScratch);
     sub_bcast_cols_init(kCbS, m_new);
-    exp_tile_init();
+    exp_tile_init<APPROX>();
     for (uint32_t t = 0; t < live; ++t) {
         tile_regs_acquire();
         sub_tiles_bcast_cols(kCbS, m_new, t, 0, 0);
-        exp_tile(0);
+        exp_tile<APPROX>(0);
         tile_regs_commit();
         tile_regs_wait();
         pack_tile(0, kCbScratch);
@@ -160,10 +160,10 @@ void probabilities(uint32_t live, uint32_t m_new) {
 void correction(uint32_t m_old, uint32_t m_new) {
     formats(m_old, m_new, kCbC);
     sub_init(m_old, m_new);
-    exp_tile_init();
+    exp_tile_init<APPROX>();
     tile_regs_acquire();
     sub_tiles(m_old, m_new, 0, 0, 0);
-    exp_tile(0);
+    exp_tile<APPROX>(0);
     pack_to(kCbC, 1);
     cb_pop_front(m_old, 1);
 }
@@ -359,10 +359,10 @@ uint32_t combine_children(uint32_t children, uint32_t m_old, uint32_t m_new) {
 
         formats(kCbPartials, m_new, kCbLsum);
         sub_init(kCbPartials, m_new);
-        exp_tile_init();
+        exp_tile_init<APPROX>();
         tile_regs_acquire();
         sub_tiles(kCbPartials, m_new, m_j, 0, 0);
-        exp_tile(0);
+        exp_tile<APPROX>(0);
         pack_to(kCbLsum, 1);  // C_j
         cb_wait_front(kCbLsum, 1);
 

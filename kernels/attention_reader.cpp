@@ -218,6 +218,7 @@ void kernel_main() {
         stream_kv(p, k_reader, v_reader);
 
         if (p.split()) {
+            noc_async_atomic_barrier();  // every semaphore increment of this item has landed
             noc_semaphore_wait_min(semaphore(kSemArrived), p.tree_children());
             noc_semaphore_set(semaphore(kSemArrived), 0);
             cb_push_back(kCbPartials, kInboxPages);

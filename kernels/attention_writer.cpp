@@ -40,6 +40,7 @@ void send_partial(const Params& p, uint32_t split_items) {
     noc_async_write(get_read_ptr(kCbOutbox), core_noc_addr(parent, slot), partial_bytes);
     noc_async_write_barrier();
     noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived)), 1);
+    noc_async_atomic_barrier();  // the increment has landed before the kernel can exit
     cb_pop_front(kCbOutbox, partial_pages(kDimTiles));
 }
 

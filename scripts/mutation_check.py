@@ -62,7 +62,7 @@ MUTATIONS = [
              "const uint32_t width = p.row_width(tile, p.stage_head(s));",
              "ROWS: a gathered mask row takes its head's index for its row's, so the staircase is wrong"),
     Mutation("correction-factor-not-exponentiated", "attention_compute.cpp",
-             "sub_tiles(m_old, m_new, 0, 0, 0);\n    exp_tile(0);",
+             "sub_tiles(m_old, m_new, 0, 0, 0);\n    exp_tile<APPROX>(0);",
              "sub_tiles(m_old, m_new, 0, 0, 0);",
              "C = M_OLD - M_NEW instead of exp(M_OLD - M_NEW)"),
     Mutation("stale-init-for-correction", "attention_compute.cpp",

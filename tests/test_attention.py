@@ -35,8 +35,8 @@ def _inputs(batch, n_q, n_kv, head_dim, capacity, seed):
 def _to_device(array, device):
     import ttnn
 
-    host = ttnn.Tensor(array.astype(np.float32).flatten().tolist(), list(array.shape), ttnn.bfloat16, ttnn.ROW_MAJOR_LAYOUT)
-    return ttnn.to_device(host.to(ttnn.TILE_LAYOUT), device, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    return ttnn.Tensor(array.astype(np.float32), ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=device,
+                       mem_config=ttnn.DRAM_MEMORY_CONFIG)
 
 
 def run_case(label, *, batch=1, n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_pos, block_tiles=None,
@@ -50,7 +50,7 @@ def run_case(label, *, batch=1, n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_
 
         result = attention(*(_to_device(a, device) for a in (q, k, v)), cur_pos=cur_pos, block_tiles=block_tiles,
                            split=split)
-        out = np.asarray(ttnn.to_layout(result.cpu(), ttnn.ROW_MAJOR_LAYOUT).to_list(), dtype=np.float32)
+        out = np.asarray(ttnn.to_layout(result.cpu(), ttnn.ROW_MAJOR_LAYOUT).to_list(), dtype=np.float32).astype(q.dtype)
     assert out.shape == q.shape and out.dtype == q.dtype
     want = attention_reference(q, k, v, cur_pos=cur_pos)
     got = np.asarray(out, dtype=np.float64)
@@ -201,3 +201,14 @@ def test_kernels_skip_a_request_whose_block_size_disagrees_with_the_residency(mo
     want = attention_reference(q, k, v, cur_pos=[300, 600])
     assert pcc(out[:, :, 0].astype(np.float64), want[:, :, 0]) >= MIN_PCC  # user 0 served
     assert (out[:, :, 1] == 0).all()  # user 1's rows never written (the output starts zeroed)
+
+
+def test_attention_host_ttnn_tensors_in_host_tensor_out():
+    import ttnn
+
+    q, k, v = (a.astype(np.float32) for a in _inputs(2, 4, 2, 64, 128, seed=9))
+    host = [ttnn.Tensor(a, ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT) for a in (q, k, v)]
+    out = attention(*host, cur_pos=[5, 100])
+    assert isinstance(out, ttnn.Tensor) and out.dtype == ttnn.bfloat16 and list(out.shape) == list(q.shape)
+    got = np.asarray(out.to_list(), dtype=np.float64)
+    assert pcc(got, attention_reference(q, k, v, cur_pos=[5, 100])) >= MIN_PCC

@@ -215,9 +215,12 @@ def _validate_device_tensors(q, k, v) -> None:
             raise ValueError(f"{name}: expected TILE layout, got {tensor.layout}")
         if tensor.memory_config().buffer_type != ttnn.BufferType.DRAM or tensor.memory_config().is_sharded():
             raise ValueError(f"{name}: expected a DRAM-interleaved tensor, got {tensor.memory_config()}")
-    devices = {id(t.device()) for t in (q, k, v)}
+    devices = {t.device().id() for t in (q, k, v)}
     if len(devices) != 1:
         raise ValueError("q, k, v: expected tensors on one device, got tensors on different devices")
+    chips = q.device().get_num_devices() if hasattr(q.device(), "get_num_devices") else 1
+    if chips != 1:
+        raise NotImplementedError(f"device: expected a single-chip (1x1) mesh, got {chips} chips; shard the batch per chip")
 
 
 def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool) -> int:
@@ -523,7 +526,7 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
     _last_report.value = report
     result = _heads_unpadded(result, shape)
     if inputs.kind == "host":
-        return ttnn.Tensor(result.astype(np.float32).flatten().tolist(), list(result.shape), ttnn.bfloat16, ttnn.ROW_MAJOR_LAYOUT)
+        return ttnn.Tensor(np.ascontiguousarray(result, dtype=np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
     return result.astype(q_np.dtype)
 
 
@@ -573,14 +576,14 @@ _device_constants_cache: dict = {}
 
 
 def _device_constants(device, head_dim: int, scale: float | None):
-    """The constants operand on ``device``, uploaded once per (device, head_dim, scale)."""
-    key = (id(device), head_dim, scale)
+    """The constants operand on ``device``, uploaded once per (device id, head_dim, scale) and kept
+    for the process's life (66 tiles, 132 KiB of DRAM)."""
+    key = (device.id(), head_dim, scale)
     if key not in _device_constants_cache:
-        host = ttnn.Tensor(
-            constants.constant_tiles(head_dim, scale).flatten().tolist(),
-            [1, 1, protocol.ConstTile.COUNT * 32, 32], ttnn.bfloat16, ttnn.ROW_MAJOR_LAYOUT,
-        ).to(ttnn.TILE_LAYOUT)
-        _device_constants_cache[key] = ttnn.to_device(host, device, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        tiles_rows = constants.constant_tiles(head_dim, scale).reshape(1, 1, protocol.ConstTile.COUNT * 32, 32)
+        _device_constants_cache[key] = ttnn.Tensor(
+            tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG
+        )
     return _device_constants_cache[key]
 
 

@@ -313,7 +313,9 @@ def plan_decode(
             f"common), got {busiest} on one core ({shape.requests} requests on {schedule.used_cores} cores)"
         )
     flat_args = tuple(int(a) for args in accessor_args for a in args)
-    structure = repr((shape, residency, cores, schedule.cores, noc_table, compute, flat_args, sorted(KERNEL_FILES.items())))
+    # The kernel folder is part of the structure: ttnn's program cache keys on this hash alone.
+    kernels = (str(kernel_dir()), sorted(KERNEL_FILES.items()))
+    structure = repr((shape, residency, cores, schedule.cores, noc_table, compute, flat_args, kernels))
     program_hash = int.from_bytes(hashlib.blake2b(structure.encode(), digest_size=8).digest(), "little")
     return Plan(shape, residency, cores, schedule, noc_table, compute, flat_args, program_hash)
 
