@@ -173,38 +173,40 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
     return _Inputs(shape, positions, kind)
 
 
-def _positions(cur_pos, batch: int, capacity: int) -> tuple[int, ...]:
-    if isinstance(cur_pos, (int, np.integer)):
-        raise TypeError("cur_pos: expected one position per user (a sequence of ints), got a single int")
-    values = tuple(cur_pos)
+def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool) -> tuple[int, ...]:
+    """``value`` as one int per user, each in ``0..high``; ``broadcast``: a single int serves all.
+
+    Raises:
+        TypeError: not a sequence (or int, with ``broadcast``) of ints.
+        ValueError: wrong length (``noun`` names the items) or a value outside ``0..high`` (``rule``
+            states the bound).
+    """
+    what = "an int or one int per sequence" if broadcast else "one position per user (a sequence of ints)"
+    if _is_int(value):
+        if not broadcast:
+            raise TypeError(f"{name}: expected {what}, got a single int")
+        value = (value,) * batch
+    elif isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"{name}: expected {what}, got {type(value).__name__}")
+    values = tuple(value)
     if len(values) != batch:
-        raise ValueError(f"cur_pos: expected {batch} positions (one per user), got {len(values)}")
-    for user, position in enumerate(values):
-        if not _is_int(position):
-            raise TypeError(f"cur_pos[{user}]: expected an int, got {type(position).__name__}")
-        if not 0 <= position < capacity:
-            raise ValueError(f"cur_pos[{user}]: expected 0 <= position < capacity {capacity}, got {position}")
-    return tuple(int(p) for p in values)
+        raise ValueError(f"{name}: expected {batch} {noun}, got {len(values)}")
+    for user, item in enumerate(values):
+        if not _is_int(item):
+            raise TypeError(f"{name}[{user}]: expected an int, got {type(item).__name__}")
+        if not 0 <= item <= high:
+            raise ValueError(f"{name}[{user}]: expected {rule}, got {item}")
+    return tuple(int(item) for item in values)
+
+
+def _positions(cur_pos, batch: int, capacity: int) -> tuple[int, ...]:
+    return _per_user_ints("cur_pos", cur_pos, batch, capacity - 1, noun="positions (one per user)",
+                          rule=f"0 <= position < capacity {capacity}", broadcast=False)
 
 
 def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
-    if _is_int(chunk_start):
-        values = (chunk_start,) * batch
-    elif isinstance(chunk_start, (str, bytes)) or not isinstance(chunk_start, (Sequence, np.ndarray)):
-        raise TypeError(f"chunk_start: expected an int or one int per sequence, got {type(chunk_start).__name__}")
-    else:
-        values = tuple(chunk_start)
-    if len(values) != batch:
-        raise ValueError(f"chunk_start: expected {batch} starts (one per sequence), got {len(values)}")
-    for user, start in enumerate(values):
-        if not _is_int(start):
-            raise TypeError(f"chunk_start[{user}]: expected an int, got {type(start).__name__}")
-        if not 0 <= start <= capacity - length:
-            raise ValueError(
-                f"chunk_start[{user}]: expected 0 <= start <= capacity - C = {capacity - length} (C = {length} rows), "
-                f"got {start}"
-            )
-    return tuple(int(p) for p in values)
+    return _per_user_ints("chunk_start", chunk_start, batch, capacity - length, noun="starts (one per sequence)",
+                          rule=f"0 <= start <= capacity - C = {capacity - length} (C = {length} rows)", broadcast=True)
 
 
 def _validate_device_tensors(q, k, v) -> None:
