@@ -8,6 +8,14 @@
 
 namespace flashdecode {
 
+// The residency, as the program factory passes it to both data-movement kernels (named
+// compile-time args).
+constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
+constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
+constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
+constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles");
+static_assert(kTileBytes == 2048, "the data-movement kernels move bfloat16 tile rows");
+
 // NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
 // split program hold the table).
 inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {

@@ -33,12 +33,7 @@ using namespace flashdecode;
 
 namespace {
 
-constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
-constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
-constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
-constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles");
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
-static_assert(kTileBytes == 2048, "the reader gathers bfloat16 tile rows");
 constexpr uint32_t kQueryChunkBytes = 64;
 constexpr uint32_t kInboxPages = get_named_compile_time_arg_val("inbox_slots") * partial_pages(kDimTiles);
 

@@ -20,12 +20,6 @@ using namespace flashdecode;
 
 namespace {
 
-constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
-constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
-constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
-constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles");
-static_assert(kTileBytes == 2048, "the writer scatters bfloat16 tile rows");
-
 // This slice's partial (its OUTBOX pages: O, L, M) into its slot of its parent's inbox. Every
 // core has the same CB layout and pushes / pops its inbox only in whole cycles, so the parent's
 // inbox starts where this core's PARTIALS CB's write pointer sits.
