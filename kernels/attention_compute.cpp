@@ -341,8 +341,8 @@ void empty_state(uint32_t m_state) {
 uint32_t combine_children(uint32_t children, uint32_t m_old, uint32_t m_new) {
     DeviceZoneScopedN("fd-compute-combine");
     constexpr uint32_t kPartial = partial_pages(kDimTiles);
-    cb_wait_front(kCbPartials, kInboxPages);
     for (uint32_t j = 0; j < children; ++j) {
+        cb_wait_front(kCbPartials, (j + 1) * kPartial);  // child j's slot, as soon as it lands
         const uint32_t o_j = j * kPartial, l_j = o_j + kDimTiles, m_j = o_j + kDimTiles + 1;
         formats(m_old, m_old, m_new);
         copy_init(m_old);
@@ -391,6 +391,7 @@ uint32_t combine_children(uint32_t children, uint32_t m_old, uint32_t m_new) {
         m_old = m_new;
         m_new = swap;
     }
+    cb_wait_front(kCbPartials, kInboxPages);
     cb_pop_front(kCbPartials, kInboxPages);  // the whole inbox, as the reader pushed it
     return m_old;
 }

@@ -101,8 +101,10 @@ enum Semaphore : uint32_t {
     kSemQueryReady = 0,  // on slices 1..: slice 0 has staged Q and CONST (counts split items)
     kSemFetched = 1,     // on slice 0: slices that have copied its Q and CONST pages
     kSemInboxReady = 2,  // on a child: its parent has reserved its inbox (counts split items)
-    kSemArrived = 3,     // on a parent: children whose partial has landed in its inbox
+    kSemArrived = 3,     // on a parent, + inbox slot: that slot's child partial has landed
 };
+// One arrival semaphore per inbox slot (kSemArrived + slot), so a parent folds each child in as
+// soon as it lands instead of waiting for all of them: ids 3 .. 3 + tree_levels(slices) - 1.
 
 // A partial result, as OUTBOX pages and as one inbox slot: O (dim_tiles pages, unnormalised),
 // then L (row sums), then M (row maxima), rows in column 0.

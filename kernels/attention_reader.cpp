@@ -19,7 +19,8 @@
 // raises kSemInboxReady on its children in the combine tree. Slice 0 stages Q and CONST from
 // DRAM, raises kSemQueryReady on slices 1.. and waits until kSemFetched counts them all; each of
 // those copies slice 0's Q and CONST pages over the NoC and raises kSemFetched. The writers
-// deliver partials into their parent's inbox and raise its kSemArrived.
+// deliver partials into their parent's inbox and raise its kSemArrived + slot; the reader hands
+// compute each slot as it lands.
 // Named compile-time arg inbox_slots: ceil(log2(largest split)), 0 when nothing is split.
 // Common runtime args (split programs): the NoC coordinate table of the program's cores.
 #include <cstdint>
@@ -214,9 +215,16 @@ void kernel_main() {
 
         if (p.split()) {
             noc_async_atomic_barrier();  // every semaphore increment of this item has landed
-            noc_semaphore_wait_min(semaphore(kSemArrived), p.tree_children());
-            noc_semaphore_set(semaphore(kSemArrived), 0);
-            cb_push_back(kCbPartials, kInboxPages);
+            // Hand compute each child's slot as soon as it lands (slot order); then the unused
+            // slots, so the inbox always completes a whole cycle.
+            constexpr uint32_t kSlotPages = partial_pages(kDimTiles);
+            for (uint32_t slot = 0; slot < p.tree_children(); ++slot) {
+                const auto arrived = semaphore(static_cast<Semaphore>(kSemArrived + slot));
+                noc_semaphore_wait_min(arrived, 1);
+                noc_semaphore_set(arrived, 0);
+                cb_push_back(kCbPartials, kSlotPages);
+            }
+            cb_push_back(kCbPartials, kInboxPages - p.tree_children() * kSlotPages);
         }
     }
 }

@@ -8,7 +8,7 @@
 // request's stage rows are written: two 32-byte face-row writes per (stage row, dim tile), never a
 // whole tile.
 // A split request's slice >= 1 instead delivers its partial (O, L, M, combined with its subtree)
-// from its OUTBOX to its parent's inbox and raises the parent's kSemArrived.
+// from its OUTBOX to its parent's inbox and raises the parent's kSemArrived + its slot.
 #include <cstdint>
 
 #include "api/dataflow/dataflow_api.h"
@@ -33,7 +33,7 @@ void send_partial(const Params& p, uint32_t split_items) {
     const uint32_t parent = p.split_first_core + p.tree_parent();
     noc_async_write(get_read_ptr(kCbOutbox), core_noc_addr(parent, slot), partial_bytes);
     noc_async_write_barrier();
-    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived)), 1);
+    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived + p.tree_slot())), 1);
     noc_async_atomic_barrier();  // the increment has landed before the kernel can exit
     cb_pop_front(kCbOutbox, partial_pages(kDimTiles));
 }

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ttnn_flashdecode import protocol
+
 from ttnn_flashdecode import cost_model as cm
 from ttnn_flashdecode.schedule import Schedule, Slice
 
@@ -111,12 +113,12 @@ def test_cost_model_roofline_is_min_bytes_over_bandwidth():
 
 def test_cost_model_tree_children_cover_every_slice_once():
     for count in range(1, 70):
-        children = [c for i in range(count) for c in cm.tree_children(i, count)]
+        children = [c for i in range(count) for c in protocol.tree_children(i, count)]
         assert sorted(children) == list(range(1, count))
-        assert all(c > i for i in range(count) for c in cm.tree_children(i, count))
-    assert cm.tree_children(0, 8) == [1, 2, 4]
-    assert cm.tree_children(4, 8) == [5, 6]
-    assert cm.tree_children(4, 6) == [5]
+        assert all(c > i for i in range(count) for c in protocol.tree_children(i, count))
+    assert protocol.tree_children(0, 8) == [1, 2, 4]
+    assert protocol.tree_children(4, 8) == [5, 6]
+    assert protocol.tree_children(4, 6) == [5]
 
 
 def test_cost_model_long_batch_is_dram_bound_on_p150(seed_model):

@@ -46,10 +46,9 @@ The model
 - **A split request** combines up a binomial tree (``attention_protocol.hpp``; slice ``i > 0``
   sends to ``i - lowbit(i)``). Slice ``i`` starts once it has copied slice 0's Q and constants
   (the copies queue at slice 0's NoC port: ``sum of the bytes of slices 1..i / link rate``), runs
-  its own slice (as a core, above), waits until every child's partial has landed
-  (the reader hands compute the whole inbox at once: child done + ``partial bytes / link
-  rate``), then combines the children one after another and finally emits its partial (or, on
-  slice 0, normalises). The fit cannot split a slice's fixed calls into the part before its K/V
+  its own slice (as a core, above), then folds its children in, in slot order, each as soon as
+  it has landed (the reader hands compute one inbox slot per arrival semaphore: child done +
+  ``partial bytes / link rate``), and finally emits its partial (or, on slice 0, normalises). The fit cannot split a slice's fixed calls into the part before its K/V
   stream and the part after its combine; :data:`POST_SHARE` puts a third after. Link rate =
   ``bytes per cycle x clock`` (32 GB/s on n150, 86.4 GB/s on p150).
 - **A call** takes ``max(slowest core or split request, total DRAM bytes / chip DRAM
@@ -81,7 +80,7 @@ __all__ = [
     "SEED_KV_POSITIONS", "SEED_MS", "SEED_READER_GBPS", "LAUNCH_OVERHEAD_S", "FEATURES", "WEIGHTINGS",
     "Device", "device", "DEVICES", "Shape", "MODELS", "CallModel", "calibrate", "work_features",
     "op_schedule", "Estimate", "estimate", "cost_per_call_s", "roofline_s", "min_dram_bytes",
-    "compute_calls", "CalibrationError", "tree_children", "seed_check", "POST_SHARE", "CACHE_ENV", "TILE_BYTES",
+    "compute_calls", "CalibrationError", "seed_check", "POST_SHARE", "CACHE_ENV", "TILE_BYTES",
 ]
 
 # ------------------------------------------------------------------------------------------ constants
@@ -235,20 +234,6 @@ FEATURES = (
 _BYTE_COUNTERS = ("dram_read_bytes", "dram_write_bytes", "l1_read_bytes", "l1_write_bytes")
 
 
-def tree_children(index: int, count: int) -> list[int]:
-    """Slices whose partials slice ``index`` combines (``attention_protocol.hpp``, ``tree_children``).
-
-    The combine is a binomial tree: slice ``i > 0`` sends to ``i - lowbit(i)``; slice ``i``
-    receives from ``i + 2**k`` for every level ``k`` below ``log2(lowbit(i))`` (every level for
-    slice 0) with ``i + 2**k < count``, in increasing ``k``.
-    """
-    if count <= 1:
-        return []
-    levels = (count - 1).bit_length()  # ceil(log2(count))
-    limit = levels if index == 0 else (index & -index).bit_length() - 1
-    return [index + (1 << k) for k in range(limit) if index + (1 << k) < count]
-
-
 def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndarray:
     """The work features of one slice (mirrors ``Params`` in ``attention_protocol.hpp``)."""
     begin, end = item.tiles(kv_positions)
@@ -262,7 +247,7 @@ def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndar
         normalised=int(root),
         partials_sent=int(not root),
         empty_slices=int(split and live == 0),
-        partials_combined=len(tree_children(item.index, item.count)),
+        partials_combined=len(protocol.tree_children(item.index, item.count)),
         slices_fed=item.count - 1 if split and root else 0,
         live_tiles=live,
         later_blocks=max(live_blocks - 1, 0),
@@ -669,8 +654,12 @@ def estimate(
                for i in range(count)]
         done = [0.0] * count
         for i in reversed(range(count)):  # children have higher indices than their parent
-            arrivals = [done[c] + int(nbytes["l1_write_bytes"][core[c]]) / link for c in tree_children(i, count)]
-            done[i] = max([own[i], *arrivals]) + float(combine_s[core[i]] + post_s[core[i]])
+            children = protocol.tree_children(i, count)
+            step = float(combine_s[core[i]]) / len(children) if children else 0.0
+            t = own[i]
+            for c in children:  # folded in slot order, each as soon as it has landed
+                t = max(t, done[c] + int(nbytes["l1_write_bytes"][core[c]]) / link) + step
+            done[i] = t + float(post_s[core[i]])
         if done[0] > worst:
             worst, critical = done[0], "split"
             breakdown = {"startup_s": float(start[-1]), "slowest_slice_s": max(own),

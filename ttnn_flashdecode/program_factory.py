@@ -455,7 +455,8 @@ def build_program(plan: Plan, requests: Sequence[Request]) -> ttnn.ProgramDescri
             config=configs[role],
         ))
     semaphores = [
-        ttnn.SemaphoreDescriptor(id=int(sem), core_ranges=core_ranges, initial_value=0) for sem in protocol.Semaphore
+        ttnn.SemaphoreDescriptor(id=sem, core_ranges=core_ranges, initial_value=0)
+        for sem in protocol.semaphore_ids(plan.residency.max_split)
     ] if plan.split else []
     program = ttnn.ProgramDescriptor(kernels=kernels, semaphores=semaphores, cbs=cbs)
     program.custom_program_hash = plan.program_hash

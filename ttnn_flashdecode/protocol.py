@@ -82,6 +82,7 @@ __all__ = [
     "Flag",
     "CB",
     "Semaphore",
+    "semaphore_ids",
     "partial_pages",
     "tree_levels",
     "tree_children",
@@ -187,7 +188,12 @@ class Semaphore(enum.IntEnum):
     QUERY_READY = 0  # on slices 1..: slice 0 staged Q and CONST
     FETCHED = 1  # on slice 0: slices that copied its Q and CONST pages
     INBOX_READY = 2  # on a child: its parent reserved its inbox
-    ARRIVED = 3  # on a parent: children whose partial landed in its inbox
+    ARRIVED = 3  # on a parent, + inbox slot (3 .. 3 + tree_levels - 1): that slot's child partial landed
+
+
+def semaphore_ids(max_split: int) -> list[int]:
+    """Semaphore ids a split program needs: the three handshakes and one arrival per inbox slot."""
+    return list(range(Semaphore.ARRIVED + tree_levels(max_split)))
 
 
 def partial_pages(dim_tiles: int) -> int:
