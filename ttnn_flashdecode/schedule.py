@@ -37,23 +37,20 @@ from ttnn_flashdecode import protocol
 
 __all__ = ["DEFAULT_MIN_SLICE_TILES", "DEFAULT_MAX_SLICES_PER_CORE", "Slice", "Schedule", "schedule"]
 
-DEFAULT_MIN_SLICE_TILES = 16
+DEFAULT_MIN_SLICE_TILES = 8
 """Smallest split-K slice (live position tiles) the work-based planner cuts (``split=None``).
 
 From the cost model (:mod:`ttnn_flashdecode.cost_model`, per-call cost fitted to the seed's
 Blackhole slope of 3.17 us per position tile, DESIGN.md §8; call counts fitted from the
-emulator): a live position tile costs the compute kernel ~22 API calls, a later block ~85
-(~5 per tile at 16-tile blocks), but a slice's fixed work (query scaling, first-block set-up,
-emit or normalise) ~90 and every partial its combine-tree parent folds in ~93. In the binomial
-combine tree a request cut into ``n`` slices has ``L = ceil(log2(n))`` levels, and as each node
-waits for its whole inbox, up to ``L(L+1)/2`` combine steps lie on its critical path; below ~16
-tiles a slice's own K/V work is the small part. Over the benchmark
-grid (three models, contexts 1k..128k, batch 1 and 32, n150 and p150) the geometric mean of
-the modelled time over the DRAM roofline, for bounds 1, 2, 4, 8, 16, 32, 64, is lowest at 16
-with the uniform per-call weighting (2.67; 2.84 at 4) and within 1% of the lowest (8) with the
-tile-ops weighting (2.30 vs 2.28; 2.34 at 4). It still puts MiniCPM5-1B at batch 1,
-8k context (2 requests x 256 tiles) on 32 cores. Re-derive it when the kernels' per-slice or
-combine work changes (``python -m ttnn_flashdecode bench --min-slice-tiles N`` compares).
+emulator): a live position tile costs the compute kernel ~22 API calls, but a slice's fixed work
+(query scaling, first-block set-up, emit or normalise) ~90 and every partial its combine-tree
+parent folds in ~93, and a request cut into ``n`` slices has ``ceil(log2(n))`` tree levels on
+its critical path. Over the benchmark grid (three models, contexts 1k..128k, batch 1 and 32,
+n150 and p150) the geometric mean of the modelled time over the DRAM roofline is 2.39, 2.36,
+2.38 and 2.55 for bounds 4, 8, 16 and 32 (uniform per-call weighting, with the combine folding
+each child in as it lands): 8 is the lowest, and puts MiniCPM5-1B at batch 1, 8k context
+(2 requests x 256 tiles) on 64 cores. Re-derive it when the kernels' per-slice or combine work
+changes (``python -m ttnn_flashdecode bench --min-slice-tiles N`` compares).
 """
 
 DEFAULT_MAX_SLICES_PER_CORE = 21
