@@ -110,6 +110,9 @@ ensure_venv
 ensure_installed
 
 case "$command" in
-    demo) exec "$VENV/bin/python" -m ttnn_flashdecode demo "$@" ;;
+    # ttnn logs its whole config at DEBUG on import and tt-metal's device layer at info on exit;
+    # the demo's report is the output. Set LOGURU_LEVEL / TT_LOGGER_LEVEL yourself to see them.
+    demo) LOGURU_LEVEL="${LOGURU_LEVEL:-INFO}" TT_LOGGER_LEVEL="${TT_LOGGER_LEVEL:-warning}" \
+        exec "$VENV/bin/python" -m ttnn_flashdecode demo "$@" ;;
     test) exec "$VENV/bin/python" -m pytest tests "$@" ;;
 esac
