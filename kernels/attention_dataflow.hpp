@@ -16,6 +16,14 @@ constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
 constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles");
 static_assert(kTileBytes == 2048, "the data-movement kernels move bfloat16 tile rows");
 
+// The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
+// program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT.
+constexpr auto kQArgs = TensorAccessorArgs<0>();
+constexpr auto kKArgs = TensorAccessorArgs<kQArgs.next_compile_time_args_offset()>();
+constexpr auto kVArgs = TensorAccessorArgs<kKArgs.next_compile_time_args_offset()>();
+constexpr auto kConstArgs = TensorAccessorArgs<kVArgs.next_compile_time_args_offset()>();
+constexpr auto kOutArgs = TensorAccessorArgs<kConstArgs.next_compile_time_args_offset()>();
+
 // NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
 // split program hold the table).
 inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {

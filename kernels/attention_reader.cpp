@@ -151,11 +151,6 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
 }  // namespace
 
 void kernel_main() {
-    constexpr auto q_args = TensorAccessorArgs<0>();
-    constexpr auto k_args = TensorAccessorArgs<q_args.next_compile_time_args_offset()>();
-    constexpr auto v_args = TensorAccessorArgs<k_args.next_compile_time_args_offset()>();
-    constexpr auto const_args = TensorAccessorArgs<v_args.next_compile_time_args_offset()>();
-
     // Every core has the same CB layout, so slices 1.. read slice 0's QSTAGE / CONST pages at the
     // addresses their own CBs start at (slice 0 serves only that slice: its pointers are there).
     const uint32_t stage_base = get_write_ptr(kCbQStage);
@@ -168,10 +163,10 @@ void kernel_main() {
         if (!p.valid_for(kDimTiles, kBlockTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
-        const auto q_reader = TensorAccessor(q_args, p.q.base, kTileBytes);
-        const auto k_reader = TensorAccessor(k_args, p.k.base, kTileBytes);
-        const auto v_reader = TensorAccessor(v_args, p.v.base, kTileBytes);
-        const auto const_reader = TensorAccessor(const_args, p.constants.base, kTileBytes);
+        const auto q_reader = TensorAccessor(kQArgs, p.q.base, kTileBytes);
+        const auto k_reader = TensorAccessor(kKArgs, p.k.base, kTileBytes);
+        const auto v_reader = TensorAccessor(kVArgs, p.v.base, kTileBytes);
+        const auto const_reader = TensorAccessor(kConstArgs, p.constants.base, kTileBytes);
         split_items += p.split() ? 1 : 0;
 
         if (p.split()) {

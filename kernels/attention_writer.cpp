@@ -60,12 +60,6 @@ void scatter_rows(const Params& p, const Accessor& out_writer) {
 }  // namespace
 
 void kernel_main() {
-    constexpr auto q_args = TensorAccessorArgs<0>();
-    constexpr auto k_args = TensorAccessorArgs<q_args.next_compile_time_args_offset()>();
-    constexpr auto v_args = TensorAccessorArgs<k_args.next_compile_time_args_offset()>();
-    constexpr auto const_args = TensorAccessorArgs<v_args.next_compile_time_args_offset()>();
-    constexpr auto out_args = TensorAccessorArgs<const_args.next_compile_time_args_offset()>();
-
     uint32_t split_items = 0;  // split slices served so far: kSemInboxReady counts them
 
     const uint32_t requests = get_arg_val<uint32_t>(kArgRequestCount);
@@ -80,7 +74,7 @@ void kernel_main() {
             continue;
         }
         cb_wait_front(kCbOut, kDimTiles);
-        scatter_rows(p, TensorAccessor(out_args, p.out.base, kTileBytes));
+        scatter_rows(p, TensorAccessor(kOutArgs, p.out.base, kTileBytes));
         cb_pop_front(kCbOut, kDimTiles);
     }
 }

@@ -74,6 +74,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ttnn_flashdecode import protocol
+from ttnn_flashdecode.residency import BFLOAT16_TILE_BYTES
 from ttnn_flashdecode.schedule import Schedule, Slice
 
 __all__ = [
@@ -160,6 +161,9 @@ _SPECS = {
 DEVICES = tuple(_SPECS)
 """Devices the model knows: n150 (Wormhole B0) and p150 (Blackhole)."""
 
+DRAM_GBPS = {name: spec[2] for name, spec in _SPECS.items()}
+"""Chip DRAM bandwidth per device, GB/s (TT_FACTS §8)."""
+
 
 def device(name: str, cores: int | None = None) -> Device:
     """The :class:`Device` ``name``, its grid read from the installed core descriptor.
@@ -212,7 +216,7 @@ MODELS = {
 }
 """The issue's model shapes (Q heads / KV heads, head_dim)."""
 
-TILE_BYTES = 2048
+TILE_BYTES = BFLOAT16_TILE_BYTES
 """bfloat16 tile (TT_FACTS §1)."""
 
 # ------------------------------------------------------------------------------------------ features

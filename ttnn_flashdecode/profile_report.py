@@ -38,22 +38,16 @@ import statistics
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
+from ttnn_flashdecode.cost_model import DRAM_GBPS, MODELS, TILE_BYTES
+
 __all__ = ["Call", "read_calls", "is_attention_row", "format_calls", "main", "KERNEL_SOURCES", "DRAM_GBPS"]
 
 KERNEL_SOURCES = ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")
 """This op's kernel files (``program_factory.KERNEL_FILES``): how its rows are recognised."""
 
-DRAM_GBPS = {"n150": 288.0, "p150": 512.0}
-"""Chip DRAM bandwidth, GB/s (TT_FACTS §8)."""
 
 _ARCH_DEVICE = {"WORMHOLE": "n150", "BLACKHOLE": "p150"}  # DEVICE ARCH (any case, e.g. "blackhole") -> card
-_MODELS = {  # (n_q_heads, n_kv_heads, head_dim): as ttnn_flashdecode.cost_model.MODELS
-    "minicpm5-1b": (16, 2, 128),
-    "llama-3.1-8b": (32, 8, 128),
-    "smollm2": (9, 3, 64),
-}
 _SIGNPOST = re.compile(r"ttnn_flashdecode\.attention batch=(\d+) heads=(\d+)/(\d+)")
-TILE_BYTES = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +169,7 @@ def read_calls(
         if k_shape is not None:
             users, n_kv, capacity, head_dim = k_shape
         elif model is not None:
-            _, n_kv, head_dim = _MODELS[model]
+            n_kv, head_dim = MODELS[model].n_kv_heads, MODELS[model].head_dim
             users, capacity = batch or (signpost[0] if signpost else 1), None
         else:
             raise ValueError(f"call {call}: expected INPUT_1_*_PAD[LOGICAL] shape columns or --model, got neither")
@@ -227,7 +221,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("csv", help="ops_perf_results_<date>.csv from `python -m tracy -r ...`")
     parser.add_argument("--context", type=int, default=None,
                         help="positions per user the bytes assume (default: the cache's capacity, an upper bound)")
-    parser.add_argument("--model", choices=sorted(_MODELS), default=None, help="shape for rows without shape columns")
+    parser.add_argument("--model", choices=sorted(MODELS), default=None, help="shape for rows without shape columns")
     parser.add_argument("--batch", type=int, default=None, help="users, for rows without shape columns (default 1)")
     parser.add_argument("--device", choices=sorted(DRAM_GBPS), default=None, help="for rows without DEVICE ARCH")
     return parser
