@@ -42,7 +42,8 @@ constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
 constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kDstTiles = get_named_compile_time_arg_val("dst_tiles");
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
-constexpr uint32_t kInboxPages = get_named_compile_time_arg_val("inbox_slots") * partial_pages(kDimTiles);
+constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
+constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
 constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
 static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
@@ -294,24 +295,22 @@ void copy_pages(uint32_t cb, uint32_t first, uint32_t count, uint32_t out) {
     }
 }
 
-// This slice's partial (O unnormalised, L, M) into OUTBOX, in the statistics' format, for the
-// writer to deliver to the parent's inbox; frees O, L and the final running max.
-void emit_partial(uint32_t m_final) {
+// This slice's partial (O unnormalised, L; both relative to the request's max) into OUTBOX, in the
+// statistics' format, for the writer to deliver to the parent's inbox; frees O and L.
+void emit_partial() {
+    DeviceZoneScopedN("fd-compute-emit");
     cb_wait_front(kCbO, kDimTiles);
     cb_wait_front(kCbL, 1);
-    cb_wait_front(m_final, 1);
     cb_reserve_back(kCbOutbox, partial_pages(kDimTiles));
     copy_pages(kCbO, 0, kDimTiles, kCbOutbox);
     copy_pages(kCbL, 0, 1, kCbOutbox);
-    copy_pages(m_final, 0, 1, kCbOutbox);
     cb_push_back(kCbOutbox, partial_pages(kDimTiles));
     cb_pop_front(kCbO, kDimTiles);
     cb_pop_front(kCbL, 1);
-    cb_pop_front(m_final, 1);
 }
 
 // The running state of a slice that holds no live position: O = 0, L = 0, M = MASK_VALUE (CONST
-// page 2 holds the kill mask), so a combine weighs it by exp(MASK_VALUE - m) = 0.
+// page 2 holds the kill mask), so the combine weighs it by exp(MASK_VALUE - M) = 0.
 void empty_state(uint32_t m_state) {
     formats(kCbConst, kCbConst, kCbO);
     sub_init(kCbConst, kCbConst);
@@ -333,67 +332,117 @@ void empty_state(uint32_t m_state) {
     cb_wait_front(m_state, 1);  // as a block leaves its running max: waited, ready to read
 }
 
-// Folds this slice's children's partials (inbox slots 0..children-1) into its running (M, L, O).
-// Per partial j:
-//   M_NEW = max(M_OLD, M_j);  C = exp(M_OLD - M_NEW);  C_j = exp(M_j - M_NEW)
-//   L = C * L + C_j * L_j;    O = C * O + C_j * O_j
-// Returns the CB holding the final running max.
-uint32_t combine_children(uint32_t children, uint32_t m_old, uint32_t m_new) {
-    DeviceZoneScopedN("fd-compute-combine");
+// Combine pass 1 (attention_protocol.hpp, above partial_pages): this subtree's max = max(own M,
+// the children's subtree maxima, each folded in as it lands) into MAX_OUT for the writer (to the
+// parent; on slice 0, to slices 1..); slice 0 also keeps it in `m_request`. Leaves `m_own`.
+void share_max(uint32_t children, uint32_t m_own, bool root, uint32_t m_request) {
+    DeviceZoneScopedN("fd-compute-max");
+    formats(m_own, kCbMaxInbox, kCbMaxOut);
+    copy_init(m_own);
+    tile_regs_acquire();
+    copy_tile(m_own, 0, 0);
+    copy_init(kCbMaxInbox);  // inits outside the loop, even with no child: calls per child stay fixed
+    binary_max_tile_init();
+    for (uint32_t j = 0; j < children; ++j) {
+        cb_wait_front(kCbMaxInbox, j + 1);
+        copy_tile(kCbMaxInbox, j, 1);
+        binary_max_tile(0, 1, 0);
+    }
+    tile_regs_commit();
+    tile_regs_wait();
+    cb_reserve_back(kCbMaxOut, 1);
+    pack_tile(0, kCbMaxOut);
+    if (root) {
+        cb_reserve_back(m_request, 1);
+        pack_tile(0, m_request);
+    }
+    tile_regs_release();
+    // The whole inbox (the reader pushes the unused slots right after the last child's) before
+    // MAX_OUT: the writer finds its parent's slot from this core's MAX_INBOX write pointer, which
+    // must be back at the CB's start.
+    cb_wait_front(kCbMaxInbox, kInboxSlots);
+    cb_pop_front(kCbMaxInbox, kInboxSlots);
+    cb_push_back(kCbMaxOut, 1);
+    if (root) {
+        cb_push_back(m_request, 1);
+    }
+}
+
+// Combine pass 2, first step: C = exp(own M - M), then O = C * O and L = C * L; frees own M and C.
+void rescale_state(uint32_t m_own, uint32_t m_request) {
+    DeviceZoneScopedN("fd-compute-rescale");
+    cb_wait_front(m_request, 1);
+    correction(m_own, m_request);
+    cb_wait_front(kCbC, 1);
+    cb_wait_front(kCbO, kDimTiles);
+    formats(kCbO, kCbC, kCbO);
+    mul_bcast_cols_init(kCbO, kCbC);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
+        const uint32_t count = chunk_size(d0);
+        tile_regs_acquire();
+        for (uint32_t i = 0; i < count; ++i) {
+            mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);  // old O pages of this chunk are at the front
+        }
+        cb_pop_front(kCbO, count);
+        pack_to(kCbO, count);
+    }
+    cb_wait_front(kCbL, 1);
+    formats(kCbC, kCbL, kCbL);
+    mul_init(kCbC, kCbL);
+    tile_regs_acquire();
+    mul_tiles(kCbC, kCbL, 0, 0, 0);
+    cb_pop_front(kCbL, 1);
+    pack_to(kCbL, 1);
+    cb_pop_front(kCbC, 1);
+}
+
+// Combine pass 2: O += O_j and L += L_j for each child j's partial (inbox slot j), as it lands.
+void add_children(uint32_t children) {
+    DeviceZoneScopedN("fd-compute-sum");
     constexpr uint32_t kPartial = partial_pages(kDimTiles);
     for (uint32_t j = 0; j < children; ++j) {
-        cb_wait_front(kCbPartials, (j + 1) * kPartial);  // child j's slot, as soon as it lands
-        const uint32_t o_j = j * kPartial, l_j = o_j + kDimTiles, m_j = o_j + kDimTiles + 1;
-        formats(m_old, m_old, m_new);
-        copy_init(m_old);
-        tile_regs_acquire();
-        copy_tile(m_old, 0, 0);
-        reconfig_data_format_srca(kCbPartials);
-        copy_init(kCbPartials);
-        copy_tile(kCbPartials, m_j, 1);
-        binary_max_tile_init();
-        binary_max_tile(0, 1, 0);
-        pack_to(m_new, 1);
-        cb_wait_front(m_new, 1);
-        correction(m_old, m_new);
-
-        formats(kCbPartials, m_new, kCbLsum);
-        sub_init(kCbPartials, m_new);
-        exp_tile_init<APPROX>();
-        tile_regs_acquire();
-        sub_tiles(kCbPartials, m_new, m_j, 0, 0);
-        exp_tile<APPROX>(0);
-        pack_to(kCbLsum, 1);  // C_j
-        cb_wait_front(kCbLsum, 1);
-
-        formats(kCbPartials, kCbLsum, kCbPv);  // PV = C_j * O_j
-        mul_bcast_cols_init(kCbPartials, kCbLsum);
-        cb_reserve_back(kCbPv, kDimTiles);
+        cb_wait_front(kCbPartials, (j + 1) * kPartial);
+        const uint32_t o_j = j * kPartial, l_j = o_j + kDimTiles;
+        cb_wait_front(kCbO, kDimTiles);
+        formats(kCbO, kCbPartials, kCbO);
+        add_init(kCbO, kCbPartials);
         for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
             const uint32_t count = chunk_size(d0);
             tile_regs_acquire();
             for (uint32_t i = 0; i < count; ++i) {
-                mul_tiles_bcast_cols(kCbPartials, kCbLsum, o_j + d0 + i, 0, i);
+                add_tiles(kCbO, kCbPartials, i, o_j + d0 + i, i);
             }
-            pack_reserved(kCbPv, count);
+            cb_pop_front(kCbO, count);
+            pack_to(kCbO, count);
         }
-        cb_push_back(kCbPv, kDimTiles);
-
-        formats(kCbLsum, kCbPartials, kCbLsum);  // LSUM = C_j * L_j, replacing C_j
-        mul_init(kCbLsum, kCbPartials);
+        cb_wait_front(kCbL, 1);
+        add_init(kCbL, kCbPartials);
         tile_regs_acquire();
-        mul_tiles(kCbLsum, kCbPartials, 0, l_j, 0);
-        cb_pop_front(kCbLsum, 1);
-        pack_to(kCbLsum, 1);
-        update_sum();       // L = C * L + LSUM
-        rescale_output();   // O = C * O + PV; pops C
-        const uint32_t swap = m_old;
-        m_old = m_new;
-        m_new = swap;
+        add_tiles(kCbL, kCbPartials, 0, l_j, 0);
+        cb_pop_front(kCbL, 1);
+        pack_to(kCbL, 1);
     }
     cb_wait_front(kCbPartials, kInboxPages);
     cb_pop_front(kCbPartials, kInboxPages);  // the whole inbox, as the reader pushed it
-    return m_old;
+}
+
+// A split slice's end: both combine passes, then emit the partial (slices 1..) or normalise
+// (slice 0). `m_own` holds this slice's M; `m_spare` is free.
+void combine(const Params& p, uint32_t m_own, uint32_t m_spare) {
+    if (p.slice_live_tiles() == 0) {
+        empty_state(m_own);
+    }
+    const bool root = p.reducer();
+    share_max(p.tree_children(), m_own, root, m_spare);
+    const uint32_t m_request = root ? m_spare : kCbMaxGlobal;
+    rescale_state(m_own, m_request);
+    add_children(p.tree_children());
+    if (root) {
+        normalise(m_request);
+    } else {
+        cb_pop_front(kCbMaxGlobal, 1);
+        emit_partial();
+    }
 }
 
 // Frees a block that holds no live position tile (padding up to a whole double block).
@@ -437,13 +486,7 @@ void attend(const Params& p) {
         m_new = swap;
     }
     if (p.split()) {
-        if (p.slice_live_tiles() == 0) {
-            empty_state(m_old);
-        }
-        m_old = combine_children(p.tree_children(), m_old, m_new);
-    }
-    if (p.split() && !p.reducer()) {
-        emit_partial(m_old);
+        combine(p, m_old, m_new);
     } else {
         normalise(m_old);
     }

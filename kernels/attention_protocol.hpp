@@ -40,8 +40,8 @@
 // Word 5 (SPLIT): byte 0 slice index, byte 1 slice count (0/1: not split), bytes 2-3 core-table
 // index of slice 0. Slice i owns live tiles [ceil(i*T/count), ceil((i+1)*T/count)), T = live
 // tiles: the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
-// tail to whole double blocks; the partials (O, l, m) are combined up a binary tree (tree_levels)
-// whose root, slice 0, normalises.
+// tail to whole double blocks; the partials are combined up a binary tree (tree_levels) in two
+// passes (maxima, then sums; see partial_pages) whose root, slice 0, normalises.
 // Live tiles and tail width are derived from KV_POSITIONS here and in protocol.py, never sent.
 // A COORD word with bit 31 set marks a DRAM-interleaved operand addressed through its
 // TensorAccessor: low 31 bits = first page (tile) id, BASE = buffer address. Otherwise COORD is a
@@ -92,23 +92,37 @@ enum Cb : uint32_t {
     kCbQStage = 13,
     kCbQs = 14,
     kCbOut = 16,
-    kCbPartials = 17,  // split-K only: this core's inbox of its children's partials
-    kCbOutbox = 18,    // split-K only: this core's partial, on its way to its parent's inbox
+    kCbPartials = 17,   // split-K only: this core's inbox of its children's partials (O, L)
+    kCbOutbox = 18,     // split-K only: this core's partial, on its way to its parent's inbox
+    kCbMaxInbox = 19,   // split-K only: this core's inbox of its children's subtree maxima
+    kCbMaxOut = 20,     // split-K only: this subtree's max, for the parent (slice 0: the request's)
+    kCbMaxGlobal = 21,  // split-K only, slices 1..: the request's max, copied from slice 0
 };
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
 enum Semaphore : uint32_t {
     kSemQueryReady = 0,  // on slices 1..: slice 0 has staged Q and CONST (counts split items)
     kSemFetched = 1,     // on slice 0: slices that have copied its Q and CONST pages
-    kSemInboxReady = 2,  // on a child: its parent has reserved its inbox (counts split items)
-    kSemArrived = 3,     // on a parent, + inbox slot: that slot's child partial has landed
+    kSemInboxReady = 2,  // on a child: its parent has reserved both its inboxes (counts split items)
+    kSemMaxReady = 3,    // on slices 1..: slice 0's MAX_OUT holds the request's max (counts split items)
+    kSemMaxFetched = 4,  // on slice 0: slices that have copied the request's max
+    kSemArrived = 5,     // on a parent, + inbox slot: 1 = that child's subtree max has landed,
+                         // 2 = its partial has too
 };
 // One arrival semaphore per inbox slot (kSemArrived + slot), so a parent folds each child in as
-// soon as it lands instead of waiting for all of them: ids 3 .. 3 + tree_levels(slices) - 1.
+// soon as it lands instead of waiting for all of them: ids 5 .. 5 + tree_levels(slices) - 1.
 
-// A partial result, as OUTBOX pages and as one inbox slot: O (dim_tiles pages, unnormalised),
-// then L (row sums), then M (row maxima), rows in column 0.
-constexpr uint32_t partial_pages(uint32_t dim_tiles) { return dim_tiles + 2; }
+// The split-K combine makes two passes up the tree:
+//   1. maxima: each slice sends max(its own M, its children's subtree maxima) to its parent
+//      (MAX_OUT -> the parent's MAX_INBOX slot); slice 0 ends with the request's max M, and every
+//      other slice copies it (slice 0's MAX_OUT -> its MAX_GLOBAL);
+//   2. sums: each slice rescales its own (O, L) once, by exp(own M - M), adds its children's
+//      (O, L) as they land -- plain additions, since every partial is now relative to the same
+//      M -- and sends the sum to its parent; slice 0 normalises.
+// A binary tree of full (M, L, O) merges would instead rescale both sides' O at every level.
+// A partial result, as OUTBOX pages and as one inbox slot: O (dim_tiles pages, unnormalised,
+// relative to the request's max), then L (row sums), rows in column 0.
+constexpr uint32_t partial_pages(uint32_t dim_tiles) { return dim_tiles + 1; }
 
 // The split-K combine is a binary tree over the slices. Slice i > 0 sends its partial (its own
 // slice combined with its subtree) to parent i - lowbit(i), into inbox slot log2(lowbit(i));

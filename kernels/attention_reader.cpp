@@ -10,8 +10,9 @@
 // Per request it pushes: QSTAGE dim_tiles pages (the request's stage rows, attention_protocol.hpp
 // "Request kinds"); CONST 4 pages (scaler, scale and the masks it needs); then for each block of the
 // slice's window (its live tiles rounded up to whole double blocks), K and V
-// block_tiles*dim_tiles pages each; and for a split slice, once its children's partials have
-// landed, its whole inbox (PARTIALS, inbox_slots * (dim_tiles + 2) pages). Only live position
+// block_tiles*dim_tiles pages each; and for a split slice, its children's subtree maxima as they
+// land (MAX_INBOX, inbox_slots pages), on slices 1.. the request's max (MAX_GLOBAL, 1 page), and
+// its children's partials as they land (PARTIALS, inbox_slots * (dim_tiles + 1) pages). Only live position
 // tiles are read from DRAM: the pages of padding tiles are pushed unread because compute never
 // unpacks them.
 //
@@ -19,8 +20,9 @@
 // raises kSemInboxReady on its children in the combine tree. Slice 0 stages Q and CONST from
 // DRAM, raises kSemQueryReady on slices 1.. and waits until kSemFetched counts them all; each of
 // those copies slice 0's Q and CONST pages over the NoC and raises kSemFetched. The writers
-// deliver partials into their parent's inbox and raise its kSemArrived + slot; the reader hands
-// compute each slot as it lands.
+// deliver subtree maxima and then partials into their parent's inboxes and raise its
+// kSemArrived + slot each time; the reader hands compute each slot as it lands. Between the two
+// passes, slices 1.. copy the request's max from slice 0 (kSemMaxReady / kSemMaxFetched).
 // Named compile-time arg inbox_slots: ceil(log2(largest split)), 0 when nothing is split.
 // Common runtime args (split programs): the NoC coordinate table of the program's cores.
 #include <cstdint>
@@ -36,7 +38,8 @@ namespace {
 
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 constexpr uint32_t kQueryChunkBytes = 64;
-constexpr uint32_t kInboxPages = get_named_compile_time_arg_val("inbox_slots") * partial_pages(kDimTiles);
+constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
+constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 
 // A tile row is two 16-element face rows: faces 0/1 hold rows 0..15, faces 2/3 rows 16..31.
 
@@ -148,6 +151,36 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
     }
 }
 
+// Hands compute each child's inbox slot (`slot_pages` pages of `cb`) as soon as it lands, in slot
+// order, then the unused slots, so the inbox always completes a whole cycle. The child's writer
+// raises kSemArrived + slot to `arrivals` (1: its max, 2: its partial; attention_protocol.hpp).
+void hand_over_inbox(const Params& p, uint32_t cb, uint32_t slot_pages, uint32_t arrivals) {
+    for (uint32_t slot = 0; slot < p.tree_children(); ++slot) {
+        const auto arrived = semaphore(static_cast<Semaphore>(kSemArrived + slot));
+        noc_semaphore_wait_min(arrived, arrivals);
+        if (arrivals == 2) {
+            noc_semaphore_set(arrived, 0);  // the child's last message for this item
+        }
+        cb_push_back(cb, slot_pages);
+    }
+    cb_push_back(cb, (kInboxSlots - p.tree_children()) * slot_pages);
+}
+
+// Slices 1..: copies the request's max from slice 0's MAX_OUT into MAX_GLOBAL once slice 0 has
+// raised kSemMaxReady, and tells slice 0 (kSemMaxFetched). MAX_OUT has one page, so it sits at
+// the CB's start on every core: this kernel never moves its own MAX_OUT pointers.
+void fetch_request_max(const Params& p, uint32_t split_items) {
+    DeviceZoneScopedN("fd-reader-max");
+    noc_semaphore_wait_min(semaphore(kSemMaxReady), split_items);
+    cb_reserve_back(kCbMaxGlobal, 1);
+    noc_async_read(core_noc_addr(p.split_first_core, get_write_ptr(kCbMaxOut)), get_write_ptr(kCbMaxGlobal),
+                   get_tile_size(kCbMaxGlobal));
+    noc_async_read_barrier();
+    cb_push_back(kCbMaxGlobal, 1);
+    noc_semaphore_inc(core_noc_addr(p.split_first_core, get_semaphore(kSemMaxFetched)), 1);
+    noc_async_atomic_barrier();
+}
+
 }  // namespace
 
 void kernel_main() {
@@ -170,8 +203,9 @@ void kernel_main() {
         split_items += p.split() ? 1 : 0;
 
         if (p.split()) {
-            // The whole inbox, always: every core pushes and pops it in full cycles, so its CB
-            // pointers sit at the CB's start whenever a child computes the slot address.
+            // The whole inboxes, always: every core pushes and pops them in full cycles, so their
+            // CB pointers sit at the CB's start whenever a child computes a slot address.
+            cb_reserve_back(kCbMaxInbox, kInboxSlots);
             cb_reserve_back(kCbPartials, kInboxPages);
             for (uint32_t level = 0; level < p.tree_children(); ++level) {
                 noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(kSemInboxReady)), 1);
@@ -210,16 +244,11 @@ void kernel_main() {
 
         if (p.split()) {
             noc_async_atomic_barrier();  // every semaphore increment of this item has landed
-            // Hand compute each child's slot as soon as it lands (slot order); then the unused
-            // slots, so the inbox always completes a whole cycle.
-            constexpr uint32_t kSlotPages = partial_pages(kDimTiles);
-            for (uint32_t slot = 0; slot < p.tree_children(); ++slot) {
-                const auto arrived = semaphore(static_cast<Semaphore>(kSemArrived + slot));
-                noc_semaphore_wait_min(arrived, 1);
-                noc_semaphore_set(arrived, 0);
-                cb_push_back(kCbPartials, kSlotPages);
+            hand_over_inbox(p, kCbMaxInbox, 1, 1);  // combine pass 1: the children's subtree maxima
+            if (!p.reducer()) {
+                fetch_request_max(p, split_items);
             }
-            cb_push_back(kCbPartials, kInboxPages - p.tree_children() * kSlotPages);
+            hand_over_inbox(p, kCbPartials, partial_pages(kDimTiles), 2);  // pass 2: their partials
         }
     }
 }

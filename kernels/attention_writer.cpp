@@ -7,8 +7,9 @@
 // Other rows of the same output tile belong to other users or heads (other requests), so only the
 // request's stage rows are written: two 32-byte face-row writes per (stage row, dim tile), never a
 // whole tile.
-// A split request's slice >= 1 instead delivers its partial (O, L, M, combined with its subtree)
-// from its OUTBOX to its parent's inbox and raises the parent's kSemArrived + its slot.
+// A split request's slice >= 1 instead delivers, to its parent's inboxes, first its subtree's max
+// (MAX_OUT) and then its partial (OUTBOX: O, L, summed over its subtree), raising the parent's
+// kSemArrived + its slot after each; slice 0 shares the request's max with slices 1.. first.
 #include <cstdint>
 
 #include "api/dataflow/dataflow_api.h"
@@ -20,22 +21,35 @@ using namespace flashdecode;
 
 namespace {
 
-// This slice's partial (its OUTBOX pages: O, L, M) into its slot of its parent's inbox. Every
-// core has the same CB layout and pushes / pops its inbox only in whole cycles, so the parent's
-// inbox starts where this core's PARTIALS CB's write pointer sits.
-void send_partial(const Params& p, uint32_t split_items) {
-    DeviceZoneScopedN("fd-writer-partial");
-    const uint32_t page_bytes = get_tile_size(kCbOutbox);
-    const uint32_t partial_bytes = partial_pages(kDimTiles) * page_bytes;
-    cb_wait_front(kCbOutbox, partial_pages(kDimTiles));
+// `pages` pages of `from` (this slice's subtree max or its partial) into this slice's slot of its
+// parent's inbox `inbox`, then raises the parent's kSemArrived + slot. Every core has the same CB
+// layout and pushes / pops its inboxes only in whole cycles, so the parent's inbox starts where
+// this core's `inbox` write pointer sits (this kernel never moves it).
+void send_to_parent(const Params& p, uint32_t split_items, uint32_t from, uint32_t inbox, uint32_t pages) {
+    const uint32_t bytes = pages * get_tile_size(from);
+    cb_wait_front(from, pages);
     noc_semaphore_wait_min(semaphore(kSemInboxReady), split_items);
-    const uint32_t slot = get_write_ptr(kCbPartials) + p.tree_slot() * partial_bytes;
+    const uint32_t slot = get_write_ptr(inbox) + p.tree_slot() * bytes;
     const uint32_t parent = p.split_first_core + p.tree_parent();
-    noc_async_write(get_read_ptr(kCbOutbox), core_noc_addr(parent, slot), partial_bytes);
+    noc_async_write(get_read_ptr(from), core_noc_addr(parent, slot), bytes);
     noc_async_write_barrier();
     noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived + p.tree_slot())), 1);
-    noc_async_atomic_barrier();  // the increment has landed before the kernel can exit
-    cb_pop_front(kCbOutbox, partial_pages(kDimTiles));
+    noc_async_atomic_barrier();  // the increment has landed before the next one (or kernel exit)
+    cb_pop_front(from, pages);
+}
+
+// Slice 0: the request's max sits in MAX_OUT; tell slices 1.. (kSemMaxReady) and keep it there
+// until all of them have copied it (kSemMaxFetched).
+void share_request_max(const Params& p) {
+    DeviceZoneScopedN("fd-writer-max");
+    cb_wait_front(kCbMaxOut, 1);
+    for (uint32_t s = 1; s < p.slices(); ++s) {
+        noc_semaphore_inc(core_noc_addr(p.split_first_core + s, get_semaphore(kSemMaxReady)), 1);
+    }
+    noc_semaphore_wait_min(semaphore(kSemMaxFetched), p.slices() - 1);
+    noc_semaphore_set(semaphore(kSemMaxFetched), 0);
+    noc_async_atomic_barrier();
+    cb_pop_front(kCbMaxOut, 1);
 }
 
 // Row s of OUT tile d is stage row s: output row query_row_of(s) of Q head (first head +
@@ -70,8 +84,13 @@ void kernel_main() {
         }
         split_items += p.split() ? 1 : 0;
         if (p.split() && !p.reducer()) {
-            send_partial(p, split_items);
+            DeviceZoneScopedN("fd-writer-partial");
+            send_to_parent(p, split_items, kCbMaxOut, kCbMaxInbox, 1);                       // pass 1
+            send_to_parent(p, split_items, kCbOutbox, kCbPartials, partial_pages(kDimTiles));  // pass 2
             continue;
+        }
+        if (p.split()) {
+            share_request_max(p);
         }
         cb_wait_front(kCbOut, kDimTiles);
         scatter_rows(p, TensorAccessor(kOutArgs, p.out.base, kTileBytes));

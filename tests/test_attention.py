@@ -117,7 +117,9 @@ def test_attention_split_counts(split):
     assert len(report.cores) == split
     if split > 1:
         assert report.totals.zones["fd-writer-partial"] == split - 1  # every slice but the root sends once
-        assert report.totals.zones["fd-compute-combine"] == split
+        for zone in ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum"):  # both combine passes, every slice
+            assert report.totals.zones[zone] == split
+        assert report.totals.zones["fd-compute-emit"] == split - 1
 
 
 @pytest.mark.parametrize("cur_pos, split", [([99], 7), ([0], 3), ([40], 64)])

@@ -116,7 +116,7 @@ def test_requests_past_runtime_arg_capacity_are_refused():
 def test_split_program_has_semaphores_noc_table_and_split_words():
     plan = _plan(batch=1, n_q=16, n_kv=2, positions=[8191], split=3, max_split=3)
     program = build_program(plan, decode_requests(plan, [8191], ADDRESSES))
-    assert len(program.cbs) == 18 and sorted(s.id for s in program.semaphores) == [0, 1, 2, 3, 4]  # 2 arrival slots
+    assert len(program.cbs) == 21 and sorted(s.id for s in program.semaphores) == [0, 1, 2, 3, 4, 5, 6]  # 2 arrival slots
     assert dict(program.kernels[0].named_compile_time_args)["inbox_slots"] == 2  # ceil(log2(3))
     assert plan.noc_table == tuple(((y + 16) << 16) | (x + 1) for x, y in plan.cores)
     for kernel in program.kernels:

@@ -137,7 +137,8 @@ def test_header_constants_match_python(decoder):
     cb_names = {"Q": "kCbQ", "K": "kCbK", "V": "kCbV", "CONST": "kCbConst", "S": "kCbS", "SCRATCH": "kCbScratch",
                 "M_A": "kCbMA", "M_B": "kCbMB", "L": "kCbL", "LSUM": "kCbLsum", "C": "kCbC", "O": "kCbO",
                 "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut",
-                "PARTIALS": "kCbPartials", "OUTBOX": "kCbOutbox"}
+                "PARTIALS": "kCbPartials", "OUTBOX": "kCbOutbox", "MAX_INBOX": "kCbMaxInbox", "MAX_OUT": "kCbMaxOut",
+                "MAX_GLOBAL": "kCbMaxGlobal"}
     assert set(cb_names) == {cb.name for cb in protocol.CB}
     for cb in protocol.CB:
         assert header[cb_names[cb.name]] == cb.value, cb

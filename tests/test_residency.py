@@ -12,7 +12,8 @@ ARCHES = ["wormhole_b0", "blackhole"]
 
 def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
     plan = cb_plan(SEED)
-    split_only = {protocol.CB.PARTIALS, protocol.CB.OUTBOX}
+    split_only = {protocol.CB.PARTIALS, protocol.CB.OUTBOX, protocol.CB.MAX_INBOX, protocol.CB.MAX_OUT,
+                  protocol.CB.MAX_GLOBAL}
     assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only)
     assert len({cb.index for cb in plan}) == 16
 
@@ -72,15 +73,16 @@ def test_plan_refuses_bad_residency(bad):
 
 def test_split_programs_add_an_inbox_slot_per_tree_level_and_an_outbox():
     plan = {cb.name: cb.pages for cb in cb_plan(Residency(8, 4, 16, max_split=7))}
-    assert plan["PARTIALS"] == 3 * (4 + 2)  # ceil(log2(7)) levels
-    assert plan["OUTBOX"] == 4 + 2
-    assert len(plan) == 18
-    assert l1_bytes(Residency(8, 4, 16, max_split=7)) == l1_bytes(SEED) + 4 * 6 * 2048
+    assert plan["PARTIALS"] == 3 * (4 + 1)  # ceil(log2(7)) levels of (O, L)
+    assert plan["OUTBOX"] == 4 + 1
+    assert plan["MAX_INBOX"] == 3 and plan["MAX_OUT"] == plan["MAX_GLOBAL"] == 1
+    assert len(plan) == 21
+    assert l1_bytes(Residency(8, 4, 16, max_split=7)) == l1_bytes(SEED) + (4 * 5 + 3 + 1 + 1) * 2048
 
 
 def test_fp32_stats_double_the_statistics_pages():
     plan = {cb.name: (cb.page_bytes, cb.data_format) for cb in cb_plan(Residency(8, 4, 16, max_split=2, fp32_stats=True))}
-    for name in ["M_A", "M_B", "L", "LSUM", "C", "O", "PV", "PARTIALS", "OUTBOX"]:
+    for name in ["M_A", "M_B", "L", "LSUM", "C", "O", "PV", "PARTIALS", "OUTBOX", "MAX_INBOX", "MAX_OUT", "MAX_GLOBAL"]:
         assert plan[name] == (4096, 0), name
     for name in ["Q", "K", "V", "CONST", "S", "SCRATCH", "QSTAGE", "QS", "OUT"]:
         assert plan[name] == (2048, 5), name

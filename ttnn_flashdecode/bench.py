@@ -193,11 +193,15 @@ def _legend(weights: str) -> str:
     seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
     check = cm.seed_check(seed, weights)
     per_tile = seed.weighted_per_feature(weights)
+    per_child = {zone: seed.weighted_zone_per_feature(f"fd-compute-{zone}", weights)["partials_combined"]
+                 for zone in ("max", "sum")}
+    rescale = seed.weighted_zone_per_feature("fd-compute-rescale", weights)["partials_sent"]
     return "\n".join([
         "* " + NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6, residual=check["intercept_s"] * 1e6),
         f"  weights={weights}: {check['per_call_s'] * 1e9:.0f} ns per compute call on p150 (x1.35 on n150); "
         f"per live tile {per_tile['live_tiles']:.0f} calls, per later block {per_tile['later_blocks']:.0f}, "
-        f"per partial combined {per_tile['partials_combined']:.0f}, per slice ~{per_tile['normalised']:.0f}; seed check: "
+        f"per slice ~{per_tile['normalised']:.0f}; split-K combine: per child {per_child['max']:.0f} (max pass) + "
+        f"{per_child['sum']:.0f} (sum pass), per slice {rescale:.0f} to rescale; seed check: "
         f"kv 2048 {check['predicted_2048_s'] * 1e3:.3f} ms modelled vs {check['measured_2048_s'] * 1e3:.3f} ms measured.",
         "  cores: used/grid. tiles/core: max/min live position tiles on a used core. split: most slices of one request.",
         "  DRAM read /min: bytes read over every live K and V tile once. NoC L1: core-to-core bytes (Q/constants to",

@@ -44,13 +44,18 @@ The model
   double-buffers, so compute and the stream overlap; 28 GB/s is the seed's per-core reader
   figure (Wormhole: scaled by the clock ratio, [U]).
 - **A split request** combines up a binomial tree (``attention_protocol.hpp``; slice ``i > 0``
-  sends to ``i - lowbit(i)``). Slice ``i`` starts once it has copied slice 0's Q and constants
-  (the copies queue at slice 0's NoC port: ``sum of the bytes of slices 1..i / link rate``), runs
-  its own slice (as a core, above), then folds its children in, in slot order, each as soon as
-  it has landed (the reader hands compute one inbox slot per arrival semaphore: child done +
-  ``partial bytes / link rate``), and finally emits its partial (or, on slice 0, normalises). The fit cannot split a slice's fixed calls into the part before its K/V
-  stream and the part after its combine; :data:`POST_SHARE` puts a third after. Link rate =
-  ``bytes per cycle x clock`` (32 GB/s on n150, 86.4 GB/s on p150).
+  sends to ``i - lowbit(i)``) in two passes. Slice ``i`` starts once it has copied slice 0's Q
+  and constants (the copies queue at slice 0's NoC port: ``sum of the bytes of slices 1..i / link
+  rate``) and runs its own slice (as a core, above). Pass 1: it folds its children's subtree
+  maxima in, in slot order, each as soon as it has landed (child done + ``one statistics tile /
+  link rate``); slice 0 then holds the request's max, which slices 1.. copy from it (the copies
+  queue at its port again). Pass 2: each slice rescales its own state, adds its children's
+  partials as they land (child done + ``partial bytes / link rate``), and emits its partial (or,
+  on slice 0, normalises). Which calls belong to which step is measured, not assumed: the
+  emulator charges every compute call to the innermost profiler zone (``fd-compute-max``,
+  ``-rescale``, ``-sum``, ``-emit``, ``-normalise``; the rest, before pass 1, is the slice's own
+  work), and those counts are fitted per feature like the totals. Link rate = ``bytes per
+  cycle x clock`` (32 GB/s on n150, 86.4 GB/s on p150).
 - **A call** takes ``max(slowest core or split request, total DRAM bytes / chip DRAM
   bandwidth)``.
 - **Roofline** = minimum bytes (every live K and V tile read once) / chip DRAM bandwidth.
@@ -81,7 +86,7 @@ __all__ = [
     "SEED_KV_POSITIONS", "SEED_MS", "SEED_READER_GBPS", "LAUNCH_OVERHEAD_S", "FEATURES", "WEIGHTINGS",
     "Device", "device", "DEVICES", "Shape", "MODELS", "CallModel", "calibrate", "work_features",
     "op_schedule", "Estimate", "estimate", "cost_per_call_s", "roofline_s", "min_dram_bytes",
-    "compute_calls", "CalibrationError", "seed_check", "POST_SHARE", "CACHE_ENV", "TILE_BYTES",
+    "compute_calls", "CalibrationError", "seed_check", "COMBINE_ZONES", "CACHE_ENV", "TILE_BYTES",
 ]
 
 # ------------------------------------------------------------------------------------------ constants
@@ -98,11 +103,9 @@ SEED_Q_ROWS, SEED_HEAD_DIM, SEED_BLOCK_TILES = 8, 128, 16
 SEED_READER_GBPS = 28.0
 """The seed's measured per-core DRAM reader rate on Blackhole, GB/s (DESIGN.md §8)."""
 
-POST_SHARE = 1 / 3
-"""Share of a slice's fixed compute calls (the per-slice counts of ``normalised`` / ``partials_sent``)
-that runs after its combine (normalise, or emit the partial), the rest (scale the query, set up
-the first block) before its K/V stream. The fit cannot tell them apart (every slice does both);
-a third matches the current kernel (~30 of ~90 calls are ``normalise`` / ``emit_partial``)."""
+COMBINE_ZONES = ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum", "fd-compute-emit", "fd-compute-normalise")
+"""The compute kernel's profiler zones after a slice's own K/V stream, in the order they run: pass 1
+(maxima), pass 2 (rescale, sums), then emit the partial or normalise (``attention_compute.cpp``)."""
 
 LAUNCH_OVERHEAD_S = (SEED_MS[0] - (SEED_MS[2] - SEED_MS[0]) / (SEED_KV_POSITIONS[2] - SEED_KV_POSITIONS[0])
                      * SEED_KV_POSITIONS[0]) * 1e-3
@@ -224,6 +227,7 @@ TILE_BYTES = BFLOAT16_TILE_BYTES
 FEATURES = (
     "cores",              # 1 per core (kernel start-up)
     "normalised",         # unsplit slices and split roots (slice 0): normalise, write the output rows
+    "split_roots",        # split roots (slice 0): both combine passes, share the request's max
     "partials_sent",      # split slices 1..: send a partial (O, l, m) up the combine tree
     "empty_slices",       # split slices with no live tile (forced splits): neutral running state
     "partials_combined",  # partials a slice folds in: its children in the combine tree
@@ -249,6 +253,7 @@ def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndar
     split, root = item.count > 1, item.index == 0
     row = dict(
         normalised=int(root),
+        split_roots=int(split and root),
         partials_sent=int(not root),
         empty_slices=int(split and live == 0),
         partials_combined=len(protocol.tree_children(item.index, item.count)),
@@ -317,6 +322,8 @@ class CallModel:
         bytes: counter (``dram_read_bytes``, ``dram_write_bytes``, ``l1_read_bytes``,
             ``l1_write_bytes``) -> per-feature bytes.
         kernel_hash: blake2b of the kernel sources it was fitted on.
+        zone_calls: ``"zone/api"`` -> per-feature compute calls made inside that profiler zone
+            (``CoreStats.zone_calls``).
     """
 
     q_rows: int
@@ -325,6 +332,7 @@ class CallModel:
     calls: Mapping[str, tuple[int, ...]]
     bytes: Mapping[str, tuple[int, ...]]
     kernel_hash: str
+    zone_calls: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
     def core_calls(self, features: np.ndarray) -> list[dict[str, int]]:
         """Per core, compute API name -> calls, for ``features`` ``[cores, len(FEATURES)]``."""
@@ -333,12 +341,31 @@ class CallModel:
         counts = features @ table.T
         return [{n: int(c) for n, c in zip(names, row) if c} for row in counts]
 
+    def core_zone_calls(self, features: np.ndarray) -> list[dict[str, int]]:
+        """Per core, ``"zone/api"`` -> compute calls inside that profiler zone (``CoreStats.zone_calls``)."""
+        keys = sorted(self.zone_calls)
+        counts = features @ np.array([self.zone_calls[k] for k in keys], dtype=np.int64).reshape(len(keys), -1).T
+        return [{k: int(c) for k, c in zip(keys, row) if c} for row in counts]
+
     def weighted_calls(self, features: np.ndarray, weights: str = "uniform") -> np.ndarray:
         """Per core, the weighted compute-call count (float)."""
         vector = np.zeros(len(FEATURES))
         for name, per_feature in self.calls.items():
             vector += _weight(name, weights) * np.asarray(per_feature, dtype=float)
         return features @ vector
+
+    def weighted_zone_calls(self, features: np.ndarray, zone: str, weights: str = "uniform") -> np.ndarray:
+        """Per core, the weighted compute calls made inside profiler zone ``zone`` (float)."""
+        vector = np.zeros(len(FEATURES))
+        for key, per_feature in self.zone_calls.items():
+            name, api = key.split("/", 1)
+            if name == zone:
+                vector += _weight(api, weights) * np.asarray(per_feature, dtype=float)
+        return features @ vector
+
+    def weighted_zone_per_feature(self, zone: str, weights: str = "uniform") -> dict[str, float]:
+        """Weighted compute calls inside profiler zone ``zone`` per unit of each feature."""
+        return dict(zip(FEATURES, self.weighted_zone_calls(np.eye(len(FEATURES), dtype=np.int64), zone, weights).tolist()))
 
     def weighted_per_feature(self, weights: str = "uniform") -> dict[str, float]:
         """Weighted compute calls per unit of each feature (e.g. per live tile, per partial combined)."""
@@ -352,7 +379,8 @@ class CallModel:
         return {name: features @ np.asarray(self.bytes[name], dtype=np.int64) for name in _BYTE_COUNTERS}
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self) | {"calls": dict(self.calls), "bytes": dict(self.bytes)}
+        return dataclasses.asdict(self) | {"calls": dict(self.calls), "bytes": dict(self.bytes),
+                                           "zone_calls": dict(self.zone_calls)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> CallModel:
@@ -362,6 +390,7 @@ class CallModel:
             calls={k: tuple(int(x) for x in v) for k, v in data["calls"].items()},
             bytes={k: tuple(int(x) for x in v) for k, v in data["bytes"].items()},
             kernel_hash=str(data["kernel_hash"]),
+            zone_calls={k: tuple(int(x) for x in v) for k, v in data.get("zone_calls", {}).items()},
         )
 
 
@@ -475,7 +504,7 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
         numpy.linalg.LinAlgError: the calibration runs do not determine every feature.
     """
     kernel_hash = _kernel_hash()
-    cache = _cache_dir() / f"calls-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"
+    cache = _cache_dir() / f"calls-v2-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"  # v2: with zone_calls
     if use_cache and cache.exists():
         return CallModel.from_json(json.loads(cache.read_text()))
     shape = Shape(f"calibration q{q_rows} d{dim_tiles}", q_rows, 1, 32 * dim_tiles)
@@ -493,7 +522,9 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
     names = sorted({n for c in per_core_calls for n in c})
     calls = {n: _fit(features, np.array([c.get(n, 0) for c in per_core_calls]), n) for n in names}
     counters = {name: _fit(features, np.array([getattr(s, name) for s in stats]), name) for name in _BYTE_COUNTERS}
-    model = CallModel(q_rows, dim_tiles, True, calls, counters, kernel_hash)
+    keys = sorted({k for s in stats for k in s.zone_calls})
+    zone_calls = {k: _fit(features, np.array([s.zone_calls.get(k, 0) for s in stats]), k) for k in keys}
+    model = CallModel(q_rows, dim_tiles, True, calls, counters, kernel_hash, zone_calls)
     if use_cache:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".tmp{os.getpid()}")
@@ -577,8 +608,9 @@ class Estimate:
             unsplit requests), or ``"split"`` (a split request's slices and combine tree).
         breakdown: the critical path's terms, seconds: for ``"split"``, ``startup_s`` (the last
             slice's wait for its Q/constants copy), ``slowest_slice_s`` (the longest slice,
-            startup included), ``tree_s`` (from that slice's end to the root's output: waits,
-            transfers, combines, emits, normalise), ``root_combine_s``, and ``levels`` (tree
+            startup included), ``tree_s`` (from that slice's end to the root's output), split into
+            ``max_pass_s`` (to the request's max on slice 0), ``share_max_s`` (until the last slice
+            has copied it) and ``sum_pass_s`` (rescales, sums, normalise), and ``levels`` (tree
             depth, a count); for ``"core"``, ``first_block_s``, ``compute_s`` and ``core_dram_s``.
     """
 
@@ -632,16 +664,18 @@ def estimate(
     """
     features = work_features(plan, kv_positions, block_tiles)
     per_call = cost_per_call_s(seed_model, dev, weights)
-    unit = model.weighted_per_feature(weights)
     column = {name: features[:, i] for i, name in enumerate(FEATURES)}
-    combine_s = column["partials_combined"] * unit["partials_combined"] * per_call
-    post_s = POST_SHARE * (column["normalised"] * unit["normalised"]
-                           + column["partials_sent"] * unit["partials_sent"]) * per_call
-    pre_s = model.weighted_calls(features, weights) * per_call - combine_s - post_s
+    zone_s = {zone: model.weighted_zone_calls(features, zone, weights) * per_call for zone in COMBINE_ZONES}
+    per_child_s = {zone: model.weighted_zone_per_feature(zone, weights)["partials_combined"] * per_call
+                   for zone in ("fd-compute-max", "fd-compute-sum")}
+    post_s = zone_s["fd-compute-emit"] + zone_s["fd-compute-normalise"]
+    pre_s = model.weighted_calls(features, weights) * per_call - sum(zone_s.values())
     nbytes = model.core_bytes(features)
     core_dram_s = nbytes["dram_read_bytes"] / dev.core_dram_bytes_per_s
     fill_s = _first_block_s(plan, kv_positions, block_tiles, model, dev)
     link = dev.link_bytes_per_s
+    stats_bytes = TILE_BYTES * (2 if model.fp32_dest_acc_en else 1)  # one statistics page (residency.STATS_CBS)
+    partial_bytes = protocol.partial_pages(model.dim_tiles) * stats_bytes
 
     worst, critical, breakdown = 0.0, "core", {}
     in_split: set[int] = set()
@@ -651,24 +685,38 @@ def estimate(
             continue
         core = [plan.core_of(request, i) for i in range(count)]
         in_split.update(core)
-        # Slices 1.. copy slice 0's Q and constants through slice 0's NoC port, in order.
-        copied = np.cumsum([0] + [int(nbytes["l1_read_bytes"][core[i]]) for i in range(1, count)])
+        children = [protocol.tree_children(i, count) for i in range(count)]
+        # Slices 1.. copy slice 0's Q and constants through slice 0's NoC port, in order (their
+        # L1 reads, less the request's max they copy later).
+        copied = np.cumsum([0] + [int(nbytes["l1_read_bytes"][core[i]]) - stats_bytes for i in range(1, count)])
         start = copied / link
         own = [float(start[i] + fill_s[core[i]] + max(pre_s[core[i]], core_dram_s[core[i]] - fill_s[core[i]]))
                for i in range(count)]
-        done = [0.0] * count
-        for i in reversed(range(count)):  # children have higher indices than their parent
-            children = protocol.tree_children(i, count)
-            step = float(combine_s[core[i]]) / len(children) if children else 0.0
-            t = own[i]
-            for c in children:  # folded in slot order, each as soon as it has landed
-                t = max(t, done[c] + int(nbytes["l1_write_bytes"][core[c]]) / link) + step
-            done[i] = t + float(post_s[core[i]])
-        if done[0] > worst:
-            worst, critical = done[0], "split"
+
+        def up_the_tree(begin: list[float], step_s: float, message_bytes: int, base_s) -> list[float]:
+            """Each slice from `begin`, then its children folded in, in slot order, as each lands."""
+            done = [0.0] * count
+            for i in reversed(range(count)):  # children have higher indices than their parent
+                t = begin[i] + float(base_s[core[i]]) - len(children[i]) * step_s
+                for c in children[i]:
+                    t = max(t, done[c] + message_bytes / link) + step_s
+                done[i] = t
+            return done
+
+        # Pass 1: subtree maxima; then slices 1.. copy the request's max from slice 0, in order.
+        max_done = up_the_tree(own, per_child_s["fd-compute-max"], stats_bytes, zone_s["fd-compute-max"])
+        request_max = [max_done[0] + i * stats_bytes / link for i in range(count)]
+        # Pass 2: rescale once, add the children's partials as they land, emit / normalise.
+        rescaled = [max(max_done[i], request_max[i]) + float(zone_s["fd-compute-rescale"][core[i]]) for i in range(count)]
+        sum_done = up_the_tree(rescaled, per_child_s["fd-compute-sum"], partial_bytes, zone_s["fd-compute-sum"])
+        done = sum_done[0] + float(post_s[core[0]])
+        if done > worst:
+            worst, critical = done, "split"
             breakdown = {"startup_s": float(start[-1]), "slowest_slice_s": max(own),
-                         "root_combine_s": float(combine_s[core[0]]), "tree_s": done[0] - max(own),
+                         "max_pass_s": max_done[0] - max(own), "share_max_s": request_max[-1] - max_done[0],
+                         "sum_pass_s": done - max(request_max), "tree_s": done - max(own),
                          "levels": (count - 1).bit_length()}
+    combine_s = zone_s["fd-compute-max"] + zone_s["fd-compute-rescale"] + zone_s["fd-compute-sum"]
     busy = fill_s + np.maximum(pre_s + combine_s + post_s, core_dram_s - fill_s)
     for core in range(plan.used_cores):
         if core not in in_split and busy[core] > worst:

@@ -17,7 +17,7 @@ cuts long requests into split-K slices on dedicated cores and packs the others, 
 when there are more requests than cores. Every kernel's runtime args on a core are
 ``[request_count, words(request 0), words(request 1), ...]``; a split program adds the NoC
 coordinate table of its cores as common runtime args of the reader and the writer, and the
-semaphores of ``protocol.semaphore_ids`` (three handshakes, one arrival per inbox slot).
+semaphores of ``protocol.semaphore_ids`` (five handshakes, one arrival per inbox slot).
 
 Runtime-arg limit relied on: tt-metal's ``max_runtime_args = 341`` uint32 per kernel per core
 (unique + common; "0 to 341" in the kernel API docs, TT_FACTS §3), so a core serves at most

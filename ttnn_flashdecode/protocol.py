@@ -180,6 +180,9 @@ class CB(enum.IntEnum):
     OUT = 16
     PARTIALS = 17  # split-K only: a core's inbox of its children's partials (not one of the seed's 16)
     OUTBOX = 18  # split-K only: a core's partial on its way to its parent
+    MAX_INBOX = 19  # split-K only: a core's inbox of its children's subtree maxima
+    MAX_OUT = 20  # split-K only: a subtree's max for the parent (slice 0: the request's, for slices 1..)
+    MAX_GLOBAL = 21  # split-K only, slices 1..: the request's max, copied from slice 0
 
 
 class Semaphore(enum.IntEnum):
@@ -187,18 +190,20 @@ class Semaphore(enum.IntEnum):
 
     QUERY_READY = 0  # on slices 1..: slice 0 staged Q and CONST
     FETCHED = 1  # on slice 0: slices that copied its Q and CONST pages
-    INBOX_READY = 2  # on a child: its parent reserved its inbox
-    ARRIVED = 3  # on a parent, + inbox slot (3 .. 3 + tree_levels - 1): that slot's child partial landed
+    INBOX_READY = 2  # on a child: its parent reserved both its inboxes
+    MAX_READY = 3  # on slices 1..: slice 0's MAX_OUT holds the request's max
+    MAX_FETCHED = 4  # on slice 0: slices that copied the request's max
+    ARRIVED = 5  # on a parent, + inbox slot (5 .. 5 + tree_levels - 1): 1 = the child's max landed, 2 = its partial
 
 
 def semaphore_ids(max_split: int) -> list[int]:
-    """Semaphore ids a split program needs: the three handshakes and one arrival per inbox slot."""
+    """Semaphore ids a split program needs: five handshakes and one arrival per inbox slot."""
     return list(range(Semaphore.ARRIVED + tree_levels(max_split)))
 
 
 def partial_pages(dim_tiles: int) -> int:
-    """Pages of one split-K partial: O (dim_tiles), L, M."""
-    return dim_tiles + 2
+    """Pages of one split-K partial: O (dim_tiles), L (both relative to the request's max)."""
+    return dim_tiles + 1
 
 
 def tree_levels(count: int) -> int:

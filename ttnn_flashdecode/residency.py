@@ -21,10 +21,13 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.protocol.CB`
     QSTAGE   dim_tiles             the group's gathered query rows
     QS       dim_tiles             QSTAGE * scale
     OUT      dim_tiles             normalised output, O / l
-    PARTIALS levels*(dim_tiles+2)  split programs only (index 17): the inbox, one slot per level of
+    PARTIALS levels*(dim_tiles+1)  split programs only (index 17): the inbox, one slot per level of
                                    the combine tree (levels = ceil(log2(max_split))), each a
-                                   child's partial (O, L, M)
-    OUTBOX   dim_tiles+2           split programs only (index 18): this core's partial for its parent
+                                   child's partial (O, L)
+    OUTBOX   dim_tiles+1           split programs only (index 18): this core's partial for its parent
+    MAX_INBOX  levels              split only (19): the children's subtree maxima, a slot per level
+    MAX_OUT    1                   split only (20): this subtree's max (slice 0: the request's)
+    MAX_GLOBAL 1                   split only (21): slices 1..'s copy of the request's max
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ FLOAT16_B = 5
 FLOAT32 = 0
 """tt::DataFormat code of float32 (``tensix_types.h``): the statistics CBs with ``fp32_stats``."""
 
-STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.OUTBOX)
+STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.OUTBOX, CB.MAX_INBOX, CB.MAX_OUT,
+             CB.MAX_GLOBAL)
 """CBs holding the online softmax's running state (m, l, O) and its per-block updates. In float32
 (with fp32 DST accumulation) they are not re-rounded to bfloat16 on every block, which is what
 keeps long contexts and many split-K partials accurate."""
@@ -108,12 +112,13 @@ def _pages(residency: Residency) -> dict[CB, int]:
     } | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
+        CB.MAX_INBOX: tree_levels(residency.max_split), CB.MAX_OUT: 1, CB.MAX_GLOBAL: 1,
     } if residency.max_split > 1 else {})
 
 
 def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
-    """The CBs of ``residency``, in index order: the 16 of the contract, plus PARTIALS and OUTBOX
-    when split.
+    """The CBs of ``residency``, in index order: the 16 of the contract, plus the five split-K CBs
+    (PARTIALS, OUTBOX, MAX_INBOX, MAX_OUT, MAX_GLOBAL) when split.
 
     Raises:
         ValueError: a residency field is out of range (q_rows not 1..32, dim_tiles or block_tiles < 1,

@@ -24,7 +24,8 @@ What it models
   (``align(MEM_MAP_END, L1_ALIGNMENT)``; the real firmware puts them somewhere inside that region).
 - **Args**: per-core runtime args and common runtime args, compile-time args and named
   compile-time args as the JIT passes them.
-- **Profiler zones** (``DeviceZoneScopedN``): counted per core and name.
+- **Profiler zones** (``DeviceZoneScopedN``): counted per core and name, with the compute API
+  calls made inside each (charged to the innermost zone).
 
 Checks (each error names the core, the kernel, the CB or address and the counts)
 ---------------------------------------------------------------------------------
@@ -252,6 +253,9 @@ class CoreStats:
     l1_write_bytes: int = 0  #: bytes written to L1 of any core via the NoC (semaphore incs count 4)
     calls: dict[str, int] = dataclasses.field(default_factory=dict)  #: API name -> calls
     zones: dict[str, int] = dataclasses.field(default_factory=dict)  #: DeviceZoneScopedN name -> entries
+    #: ``"zone/api"`` -> compute API calls (``cb_*`` excluded) made with that DeviceZoneScopedN as
+    #: the innermost open zone
+    zone_calls: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def noc_read_bytes(self) -> int:
@@ -272,6 +276,8 @@ class CoreStats:
             self.calls[k] = self.calls.get(k, 0) + v
         for k, v in o.zones.items():
             self.zones[k] = self.zones.get(k, 0) + v
+        for k, v in o.zone_calls.items():
+            self.zone_calls[k] = self.zone_calls.get(k, 0) + v
 
 
 @dataclasses.dataclass
@@ -504,7 +510,7 @@ class Emulator:
         cores = {}
         for c in d["cores"]:
             cores[tuple(c["core"])] = CoreStats(c["dram_read"], c["dram_write"], c["l1_read"], c["l1_write"],
-                                                dict(c["calls"]), dict(c["zones"]))
+                                                dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]))
         return RunReport(cores=cores, wall_s=d["wall_s"], setup_s=setup, log=list(d["log"]))
 
     # ------------------------------------------------------------------ plan

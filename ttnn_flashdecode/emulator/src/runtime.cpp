@@ -127,6 +127,9 @@ struct Kernel {
     bool blocked = false, done = false;
     Wait wait;
     std::unordered_map<const char*, uint64_t> calls, zones;
+    // Compute API calls (not cb_*) made inside a profiler zone, charged to the innermost one.
+    std::map<std::pair<const char*, const char*>, uint64_t> zone_calls;  // (zone, api) -> calls
+    std::vector<const char*> zone_stack;
     uint64_t dram_rd = 0, dram_wr = 0, l1_rd = 0, l1_wr = 0;  // NoC bytes by remote kind
 };
 
@@ -447,12 +450,13 @@ std::string build_report(RunState& R, double wall_s) {
     bool first = true;
     for (auto& c : R.cores) {
         uint64_t dr = 0, dw = 0, lr = 0, lw = 0;
-        std::map<std::string, uint64_t> calls, zones;
+        std::map<std::string, uint64_t> calls, zones, zone_calls;  // zone_calls key: "zone/api"
         for (auto* k : c->k) {
             if (!k) continue;
             dr += k->dram_rd, dw += k->dram_wr, lr += k->l1_rd, lw += k->l1_wr;
             for (auto& [n, v] : k->calls) calls[n] += v;
             for (auto& [n, v] : k->zones) zones[n] += v;
+            for (auto& [n, v] : k->zone_calls) zone_calls[std::string(n.first) + "/" + n.second] += v;
         }
         o += first ? "" : ",";
         first = false;
@@ -465,6 +469,9 @@ std::string build_report(RunState& R, double wall_s) {
         o += "},\"zones\":{";
         f2 = true;
         for (auto& [n, v] : zones) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
+        o += "},\"zone_calls\":{";
+        f2 = true;
+        for (auto& [n, v] : zone_calls) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
         o += "}}";
     }
     o += "],\"log\":[";
@@ -488,7 +495,11 @@ const ComputeConfig& compute_config() {
 }
 
 void count_call(const char* api_name) {
-    if (Kernel* k = t_k) ++k->calls[api_name];
+    Kernel* k = t_k;
+    if (!k) return;
+    ++k->calls[api_name];
+    if (k->role == KernelRole::Compute && !k->zone_stack.empty() && std::strncmp(api_name, "cb_", 3) != 0)
+        ++k->zone_calls[{k->zone_stack.back(), api_name}];
 }
 
 void cb_reserve_back(uint32_t cb, uint32_t n) {
@@ -822,9 +833,14 @@ void semaphore_inc(uint64_t noc_addr, uint32_t incr) {
 
 // ----- profiling / debug -----------------------------------------------------------------
 void zone_enter(const char* name) {
-    if (Kernel* k = t_k) ++k->zones[name];
+    if (Kernel* k = t_k) {
+        ++k->zones[name];
+        k->zone_stack.push_back(name);
+    }
 }
-void zone_exit(const char*) {}
+void zone_exit(const char*) {
+    if (Kernel* k = t_k; k && !k->zone_stack.empty()) k->zone_stack.pop_back();
+}
 
 void dprint(const std::string& text) {
     Kernel& k = me();
