@@ -693,23 +693,24 @@ def estimate(
         own = [float(start[i] + fill_s[core[i]] + max(pre_s[core[i]], core_dram_s[core[i]] - fill_s[core[i]]))
                for i in range(count)]
 
-        def up_the_tree(begin: list[float], step_s: float, message_bytes: int, base_s) -> list[float]:
-            """Each slice from `begin`, then its children folded in, in slot order, as each lands."""
+        def up_the_tree(begin: list[float], step_s: float, message_bytes: int, base_s, end_s) -> list[float]:
+            """Each slice from `begin`, then its children folded in, in slot order, as each lands,
+            then its `end_s` (before its message leaves)."""
             done = [0.0] * count
             for i in reversed(range(count)):  # children have higher indices than their parent
                 t = begin[i] + float(base_s[core[i]]) - len(children[i]) * step_s
                 for c in children[i]:
                     t = max(t, done[c] + message_bytes / link) + step_s
-                done[i] = t
+                done[i] = t + float(end_s[core[i]])
             return done
 
         # Pass 1: subtree maxima; then slices 1.. copy the request's max from slice 0, in order.
-        max_done = up_the_tree(own, per_child_s["fd-compute-max"], stats_bytes, zone_s["fd-compute-max"])
+        max_done = up_the_tree(own, per_child_s["fd-compute-max"], stats_bytes, zone_s["fd-compute-max"], 0 * post_s)
         request_max = [max_done[0] + i * stats_bytes / link for i in range(count)]
         # Pass 2: rescale once, add the children's partials as they land, emit / normalise.
         rescaled = [max(max_done[i], request_max[i]) + float(zone_s["fd-compute-rescale"][core[i]]) for i in range(count)]
-        sum_done = up_the_tree(rescaled, per_child_s["fd-compute-sum"], partial_bytes, zone_s["fd-compute-sum"])
-        done = sum_done[0] + float(post_s[core[0]])
+        sum_done = up_the_tree(rescaled, per_child_s["fd-compute-sum"], partial_bytes, zone_s["fd-compute-sum"], post_s)
+        done = sum_done[0]
         if done > worst:
             worst, critical = done, "split"
             breakdown = {"startup_s": float(start[-1]), "slowest_slice_s": max(own),

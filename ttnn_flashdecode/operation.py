@@ -482,9 +482,11 @@ def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: Com
     if block_tiles is not None:
         blocks = block_tiles
     else:
-        # A split request's slices are short: blocks past half the longest slice only cost L1.
+        # A split request's slices are short: one block holds the longest, since every block after
+        # a slice's first pays a rescale of the running state (~85 compute calls, the cost model's
+        # later_blocks), which costs more than waiting for the whole slice's first read.
         longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
-        upto = min(DEFAULT_BLOCK_TILES, fit) if largest == 1 else max(1, -(-longest // 2))
+        upto = min(DEFAULT_BLOCK_TILES, fit) if largest == 1 else max(1, longest)
         blocks = _default_block_tiles(shape, upto, arch, largest, fp32_stats)
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats)
     return _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy)
