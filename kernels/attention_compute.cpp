@@ -295,20 +295,6 @@ void copy_pages(uint32_t cb, uint32_t first, uint32_t count, uint32_t out) {
     }
 }
 
-// This slice's partial (O unnormalised, L; both relative to the request's max) into OUTBOX, in the
-// statistics' format, for the writer to deliver to the parent's inbox; frees O and L.
-void emit_partial() {
-    DeviceZoneScopedN("fd-compute-emit");
-    cb_wait_front(kCbO, kDimTiles);
-    cb_wait_front(kCbL, 1);
-    cb_reserve_back(kCbOutbox, partial_pages(kDimTiles));
-    copy_pages(kCbO, 0, kDimTiles, kCbOutbox);
-    copy_pages(kCbL, 0, 1, kCbOutbox);
-    cb_push_back(kCbOutbox, partial_pages(kDimTiles));
-    cb_pop_front(kCbO, kDimTiles);
-    cb_pop_front(kCbL, 1);
-}
-
 // The running state of a slice that holds no live position: O = 0, L = 0, M = MASK_VALUE (CONST
 // page 2 holds the kill mask), so the combine weighs it by exp(MASK_VALUE - M) = 0.
 void empty_state(uint32_t m_state) {
@@ -368,13 +354,34 @@ void share_max(uint32_t children, uint32_t m_own, bool root, uint32_t m_request)
     }
 }
 
+// Where a combine pass-2 step leaves the new (O, L): back in O and L, or -- the last step of a slice
+// that sends its partial -- straight into OUTBOX (O pages, then L), so no step copies the state.
+// OUTBOX fills only once the reader has pushed the whole PARTIALS inbox: the writer finds its
+// parent's slot from this core's PARTIALS write pointer, which must then be back at the CB start.
+struct StateOut {
+    bool outbox;
+    void begin() const {
+        if (outbox) {
+            cb_reserve_back(kCbOutbox, partial_pages(kDimTiles));
+        }
+    }
+    void o(uint32_t count) const { outbox ? pack_reserved(kCbOutbox, count) : pack_to(kCbO, count); }
+    void l() const { outbox ? pack_reserved(kCbOutbox, 1) : pack_to(kCbL, 1); }
+    void end() const {
+        if (outbox) {
+            cb_push_back(kCbOutbox, partial_pages(kDimTiles));
+        }
+    }
+};
+
 // Combine pass 2, first step: C = exp(own M - M), then O = C * O and L = C * L; frees own M and C.
-void rescale_state(uint32_t m_own, uint32_t m_request) {
+void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out) {
     DeviceZoneScopedN("fd-compute-rescale");
     cb_wait_front(m_request, 1);
     correction(m_own, m_request);
     cb_wait_front(kCbC, 1);
     cb_wait_front(kCbO, kDimTiles);
+    out.begin();
     formats(kCbO, kCbC, kCbO);
     mul_bcast_cols_init(kCbO, kCbC);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
@@ -384,7 +391,7 @@ void rescale_state(uint32_t m_own, uint32_t m_request) {
             mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);  // old O pages of this chunk are at the front
         }
         cb_pop_front(kCbO, count);
-        pack_to(kCbO, count);
+        out.o(count);
     }
     cb_wait_front(kCbL, 1);
     formats(kCbC, kCbL, kCbL);
@@ -392,18 +399,24 @@ void rescale_state(uint32_t m_own, uint32_t m_request) {
     tile_regs_acquire();
     mul_tiles(kCbC, kCbL, 0, 0, 0);
     cb_pop_front(kCbL, 1);
-    pack_to(kCbL, 1);
+    out.l();
+    out.end();
     cb_pop_front(kCbC, 1);
 }
 
-// Combine pass 2: O += O_j and L += L_j for each child j's partial (inbox slot j), as it lands.
-void add_children(uint32_t children) {
+// Combine pass 2: O += O_j and L += L_j for each child j's partial (inbox slot j), as it lands;
+// the last child's sums go to OUTBOX when `to_outbox`.
+void add_children(uint32_t children, bool to_outbox) {
     DeviceZoneScopedN("fd-compute-sum");
     constexpr uint32_t kPartial = partial_pages(kDimTiles);
     for (uint32_t j = 0; j < children; ++j) {
-        cb_wait_front(kCbPartials, (j + 1) * kPartial);
+        const StateOut out{to_outbox && j + 1 == children};
+        // Before OUTBOX fills, the whole inbox (see StateOut): the reader pushes the unused
+        // slots right after the last child's, so this waits for nothing more.
+        cb_wait_front(kCbPartials, out.outbox ? kInboxPages : (j + 1) * kPartial);
         const uint32_t o_j = j * kPartial, l_j = o_j + kDimTiles;
         cb_wait_front(kCbO, kDimTiles);
+        out.begin();
         formats(kCbO, kCbPartials, kCbO);
         add_init(kCbO, kCbPartials);
         for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
@@ -413,35 +426,40 @@ void add_children(uint32_t children) {
                 add_tiles(kCbO, kCbPartials, i, o_j + d0 + i, i);
             }
             cb_pop_front(kCbO, count);
-            pack_to(kCbO, count);
+            out.o(count);
         }
         cb_wait_front(kCbL, 1);
         add_init(kCbL, kCbPartials);
         tile_regs_acquire();
         add_tiles(kCbL, kCbPartials, 0, l_j, 0);
         cb_pop_front(kCbL, 1);
-        pack_to(kCbL, 1);
+        out.l();
+        out.end();
     }
     cb_wait_front(kCbPartials, kInboxPages);
     cb_pop_front(kCbPartials, kInboxPages);  // the whole inbox, as the reader pushed it
 }
 
-// A split slice's end: both combine passes, then emit the partial (slices 1..) or normalise
-// (slice 0). `m_own` holds this slice's M; `m_spare` is free.
+// A split slice's end: both combine passes; slice 0 then normalises, the others' last pass-2 step
+// has left their partial (O unnormalised, L; relative to the request's max) in OUTBOX for the
+// writer. `m_own` holds this slice's M; `m_spare` is free.
 void combine(const Params& p, uint32_t m_own, uint32_t m_spare) {
     if (p.slice_live_tiles() == 0) {
         empty_state(m_own);
     }
     const bool root = p.reducer();
-    share_max(p.tree_children(), m_own, root, m_spare);
+    const uint32_t children = p.tree_children();
+    share_max(children, m_own, root, m_spare);
     const uint32_t m_request = root ? m_spare : kCbMaxGlobal;
-    rescale_state(m_own, m_request);
-    add_children(p.tree_children());
+    if (!root && children == 0) {
+        cb_wait_front(kCbPartials, kInboxPages);  // before OUTBOX fills: see StateOut
+    }
+    rescale_state(m_own, m_request, StateOut{!root && children == 0});
+    add_children(children, !root);
     if (root) {
         normalise(m_request);
     } else {
         cb_pop_front(kCbMaxGlobal, 1);
-        emit_partial();
     }
 }
 

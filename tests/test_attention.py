@@ -119,7 +119,6 @@ def test_attention_split_counts(split):
         assert report.totals.zones["fd-writer-partial"] == split - 1  # every slice but the root sends once
         for zone in ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum"):  # both combine passes, every slice
             assert report.totals.zones[zone] == split
-        assert report.totals.zones["fd-compute-emit"] == split - 1
 
 
 @pytest.mark.parametrize("cur_pos, split", [([99], 7), ([0], 3), ([40], 64)])

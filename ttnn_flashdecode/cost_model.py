@@ -50,11 +50,11 @@ The model
   maxima in, in slot order, each as soon as it has landed (child done + ``one statistics tile /
   link rate``); slice 0 then holds the request's max, which slices 1.. copy from it (the copies
   queue at its port again). Pass 2: each slice rescales its own state, adds its children's
-  partials as they land (child done + ``partial bytes / link rate``), and emits its partial (or,
-  on slice 0, normalises). Which calls belong to which step is measured, not assumed: the
+  partials as they land (child done + ``partial bytes / link rate``), the last step writing its
+  partial straight into OUTBOX (slice 0 normalises instead). Which calls belong to which step is measured, not assumed: the
   emulator charges every compute call to the innermost profiler zone (``fd-compute-max``,
-  ``-rescale``, ``-sum``, ``-emit``, ``-normalise``; the rest, before pass 1, is the slice's own
-  work), and those counts are fitted per feature like the totals. Link rate = ``bytes per
+  ``-rescale``, ``-sum``, ``-normalise``; the rest, before pass 1, is the slice's own work), and
+  those counts are fitted per feature like the totals. Link rate = ``bytes per
   cycle x clock`` (32 GB/s on n150, 86.4 GB/s on p150).
 - **A call** takes ``max(slowest core or split request, total DRAM bytes / chip DRAM
   bandwidth)``.
@@ -103,9 +103,10 @@ SEED_Q_ROWS, SEED_HEAD_DIM, SEED_BLOCK_TILES = 8, 128, 16
 SEED_READER_GBPS = 28.0
 """The seed's measured per-core DRAM reader rate on Blackhole, GB/s (DESIGN.md §8)."""
 
-COMBINE_ZONES = ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum", "fd-compute-emit", "fd-compute-normalise")
+COMBINE_ZONES = ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum", "fd-compute-normalise")
 """The compute kernel's profiler zones after a slice's own K/V stream, in the order they run: pass 1
-(maxima), pass 2 (rescale, sums), then emit the partial or normalise (``attention_compute.cpp``)."""
+(maxima), pass 2 (rescale, sums; the last step writes a sender's partial), then, on slice 0 or
+an unsplit request, normalise (``attention_compute.cpp``)."""
 
 LAUNCH_OVERHEAD_S = (SEED_MS[0] - (SEED_MS[2] - SEED_MS[0]) / (SEED_KV_POSITIONS[2] - SEED_KV_POSITIONS[0])
                      * SEED_KV_POSITIONS[0]) * 1e-3
@@ -668,7 +669,7 @@ def estimate(
     zone_s = {zone: model.weighted_zone_calls(features, zone, weights) * per_call for zone in COMBINE_ZONES}
     per_child_s = {zone: model.weighted_zone_per_feature(zone, weights)["partials_combined"] * per_call
                    for zone in ("fd-compute-max", "fd-compute-sum")}
-    post_s = zone_s["fd-compute-emit"] + zone_s["fd-compute-normalise"]
+    post_s = zone_s["fd-compute-normalise"]
     pre_s = model.weighted_calls(features, weights) * per_call - sum(zone_s.values())
     nbytes = model.core_bytes(features)
     core_dram_s = nbytes["dram_read_bytes"] / dev.core_dram_bytes_per_s
@@ -707,7 +708,8 @@ def estimate(
         # Pass 1: subtree maxima; then slices 1.. copy the request's max from slice 0, in order.
         max_done = up_the_tree(own, per_child_s["fd-compute-max"], stats_bytes, zone_s["fd-compute-max"], 0 * post_s)
         request_max = [max_done[0] + i * stats_bytes / link for i in range(count)]
-        # Pass 2: rescale once, add the children's partials as they land, emit / normalise.
+        # Pass 2: rescale once, add the children's partials as they land (the last step fills OUTBOX);
+        # slice 0 then normalises.
         rescaled = [max(max_done[i], request_max[i]) + float(zone_s["fd-compute-rescale"][core[i]]) for i in range(count)]
         sum_done = up_the_tree(rescaled, per_child_s["fd-compute-sum"], partial_bytes, zone_s["fd-compute-sum"], post_s)
         done = sum_done[0]
