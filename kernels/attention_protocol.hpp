@@ -96,16 +96,16 @@ enum Cb : uint32_t {
     kCbOutbox = 18,     // split-K only: this core's partial, on its way to its parent's inbox
     kCbMaxInbox = 19,   // split-K only: this core's inbox of its children's subtree maxima
     kCbMaxOut = 20,     // split-K only: this subtree's max, for the parent (slice 0: the request's)
-    kCbMaxGlobal = 21,  // split-K only, slices 1..: the request's max, copied from slice 0
+    kCbMaxGlobal = 21,  // split-K only, slices 1..: the request's max, copied from the parent
 };
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
 enum Semaphore : uint32_t {
-    kSemQueryReady = 0,  // on slices 1..: slice 0 has staged Q and CONST (counts split items)
-    kSemFetched = 1,     // on slice 0: slices that have copied its Q and CONST pages
+    kSemQueryReady = 0,  // on slices 1..: the parent has staged Q and CONST (counts split items)
+    kSemFetched = 1,     // on a parent: children that have copied its Q and CONST pages
     kSemInboxReady = 2,  // on a child: its parent has reserved both its inboxes (counts split items)
-    kSemMaxReady = 3,    // on slices 1..: slice 0's MAX_OUT holds the request's max (counts split items)
-    kSemMaxFetched = 4,  // on slice 0: slices that have copied the request's max
+    kSemMaxReady = 3,    // on slices 1..: the parent holds the request's max (counts split items)
+    kSemMaxFetched = 4,  // on a parent: children that have copied the request's max
     kSemArrived = 5,     // on a parent, + inbox slot: 1 = that child's subtree max has landed,
                          // 2 = its partial has too
 };
@@ -114,8 +114,9 @@ enum Semaphore : uint32_t {
 
 // The split-K combine makes two passes up the tree:
 //   1. maxima: each slice sends max(its own M, its children's subtree maxima) to its parent
-//      (MAX_OUT -> the parent's MAX_INBOX slot); slice 0 ends with the request's max M, and every
-//      other slice copies it (slice 0's MAX_OUT -> its MAX_GLOBAL);
+//      (MAX_OUT -> the parent's MAX_INBOX slot); slice 0 ends with the request's max M (in
+//      MAX_OUT), which travels back down the tree: each slice copies it from its parent into its
+//      MAX_GLOBAL and hands it on to its own children;
 //   2. sums: each slice rescales its own (O, L) once, by exp(own M - M), adds its children's
 //      (O, L) as they land -- plain additions, since every partial is now relative to the same
 //      M -- and sends the sum to its parent; slice 0 normalises.

@@ -16,13 +16,14 @@
 // tiles are read from DRAM: the pages of padding tiles are pushed unread because compute never
 // unpacks them.
 //
-// Split-K handshake (semaphores, attention_protocol.hpp): every slice reserves its inbox and
+// Split-K handshake (semaphores, attention_protocol.hpp): every slice reserves its inboxes and
 // raises kSemInboxReady on its children in the combine tree. Slice 0 stages Q and CONST from
-// DRAM, raises kSemQueryReady on slices 1.. and waits until kSemFetched counts them all; each of
-// those copies slice 0's Q and CONST pages over the NoC and raises kSemFetched. The writers
+// DRAM; every other slice copies its parent's Q and CONST pages over the NoC once the parent has
+// raised kSemQueryReady on it, and raises the parent's kSemFetched; a parent keeps the pages until
+// kSemFetched counts all its children. The writers
 // deliver subtree maxima and then partials into their parent's inboxes and raise its
 // kSemArrived + slot each time; the reader hands compute each slot as it lands. Between the two
-// passes, slices 1.. copy the request's max from slice 0 (kSemMaxReady / kSemMaxFetched).
+// passes, the request's max travels down the tree the way Q does (kSemMaxReady / kSemMaxFetched).
 // Named compile-time arg inbox_slots: ceil(log2(largest split)), 0 when nothing is split.
 // Common runtime args (split programs): the NoC coordinate table of the program's cores.
 #include <cstdint>
@@ -151,6 +152,17 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
     }
 }
 
+// Raises `ready` on this slice's children in the combine tree and waits until `fetched` counts
+// them all: they have copied what this slice staged for them.
+void share_with_children(const Params& p, Semaphore ready, Semaphore fetched) {
+    for (uint32_t level = 0; level < p.tree_children(); ++level) {
+        noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(ready)), 1);
+    }
+    noc_semaphore_wait_min(semaphore(fetched), p.tree_children());
+    noc_semaphore_set(semaphore(fetched), 0);
+    noc_async_atomic_barrier();
+}
+
 // Hands compute each child's inbox slot (`slot_pages` pages of `cb`) as soon as it lands, in slot
 // order, then the unused slots, so the inbox always completes a whole cycle. The child's writer
 // raises kSemArrived + slot to `arrivals` (1: its max, 2: its partial; attention_protocol.hpp).
@@ -166,26 +178,32 @@ void hand_over_inbox(const Params& p, uint32_t cb, uint32_t slot_pages, uint32_t
     cb_push_back(cb, (kInboxSlots - p.tree_children()) * slot_pages);
 }
 
-// Slices 1..: copies the request's max from slice 0's MAX_OUT into MAX_GLOBAL once slice 0 has
-// raised kSemMaxReady, and tells slice 0 (kSemMaxFetched). MAX_OUT has one page, so it sits at
-// the CB's start on every core: this kernel never moves its own MAX_OUT pointers.
+// Slices 1..: copies the request's max from the parent in the combine tree (slice 0 keeps it in
+// MAX_OUT, the others in MAX_GLOBAL) once the parent has raised kSemMaxReady, tells the parent
+// (kSemMaxFetched), hands it on to this slice's own children the same way, and only then to
+// compute: the copies spread down the tree instead of queueing at slice 0's port. Both CBs have
+// one page, so on every core the page sits at the CB's start (where this core's reserved
+// MAX_GLOBAL page is; this kernel never moves its MAX_OUT pointers).
 void fetch_request_max(const Params& p, uint32_t split_items) {
     DeviceZoneScopedN("fd-reader-max");
-    noc_semaphore_wait_min(semaphore(kSemMaxReady), split_items);
+    const uint32_t parent = p.split_first_core + p.tree_parent();
     cb_reserve_back(kCbMaxGlobal, 1);
-    noc_async_read(core_noc_addr(p.split_first_core, get_write_ptr(kCbMaxOut)), get_write_ptr(kCbMaxGlobal),
-                   get_tile_size(kCbMaxGlobal));
+    const uint32_t page = get_write_ptr(kCbMaxGlobal);
+    const uint32_t source = p.tree_parent() == 0 ? get_write_ptr(kCbMaxOut) : page;
+    noc_semaphore_wait_min(semaphore(kSemMaxReady), split_items);
+    noc_async_read(core_noc_addr(parent, source), page, get_tile_size(kCbMaxGlobal));
     noc_async_read_barrier();
+    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemMaxFetched)), 1);
+    share_with_children(p, kSemMaxReady, kSemMaxFetched);
     cb_push_back(kCbMaxGlobal, 1);
-    noc_semaphore_inc(core_noc_addr(p.split_first_core, get_semaphore(kSemMaxFetched)), 1);
-    noc_async_atomic_barrier();
 }
 
 }  // namespace
 
 void kernel_main() {
-    // Every core has the same CB layout, so slices 1.. read slice 0's QSTAGE / CONST pages at the
-    // addresses their own CBs start at (slice 0 serves only that slice: its pointers are there).
+    // Every core has the same CB layout, so slices 1.. read their parent's QSTAGE / CONST pages at
+    // the addresses their own CBs start at (a core with a split slice serves only that slice: its
+    // pointers are there).
     const uint32_t stage_base = get_write_ptr(kCbQStage);
     const uint32_t const_base = get_write_ptr(kCbConst);
     uint32_t split_items = 0;  // split slices served so far: the *_READY semaphores count them
@@ -220,22 +238,20 @@ void kernel_main() {
             fetch_constants(p, const_reader, pages);
             fetch_masks(p, const_reader, pages);
             noc_async_read_barrier();
-            if (p.split()) {
-                // Slices 1.. copy Q and CONST from here instead of DRAM, so a split request reads
-                // them from DRAM once. Keep the pages reserved until every slice has them.
-                for (uint32_t s = 1; s < p.slices(); ++s) {
-                    noc_semaphore_inc(core_noc_addr(p.split_first_core + s, get_semaphore(kSemQueryReady)), 1);
-                }
-                noc_semaphore_wait_min(semaphore(kSemFetched), p.slices() - 1);
-                noc_semaphore_set(semaphore(kSemFetched), 0);
-            }
         } else {
+            // Q and CONST pages 0-1 from this slice's parent in the combine tree (slice 0 read them
+            // from DRAM, the others from their own parent): a split request reads them from DRAM
+            // once, and the copies spread down the tree instead of queueing at slice 0's port.
+            const uint32_t parent = p.split_first_core + p.tree_parent();
             noc_semaphore_wait_min(semaphore(kSemQueryReady), split_items);
-            noc_async_read(core_noc_addr(p.split_first_core, stage_base), stage, kDimTiles * kTileBytes);
-            noc_async_read(core_noc_addr(p.split_first_core, const_base), pages, 2 * kTileBytes);
+            noc_async_read(core_noc_addr(parent, stage_base), stage, kDimTiles * kTileBytes);
+            noc_async_read(core_noc_addr(parent, const_base), pages, 2 * kTileBytes);
             fetch_masks(p, const_reader, pages);
             noc_async_read_barrier();
-            noc_semaphore_inc(core_noc_addr(p.split_first_core, get_semaphore(kSemFetched)), 1);
+            noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemFetched)), 1);
+        }
+        if (p.split()) {
+            share_with_children(p, kSemQueryReady, kSemFetched);  // the pages stay reserved until then
         }
         cb_push_back(kCbQStage, kDimTiles);
         cb_push_back(kCbConst, kConstPages);

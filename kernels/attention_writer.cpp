@@ -9,7 +9,7 @@
 // whole tile.
 // A split request's slice >= 1 instead delivers, to its parent's inboxes, first its subtree's max
 // (MAX_OUT) and then its partial (OUTBOX: O, L, summed over its subtree), raising the parent's
-// kSemArrived + its slot after each; slice 0 shares the request's max with slices 1.. first.
+// kSemArrived + its slot after each; slice 0 first shares the request's max with its children.
 #include <cstdint>
 
 #include "api/dataflow/dataflow_api.h"
@@ -38,15 +38,15 @@ void send_to_parent(const Params& p, uint32_t split_items, uint32_t from, uint32
     cb_pop_front(from, pages);
 }
 
-// Slice 0: the request's max sits in MAX_OUT; tell slices 1.. (kSemMaxReady) and keep it there
-// until all of them have copied it (kSemMaxFetched).
+// Slice 0: the request's max sits in MAX_OUT; tell its children in the combine tree
+// (kSemMaxReady; they hand it on down) and keep it there until they have copied it (kSemMaxFetched).
 void share_request_max(const Params& p) {
     DeviceZoneScopedN("fd-writer-max");
     cb_wait_front(kCbMaxOut, 1);
-    for (uint32_t s = 1; s < p.slices(); ++s) {
-        noc_semaphore_inc(core_noc_addr(p.split_first_core + s, get_semaphore(kSemMaxReady)), 1);
+    for (uint32_t level = 0; level < p.tree_children(); ++level) {
+        noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(kSemMaxReady)), 1);
     }
-    noc_semaphore_wait_min(semaphore(kSemMaxFetched), p.slices() - 1);
+    noc_semaphore_wait_min(semaphore(kSemMaxFetched), p.tree_children());
     noc_semaphore_set(semaphore(kSemMaxFetched), 0);
     noc_async_atomic_barrier();
     cb_pop_front(kCbMaxOut, 1);

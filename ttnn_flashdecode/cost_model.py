@@ -44,12 +44,13 @@ The model
   double-buffers, so compute and the stream overlap; 28 GB/s is the seed's per-core reader
   figure (Wormhole: scaled by the clock ratio, [U]).
 - **A split request** combines up a binomial tree (``attention_protocol.hpp``; slice ``i > 0``
-  sends to ``i - lowbit(i)``) in two passes. Slice ``i`` starts once it has copied slice 0's Q
-  and constants (the copies queue at slice 0's NoC port: ``sum of the bytes of slices 1..i / link
-  rate``) and runs its own slice (as a core, above). Pass 1: it folds its children's subtree
+  sends to ``i - lowbit(i)``) in two passes. Slice ``i > 0`` copies Q and the constants from
+  its parent once the parent has them (a parent's children queue at its NoC port, in slot order:
+  ``bytes / link rate`` each), and a parent starts its K/V stream once all its children have
+  copied; then each runs its own slice (as a core, above). Pass 1: it folds its children's subtree
   maxima in, in slot order, each as soon as it has landed (child done + ``one statistics tile /
-  link rate``); slice 0 then holds the request's max, which slices 1.. copy from it (the copies
-  queue at its port again). Pass 2: each slice rescales its own state, adds its children's
+  link rate``); slice 0 then holds the request's max, which travels back down the tree as Q did.
+  Pass 2: each slice rescales its own state, adds its children's
   partials as they land (child done + ``partial bytes / link rate``), the last step writing its
   partial straight into OUTBOX (slice 0 normalises instead). Which calls belong to which step is measured, not assumed: the
   emulator charges every compute call to the innermost profiler zone (``fd-compute-max``,
@@ -607,8 +608,9 @@ class Estimate:
         chip_dram_s: ``dram_read_bytes`` / chip DRAM bandwidth.
         critical: what bounds the call: ``"dram"`` (chip bandwidth), ``"core"`` (a core of
             unsplit requests), or ``"split"`` (a split request's slices and combine tree).
-        breakdown: the critical path's terms, seconds: for ``"split"``, ``startup_s`` (the last
-            slice's wait for its Q/constants copy), ``slowest_slice_s`` (the longest slice,
+        breakdown: the critical path's terms, seconds: for ``"split"``, ``startup_s`` (the latest
+            K/V stream start: a slice's wait for its Q/constants copy and its children's),
+            ``slowest_slice_s`` (the longest slice,
             startup included), ``tree_s`` (from that slice's end to the root's output), split into
             ``max_pass_s`` (to the request's max on slice 0), ``share_max_s`` (until the last slice
             has copied it) and ``sum_pass_s`` (rescales, sums, normalise), and ``levels`` (tree
@@ -687,10 +689,17 @@ def estimate(
         core = [plan.core_of(request, i) for i in range(count)]
         in_split.update(core)
         children = [protocol.tree_children(i, count) for i in range(count)]
-        # Slices 1.. copy slice 0's Q and constants through slice 0's NoC port, in order (their
-        # L1 reads, less the request's max they copy later).
-        copied = np.cumsum([0] + [int(nbytes["l1_read_bytes"][core[i]]) - stats_bytes for i in range(1, count)])
-        start = copied / link
+        # Slices 1.. copy their parent's Q and constants (their L1 reads, less the request's max
+        # they copy later); a parent's children queue at its NoC port in slot order, and a parent
+        # starts its K/V stream once they all have.
+        copy_s = [0.0] + [(int(nbytes["l1_read_bytes"][core[i]]) - stats_bytes) / link for i in range(1, count)]
+        staged, start = [0.0] * count, [0.0] * count
+        for i in range(count):  # parents have lower indices than their children
+            t = staged[i]
+            for c in children[i]:
+                t += copy_s[c]
+                staged[c] = t
+            start[i] = t
         own = [float(start[i] + fill_s[core[i]] + max(pre_s[core[i]], core_dram_s[core[i]] - fill_s[core[i]]))
                for i in range(count)]
 
@@ -705,9 +714,18 @@ def estimate(
                 done[i] = t + float(end_s[core[i]])
             return done
 
-        # Pass 1: subtree maxima; then slices 1.. copy the request's max from slice 0, in order.
+        # Pass 1: subtree maxima. The request's max then travels down the tree like Q: a slice
+        # copies it from its parent (queued at the parent's port) and hands it to its compute once
+        # its own children have copied it; slice 0's compute has it at once.
         max_done = up_the_tree(own, per_child_s["fd-compute-max"], stats_bytes, zone_s["fd-compute-max"], 0 * post_s)
-        request_max = [max_done[0] + i * stats_bytes / link for i in range(count)]
+        landed, request_max = [max_done[0]] + [0.0] * (count - 1), [max_done[0]] + [0.0] * (count - 1)
+        for i in range(count):
+            t = landed[i]
+            for c in children[i]:
+                t += stats_bytes / link
+                landed[c] = t
+            if i:
+                request_max[i] = t
         # Pass 2: rescale once, add the children's partials as they land (the last step fills OUTBOX);
         # slice 0 then normalises.
         rescaled = [max(max_done[i], request_max[i]) + float(zone_s["fd-compute-rescale"][core[i]]) for i in range(count)]
@@ -715,8 +733,8 @@ def estimate(
         done = sum_done[0]
         if done > worst:
             worst, critical = done, "split"
-            breakdown = {"startup_s": float(start[-1]), "slowest_slice_s": max(own),
-                         "max_pass_s": max_done[0] - max(own), "share_max_s": request_max[-1] - max_done[0],
+            breakdown = {"startup_s": max(start), "slowest_slice_s": max(own),
+                         "max_pass_s": max_done[0] - max(own), "share_max_s": max(request_max) - max_done[0],
                          "sum_pass_s": done - max(request_max), "tree_s": done - max(own),
                          "levels": (count - 1).bit_length()}
     combine_s = zone_s["fd-compute-max"] + zone_s["fd-compute-rescale"] + zone_s["fd-compute-sum"]

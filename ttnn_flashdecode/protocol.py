@@ -181,18 +181,18 @@ class CB(enum.IntEnum):
     PARTIALS = 17  # split-K only: a core's inbox of its children's partials (not one of the seed's 16)
     OUTBOX = 18  # split-K only: a core's partial on its way to its parent
     MAX_INBOX = 19  # split-K only: a core's inbox of its children's subtree maxima
-    MAX_OUT = 20  # split-K only: a subtree's max for the parent (slice 0: the request's, for slices 1..)
-    MAX_GLOBAL = 21  # split-K only, slices 1..: the request's max, copied from slice 0
+    MAX_OUT = 20  # split-K only: a subtree's max for the parent (slice 0: the request's, for its children)
+    MAX_GLOBAL = 21  # split-K only, slices 1..: the request's max, copied from the parent
 
 
 class Semaphore(enum.IntEnum):
     """Split-K semaphore ids, on every core of a split program (``attention_protocol.hpp``)."""
 
-    QUERY_READY = 0  # on slices 1..: slice 0 staged Q and CONST
-    FETCHED = 1  # on slice 0: slices that copied its Q and CONST pages
+    QUERY_READY = 0  # on slices 1..: the parent (combine tree) staged Q and CONST
+    FETCHED = 1  # on a parent: children that copied its Q and CONST pages
     INBOX_READY = 2  # on a child: its parent reserved both its inboxes
-    MAX_READY = 3  # on slices 1..: slice 0's MAX_OUT holds the request's max
-    MAX_FETCHED = 4  # on slice 0: slices that copied the request's max
+    MAX_READY = 3  # on slices 1..: the parent (combine tree) holds the request's max
+    MAX_FETCHED = 4  # on a parent: children that copied the request's max
     ARRIVED = 5  # on a parent, + inbox slot (5 .. 5 + tree_levels - 1): 1 = the child's max landed, 2 = its partial
 
 
