@@ -81,10 +81,13 @@ void scale_query() {
     cb_wait_front(kCbQStage, kDimTiles);
     formats(kCbQStage, kCbConst, kCbQs);
     mul_bcast_scalar_init(kCbQStage, kCbConst);
-    for (uint32_t d = 0; d < kDimTiles; ++d) {
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
+        const uint32_t count = chunk_size(d0);
         tile_regs_acquire();
-        mul_tiles_bcast_scalar(kCbQStage, kCbConst, d, kConstPageScale, 0);
-        pack_to(kCbQs, 1);
+        for (uint32_t i = 0; i < count; ++i) {
+            mul_tiles_bcast_scalar(kCbQStage, kCbConst, d0 + i, kConstPageScale, i);
+        }
+        pack_to(kCbQs, count);
     }
     cb_pop_front(kCbQStage, kDimTiles);
     cb_wait_front(kCbQs, kDimTiles);
@@ -157,9 +160,12 @@ void probabilities(uint32_t live, uint32_t m_new) {
     cb_pop_front(kCbS, kBlockTiles);
 }
 
-// C = exp(M_OLD - M_NEW); frees M_OLD.
-void correction(uint32_t m_old, uint32_t m_new) {
-    formats(m_old, m_new, kCbC);
+// C = exp(M_OLD - M_NEW); frees M_OLD. `reconfigure`: false when the unpackers and packer are
+// already set for statistics CBs (the combine passes).
+void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true) {
+    if (reconfigure) {
+        formats(m_old, m_new, kCbC);
+    }
     sub_init(m_old, m_new);
     exp_tile_init<APPROX>();
     tile_regs_acquire();
@@ -375,14 +381,15 @@ struct StateOut {
 };
 
 // Combine pass 2, first step: C = exp(own M - M), then O = C * O and L = C * L; frees own M and C.
+// Every CB of the combine passes (and OUTBOX) is a statistics CB, in the format share_max set up:
+// no step after it reconfigures the unpackers or the packer.
 void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out) {
     DeviceZoneScopedN("fd-compute-rescale");
     cb_wait_front(m_request, 1);
-    correction(m_own, m_request);
+    correction(m_own, m_request, /*reconfigure=*/false);
     cb_wait_front(kCbC, 1);
     cb_wait_front(kCbO, kDimTiles);
     out.begin();
-    formats(kCbO, kCbC, kCbO);
     mul_bcast_cols_init(kCbO, kCbC);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
         const uint32_t count = chunk_size(d0);
@@ -394,7 +401,6 @@ void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out) {
         out.o(count);
     }
     cb_wait_front(kCbL, 1);
-    formats(kCbC, kCbL, kCbL);
     mul_init(kCbC, kCbL);
     tile_regs_acquire();
     mul_tiles(kCbC, kCbL, 0, 0, 0);
@@ -417,7 +423,6 @@ void add_children(uint32_t children, bool to_outbox) {
         const uint32_t o_j = j * kPartial, l_j = o_j + kDimTiles;
         cb_wait_front(kCbO, kDimTiles);
         out.begin();
-        formats(kCbO, kCbPartials, kCbO);
         add_init(kCbO, kCbPartials);
         for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
             const uint32_t count = chunk_size(d0);

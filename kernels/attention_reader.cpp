@@ -141,13 +141,15 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
 template <typename KAccessor, typename VAccessor>
 void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_reader) {
     DeviceZoneScopedN("fd-reader-kv");
+    // K before V: compute starts on a block's scores and softmax while its V is still arriving.
     for (uint32_t block = 0; block < p.blocks(); ++block) {
         cb_reserve_back(kCbK, kBlockPages);
-        cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block);
-        read_block(kCbV, p, p.v, v_reader, block);
         noc_async_read_barrier();
         cb_push_back(kCbK, kBlockPages);
+        cb_reserve_back(kCbV, kBlockPages);
+        read_block(kCbV, p, p.v, v_reader, block);
+        noc_async_read_barrier();
         cb_push_back(kCbV, kBlockPages);
     }
 }

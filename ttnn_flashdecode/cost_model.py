@@ -39,10 +39,10 @@ The model
   kernels of a core, and the fit absorbs their share into the per-call cost. On Wormhole every
   compute call costs ``1.35 / 1.0`` times more (the seed measured Blackhole at 1.35 GHz; the
   same cycles at 1.0 GHz).
-- **A core's time** = its first K/V block's read + ``max(compute calls x cost, the rest of
-  its DRAM bytes / 28 GB/s)``: compute waits for the first block, then the reader
-  double-buffers, so compute and the stream overlap; 28 GB/s is the seed's per-core reader
-  figure (Wormhole: scaled by the clock ratio, [U]).
+- **A core's time** = its first K block's read + ``max(compute calls x cost, the rest of its
+  DRAM bytes / 28 GB/s)``: compute waits for the first block's K (the reader pushes a block's K
+  before reading its V), then the reader double-buffers, so compute and the stream overlap;
+  28 GB/s is the seed's per-core reader figure (Wormhole: scaled by the clock ratio, [U]).
 - **A split request** combines up a binomial tree (``attention_protocol.hpp``; slice ``i > 0``
   sends to ``i - lowbit(i)``) in two passes. Slice ``i > 0`` copies Q and the constants from
   its parent once the parent has them (a parent's children queue at its NoC port, in slot order:
@@ -558,9 +558,10 @@ def cost_per_call_s(seed_model: CallModel, dev: Device, weights: str = "uniform"
 
 def _first_block_s(plan: Schedule, kv_positions: Sequence[int], block_tiles: int, model: CallModel,
                    dev: Device) -> np.ndarray:
-    """Per core, the time to read its first slice's first K/V block, before compute can start
-    (later blocks and requests are prefetched while compute works)."""
-    per_tile = model.bytes["dram_read_bytes"][FEATURES.index("live_tiles")]
+    """Per core, the time to read its first slice's first K block, before compute can start (the
+    reader pushes a block's K before it reads its V; later blocks and requests are prefetched while
+    compute works)."""
+    per_tile = model.bytes["dram_read_bytes"][FEATURES.index("live_tiles")] // 2  # K of a K+V position tile
     return np.array([min(slices[0].live_tiles(int(kv_positions[slices[0].request])), block_tiles) * per_tile
                      for slices in plan.cores], dtype=float) / dev.core_dram_bytes_per_s
 
