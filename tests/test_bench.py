@@ -57,8 +57,8 @@ def test_bench_table_format():
 
 def test_bench_min_slice_tiles_what_if():
     (default,) = bench.run(["minicpm5-1b"], [8192], [1], ["p150"], emulate_budget=0)
-    (small,) = bench.run(["minicpm5-1b"], [8192], [1], ["p150"], emulate_budget=0, min_slice_tiles=4)
-    assert small.cores_used == 128 and default.cores_used == 64  # 4- vs 8-tile slices of 2 x 256 tiles
+    (large,) = bench.run(["minicpm5-1b"], [8192], [1], ["p150"], emulate_budget=0, min_slice_tiles=8)
+    assert default.cores_used == 128 and large.cores_used == 64  # 4- vs 8-tile slices of 2 x 256 tiles
     (again,) = bench.run(["minicpm5-1b"], [8192], [1], ["p150"], emulate_budget=0)
     assert again.cores_used == default.cores_used  # the override does not leak
 

@@ -37,20 +37,21 @@ from ttnn_flashdecode import protocol
 
 __all__ = ["DEFAULT_MIN_SLICE_TILES", "DEFAULT_MAX_SLICES_PER_CORE", "Slice", "Schedule", "schedule"]
 
-DEFAULT_MIN_SLICE_TILES = 8
+DEFAULT_MIN_SLICE_TILES = 4
 """Smallest split-K slice (live position tiles) the work-based planner cuts (``split=None``).
 
 From the cost model (:mod:`ttnn_flashdecode.cost_model`, per-call cost fitted to the seed's
 Blackhole slope of 3.17 us per position tile, DESIGN.md §8; call counts fitted from the
-emulator): a live position tile costs the compute kernel ~22 API calls, but a slice's fixed work
-(query scaling, first-block set-up, emit or normalise) ~90 and every partial its combine-tree
-parent folds in ~93, and a request cut into ``n`` slices has ``ceil(log2(n))`` tree levels on
-its critical path. Over the benchmark grid (three models, contexts 1k..128k, batch 1 and 32,
-n150 and p150) the geometric mean of the modelled time over the DRAM roofline is 2.39, 2.36,
-2.38 and 2.55 for bounds 4, 8, 16 and 32 (uniform per-call weighting, with the combine folding
-each child in as it lands): 8 is the lowest, and puts MiniCPM5-1B at batch 1, 8k context
-(2 requests x 256 tiles) on 64 cores. Re-derive it when the kernels' per-slice or combine work
-changes (``python -m ttnn_flashdecode bench --min-slice-tiles N`` compares).
+emulator): a live position tile costs the compute kernel ~22 API calls, a slice's own fixed work
+(query scaling, first-block set-up) a few tens more, and a request cut into ``n`` slices has
+``ceil(log2(n))`` levels of the two-pass combine on its critical path (~2 calls per level in the
+max pass, ~20 in the sum pass). Over the benchmark grid (three models, contexts 1k..128k, batch
+1 and 32, n150 and p150) the geometric mean of the modelled time over the DRAM roofline is 1.845,
+1.865, 1.854, 1.942, 1.958 and 1.899 for bounds 2, 3, 4, 5, 6 and 8 (uniform per-call
+weighting). 4 is within 0.5% of the lowest (2) with half as many tree hops per request, whose
+fixed NoC and semaphore latency the model leaves out; it puts MiniCPM5-1B at batch 1, 8k context
+(2 requests x 256 tiles) on 128 cores of a p150. Re-derive it when the kernels' per-slice or
+combine work changes (``python -m ttnn_flashdecode bench --min-slice-tiles N`` compares).
 """
 
 DEFAULT_MAX_SLICES_PER_CORE = 21
