@@ -63,6 +63,7 @@ class Row:
     combine_noc_bytes: int
     time_s: float
     roofline_s: float
+    floor_s: float  # cost_model.Estimate.floor_s
     critical: str
     source: str  # "emu" (emulator-measured bytes and cores) or "model" (analytic)
     weights: str
@@ -161,7 +162,7 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
                         cores_used=used, max_live_tiles=est.max_live_tiles, min_live_tiles=est.min_live_tiles,
                         max_split=est.max_split, block_tiles=block_tiles, dram_read_bytes=dram,
                         min_dram_bytes=est.min_dram_bytes, combine_noc_bytes=noc, time_s=est.time_s,
-                        roofline_s=est.roofline_s, critical=est.critical, source=source, weights=weights,
+                        roofline_s=est.roofline_s, floor_s=est.floor_s, critical=est.critical, source=source, weights=weights,
                         breakdown=dict(est.breakdown),
                     ))
     return rows
@@ -177,14 +178,15 @@ def _bytes(n: int) -> str:
 def format_table(rows: Sequence[Row]) -> str:
     """The rows as a fixed-width table (times in microseconds)."""
     header = (f"{'model':<13}{'ctx':>7}{'batch':>6} {'dev':<5}{'cores':>8}{'tiles/core':>12}{'split':>6}"
-              f"{'DRAM read':>11}{'/min':>7}{'NoC L1':>9}{'time us*':>10}{'roof us':>9}{'x roof':>8}  {'bound':<6}{'src':<5}")
+              f"{'DRAM read':>11}{'/min':>7}{'NoC L1':>9}{'time us*':>10}{'roof us':>9}{'x roof':>8}{'floor':>7}  {'bound':<6}"
+              f"{'src':<5}")
     lines = [header, "-" * len(header)]
     for r in rows:
         lines.append(
             f"{r.model:<13}{r.context:>7}{r.batch:>6} {r.device:<5}{f'{r.cores_used}/{r.cores}':>8}"
             f"{f'{r.max_live_tiles}/{r.min_live_tiles}':>12}{r.max_split:>6}{_bytes(r.dram_read_bytes):>11}"
             f"{r.dram_ratio:>7.3f}{_bytes(r.combine_noc_bytes):>9}{r.time_s * 1e6:>10.1f}{r.roofline_s * 1e6:>9.1f}"
-            f"{r.roofline_ratio:>8.2f}  {r.critical:<6}{r.source:<5}"
+            f"{r.roofline_ratio:>8.2f}{r.floor_s / r.roofline_s:>7.2f}  {r.critical:<6}{r.source:<5}"
         )
     return "\n".join(lines)
 
@@ -208,6 +210,8 @@ def _legend(weights: str) -> str:
         "  slices, partials up the combine tree, semaphores, local query-row copies). roof: min bytes / DRAM bandwidth.",
         "  bound: dram = chip DRAM bandwidth; core = a core of unsplit requests; split = a split request's slices and",
         "  combine tree. src: emu = bytes and cores measured by the emulator (n150 grid), model = analytic.",
+        "  floor: the least time / roofline any split of the longest request could reach with these kernels' per-tile",
+        "  and per-combine-level costs (no fixed, startup or fill costs): scheduling alone cannot go below it.",
     ])
 
 

@@ -616,6 +616,12 @@ class Estimate:
             ``max_pass_s`` (to the request's max on slice 0), ``share_max_s`` (until the last slice
             has copied it) and ``sum_pass_s`` (rescales, sums, normalise), and ``levels`` (tree
             depth, a count); for ``"core"``, ``first_block_s``, ``compute_s`` and ``core_dram_s``.
+        floor_s: the least time any split of the call's longest request could take under this
+            model, and never less than the roofline: its live tiles' compute spread evenly over
+            ``p`` slices (``p`` up to the cores per request) plus one max step and one sum step
+            (with their transfers) per combine level, minimised over ``p``; no fixed, startup,
+            fill, rescale or normalise costs. What scheduling alone could reach with these
+            kernels' per-tile and per-level costs.
     """
 
     device: str
@@ -632,6 +638,7 @@ class Estimate:
     critical: str
     breakdown: Mapping[str, float]
     weights: str = "uniform"
+    floor_s: float = 0.0
 
     @property
     def dram_ratio(self) -> float:
@@ -747,6 +754,12 @@ def estimate(
                          "core_dram_s": float(core_dram_s[core])}
     dram_read = int(nbytes["dram_read_bytes"].sum())
     chip_dram_s = dram_read / (dev.dram_gbps * 1e9)
+    tile_s = model.weighted_per_feature(weights)["live_tiles"] * per_call
+    level_s = sum(per_child_s.values()) + (stats_bytes + partial_bytes) / link
+    longest = max(protocol.live_tiles(int(p)) for p in kv_positions)
+    floor_s = max(roofline_s(kv_positions, model.dim_tiles, dev), min(
+        -(-longest // p) * tile_s + protocol.tree_levels(p) * level_s
+        for p in range(1, min(max(dev.cores // plan.requests, 1), longest, protocol.MAX_SPLIT) + 1)))
     if chip_dram_s >= worst:
         worst, critical = chip_dram_s, "dram"
     live = plan.live_tiles_per_core(kv_positions)
@@ -765,6 +778,7 @@ def estimate(
         critical=critical,
         breakdown=breakdown,
         weights=weights,
+        floor_s=floor_s,
     )
 
 
