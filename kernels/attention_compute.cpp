@@ -349,21 +349,16 @@ void share_max(uint32_t children, uint32_t m_own, bool root, uint32_t m_request)
         pack_tile(0, m_request);
     }
     tile_regs_release();
-    // The whole inbox (the reader pushes the unused slots right after the last child's) before
-    // MAX_OUT: the writer finds its parent's slot from this core's MAX_INBOX write pointer, which
-    // must be back at the CB's start.
-    cb_wait_front(kCbMaxInbox, kInboxSlots);
-    cb_pop_front(kCbMaxInbox, kInboxSlots);
     cb_push_back(kCbMaxOut, 1);
     if (root) {
         cb_push_back(m_request, 1);
     }
+    cb_wait_front(kCbMaxInbox, kInboxSlots);
+    cb_pop_front(kCbMaxInbox, kInboxSlots);  // the whole inbox, as the reader pushed it
 }
 
 // Where a combine pass-2 step leaves the new (O, L): back in O and L, or -- the last step of a slice
 // that sends its partial -- straight into OUTBOX (O pages, then L), so no step copies the state.
-// OUTBOX fills only once the reader has pushed the whole PARTIALS inbox: the writer finds its
-// parent's slot from this core's PARTIALS write pointer, which must then be back at the CB start.
 struct StateOut {
     bool outbox;
     void begin() const {
@@ -417,9 +412,7 @@ void add_children(uint32_t children, bool to_outbox) {
     constexpr uint32_t kPartial = partial_pages(kDimTiles);
     for (uint32_t j = 0; j < children; ++j) {
         const StateOut out{to_outbox && j + 1 == children};
-        // Before OUTBOX fills, the whole inbox (see StateOut): the reader pushes the unused
-        // slots right after the last child's, so this waits for nothing more.
-        cb_wait_front(kCbPartials, out.outbox ? kInboxPages : (j + 1) * kPartial);
+        cb_wait_front(kCbPartials, (j + 1) * kPartial);
         const uint32_t o_j = j * kPartial, l_j = o_j + kDimTiles;
         cb_wait_front(kCbO, kDimTiles);
         out.begin();
@@ -456,9 +449,6 @@ void combine(const Params& p, uint32_t m_own, uint32_t m_spare) {
     const uint32_t children = p.tree_children();
     share_max(children, m_own, root, m_spare);
     const uint32_t m_request = root ? m_spare : kCbMaxGlobal;
-    if (!root && children == 0) {
-        cb_wait_front(kCbPartials, kInboxPages);  // before OUTBOX fills: see StateOut
-    }
     rescale_state(m_own, m_request, StateOut{!root && children == 0});
     add_children(children, !root);
     if (root) {

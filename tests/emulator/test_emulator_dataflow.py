@@ -383,3 +383,42 @@ def test_dprint_goes_to_the_report_and_assert_fails_the_run(emu):
     bad = _kernel(DPRINT_ASSERT, cores, ttnn.ReaderConfigDescriptor(), rt=[((1, 1), [12])], inline=True)
     with pytest.raises(EmulatorError, match=r"core \(1,1\) reader kernel inline#0: ASSERT\(v < 10\) failed"):
         emu.run(ttnn.ProgramDescriptor(kernels=[bad], cbs=[], semaphores=[]))
+
+
+PUSH_ONE_AND_SHOW = r"""
+#include "api/dataflow/dataflow_api.h"
+#include "api/debug/dprint.h"
+void kernel_main() {
+    cb_reserve_back(0, 1);
+    cb_push_back(0, 1);
+    DPRINT << "wr=" << get_write_ptr(0) << ENDL();
+}
+"""
+
+POP_ONE_AND_SHOW = r"""
+#include "api/dataflow/dataflow_api.h"
+#include "api/debug/dprint.h"
+void kernel_main() {
+    cb_wait_front(0, 1);
+    const uint32_t wr = get_write_ptr(0), before = get_read_ptr(0);
+    cb_pop_front(0, 1);
+    DPRINT << "wr=" << wr << " rd=" << before << " rd_after=" << get_read_ptr(0) << ENDL();
+}
+"""
+
+
+def test_each_kernel_sees_its_own_cb_pointers(emu):
+    """As on silicon (each RISC's local CB interface): a kernel's get_write_ptr / get_read_ptr move
+    only with its own pushes / pops, so the consumer still sees the CB's start as the write pointer
+    after the producer has pushed, and the producer never sees the consumer's pops."""
+    cores = _crs((0, 0))
+    producer = _kernel(PUSH_ONE_AND_SHOW, cores, ttnn.ReaderConfigDescriptor(), inline=True)
+    consumer = _kernel(POP_ONE_AND_SHOW, cores, ttnn.WriterConfigDescriptor(), inline=True)
+    report = emu.run(ttnn.ProgramDescriptor(kernels=[producer, consumer], cbs=[_cb(cores, 4)], semaphores=[]))
+    values = {}
+    for line in report.log:
+        role = "producer" if "reader kernel" in line else "consumer"
+        values.update({f"{role}_{k}": int(v) for k, v in re.findall(r"(\w+)=(\d+)", line.split(": ", 1)[1])})
+    start = values["consumer_wr"]
+    assert values["producer_wr"] == start + TILE_BYTES  # the producer's own push moved it
+    assert values["consumer_rd"] == start and values["consumer_rd_after"] == start + TILE_BYTES

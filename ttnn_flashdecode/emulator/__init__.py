@@ -10,7 +10,8 @@ What it models
 --------------
 - **Circular buffers** with tt-metal semantics (TT_FACTS §2): page size and count, uint16
   ``tiles_received``/``tiles_acked`` counters, read/write pointers that wrap only at the end,
-  blocking reserve/wait on real counts. Placed in an emulated L1 of the arch's real size
+  blocking reserve/wait on real counts. As on silicon, each kernel sees its own copy of a CB's
+  pointers (``get_write_ptr``/``get_read_ptr`` move only with that kernel's own pushes/pops). Placed in an emulated L1 of the arch's real size
   (``MEM_L1_SIZE``) from the unreserved base upward, at the addresses tt-metal's program would
   give them (CB i of a descriptor: max over its cores of the current top, in descriptor order).
 - **DRAM-interleaved buffers** in 12 (Wormhole B0) or 8 (Blackhole) banks: page i in bank

@@ -596,18 +596,23 @@ void cb_pop_front(uint32_t cb, uint32_t n) {
     k.core->cv.notify_all();
 }
 
+// Each RISC keeps its own copy of a CB's pointers (tt-metal's local CB interface, set to the CB's
+// start at kernel launch) and moves it only with its own pushes / pops: a kernel that never
+// pushes (pops) a CB sees its start, whatever the producer (consumer) has done.
 uint32_t cb_read_addr(uint32_t cb) {
     Kernel& k = me();
     bump(k, "get_read_ptr");
     std::lock_guard<std::mutex> g(t_k->run->mu);
-    return cb_of(k, cb, "get_read_ptr").rd;
+    const CB& c = cb_of(k, cb, "get_read_ptr");
+    return c.consumer >= 0 && c.consumer != k.slot ? c.addr : c.rd;
 }
 
 uint32_t cb_write_addr(uint32_t cb) {
     Kernel& k = me();
     bump(k, "get_write_ptr");
     std::lock_guard<std::mutex> g(t_k->run->mu);
-    return cb_of(k, cb, "get_write_ptr").wr;
+    const CB& c = cb_of(k, cb, "get_write_ptr");
+    return c.producer >= 0 && c.producer != k.slot ? c.addr : c.wr;
 }
 
 uint32_t cb_page_size(uint32_t cb) {
