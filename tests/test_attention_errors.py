@@ -50,10 +50,19 @@ def test_attention_refuses_bad_positions(cur_pos, error, words):
         assert word in str(info.value)
 
 
-def test_attention_refuses_a_window_past_the_cache():
-    q, k, v = _good(capacity=96)  # 3 position tiles: no double block of any size tiles it
-    with pytest.raises(ValueError, match=r"cur_pos\[0\].*padded read window"):
-        attention(q, k, v, cur_pos=[95, 0])
+@pytest.mark.parametrize("cur_pos", [[95, 0], [5, 0]])
+def test_attention_refuses_a_cache_whose_last_window_does_not_fit(cur_pos):
+    """3 position tiles: no double block of any size tiles them, so the last position could not be
+    attended; refused on the first call, not only once a user gets there."""
+    q, k, v = _good(capacity=96)
+    with pytest.raises(ValueError, match=r"k: expected a KV cache of whole double blocks .* capacity 96 positions"):
+        attention(q, k, v, cur_pos=cur_pos)
+
+
+def test_attention_accepts_any_cache_of_whole_double_blocks():
+    q, k, v = _good(capacity=100)  # 4 position tiles: double blocks of 2 tile them
+    out = attention(q, k, v, cur_pos=[99, 3]).astype(np.float64)
+    assert np.isfinite(out).all()
 
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -115,10 +124,11 @@ def test_attention_refuses_bad_chunk_and_rows_arguments(rows_of_q, kwargs, error
         assert word in str(info.value), str(info.value)
 
 
-def test_attention_refuses_a_chunk_window_past_the_cache():
+@pytest.mark.parametrize("chunk_start", [[90, 0], [0, 0]])
+def test_attention_refuses_a_chunk_on_a_cache_whose_last_window_does_not_fit(chunk_start):
     q, k, v = _good(capacity=96)
-    with pytest.raises(ValueError, match=r"chunk_start\[0\].*padded read window"):
-        attention(np.zeros((1, 1, 4, q.shape[-1]), BF16), k, v, chunk_start=[90, 0])
+    with pytest.raises(ValueError, match=r"k: expected a KV cache of whole double blocks"):
+        attention(np.zeros((1, 1, 4, q.shape[-1]), BF16), k, v, chunk_start=chunk_start)
 
 
 def test_attention_refuses_integer_host_tensors():
@@ -154,5 +164,5 @@ def test_attention_takes_chunk_starts_as_a_numpy_array():
 def test_capacity_error_does_not_suggest_a_smaller_block_when_it_is_already_one():
     q, k, v = _good(capacity=96)
     with pytest.raises(ValueError) as info:
-        attention(q, k, v, cur_pos=[95, 0])
+        attention(q, k, v, cur_pos=[5, 0])
     assert "smaller block_tiles" not in str(info.value) and "multiple of 64 positions" in str(info.value)

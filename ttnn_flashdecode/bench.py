@@ -39,8 +39,9 @@ EMULATE_BUDGET = 262_144
 every such run takes a few seconds on a 2-core host (Llama-3.1-8B at batch 32, 1k: ~6 s)."""
 
 NOTE = ("Device times are MODELLED, not measured (no Tenstorrent card): ttnn_flashdecode.cost_model, "
-        "per-call cost fitted to the seed's Blackhole slope (DESIGN.md §8), DRAM 288/512 GB/s, clocks "
-        "1.0/1.35 GHz (TT_FACTS §8). Not included: the seed's per-launch overhead (its line's ~{launch:.0f} us "
+        "per-call cost fitted to the seed's Blackhole slope (the seed: the single-core op this project grew from, "
+        "timed on a card by its authors; docs/reference/DESIGN.md §8), DRAM 288/512 GB/s, clocks "
+        "1.0/1.35 GHz (docs/reference/TT_FACTS.md §8). Not included: the seed's per-launch overhead (its line's ~{launch:.0f} us "
         "intercept, ~{residual:.0f} us of it beyond the work the model counts).")
 
 

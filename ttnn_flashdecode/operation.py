@@ -250,22 +250,22 @@ def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: in
     return 1
 
 
-def _check_windows(plan: Plan, positions: Sequence[int]) -> None:
-    name = "chunk_start" if plan.shape.kind == "chunk" else "cur_pos"
-    requests_per_user = plan.shape.requests // plan.shape.batch
-    kv_per_user = plan.shape.kv_positions(positions)[::requests_per_user]  # a user's requests share it
-    for user, (position, kv) in enumerate(zip(positions, kv_per_user)):
-        window = protocol.padded_tiles(kv, plan.residency.block_tiles)
-        if window > plan.shape.capacity_tiles:
-            raise ValueError(
-                f"{name}[{user}]: expected a padded read window (whole double blocks of "
-                f"{plan.residency.block_tiles} tiles) inside the cache's {plan.shape.capacity_tiles} tiles, got "
-                f"{window} tiles for position {position}; "
-                + (f"use a capacity that is a multiple of {64 * plan.residency.block_tiles} positions or a smaller block_tiles"
-                   if plan.residency.block_tiles > 1 else
-                   "use a capacity that is a multiple of 64 positions (the cache's last position tile can only be "
-                   "read when the cache holds whole pairs of position tiles)")
-            )
+def _check_windows(plan: Plan) -> None:
+    """Refuse a cache in which some position could not be attended: every request's padded read
+    window (its live tiles rounded up to whole double blocks, the parameter block's contract) must
+    lie inside the cache, and the longest window is the one at the cache's last position. Checked
+    on every call, whatever the positions, so a cache that would fail once it fills up fails on
+    the first call instead."""
+    block, capacity_tiles = plan.residency.block_tiles, plan.shape.capacity_tiles
+    window = protocol.padded_tiles(plan.shape.capacity, block)
+    if window > capacity_tiles:
+        raise ValueError(
+            f"k: expected a KV cache of whole double blocks ({2 * block} position tiles, block_tiles {block}), so "
+            f"that its last positions can be attended, got capacity {plan.shape.capacity} positions "
+            f"({capacity_tiles} tiles; the last position's padded read window is {window} tiles); "
+            + (f"use a capacity that is a multiple of {64 * block} positions or a smaller block_tiles" if block > 1 else
+               "use a capacity that is a multiple of 64 positions")
+        )
 
 
 def attention(
@@ -345,8 +345,9 @@ def attention(
             not a multiple of head_dim), the GQA ratio is not an integer or exceeds 32, both
             ``cur_pos`` and ``chunk_start`` (or ``rows`` with ``chunk_start``) are given,
             ``rows`` x GQA ratio exceeds 32, a chunk longer than 32, a position is negative or
-            past capacity (ROWS: below ``rows - 1``; CHUNK: the chunk runs past capacity) or its
-            padded window leaves the cache, head_dim or block_tiles does not fit L1, a split
+            past capacity (ROWS: below ``rows - 1``; CHUNK: the chunk runs past capacity), a cache
+            whose capacity is not a whole number of double blocks (its last positions' padded
+            window would leave it; any position), head_dim or block_tiles does not fit L1, a split
             larger than the grid or the reducer's L1 inbox allows, more requests than the grid's
             runtime-arg capacity, device tensors that are not bfloat16 / TILE / DRAM
             interleaved or live on different devices, a bad backend or memory_config. All raised
@@ -527,7 +528,7 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
         accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in buffers)
         plan = plan_program(shape, inputs.positions, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
                      emu.worker_core_from_logical_core)
-        _check_windows(plan, inputs.positions)
+        _check_windows(plan)
         addresses = Addresses(*(b.address for b in buffers))
         program = build_program(plan, decode_requests(plan, inputs.positions, addresses))
         report = emu.run(program)
@@ -563,7 +564,7 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
     accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
     plan = plan_program(shape, inputs.positions, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                  _device_noc_xy(device))
-    _check_windows(plan, inputs.positions)
+    _check_windows(plan)
     addresses = Addresses(*(t.buffer_address() for t in operands))
     program = build_program(plan, decode_requests(plan, inputs.positions, addresses))
     signpost = _tracy_signpost()
