@@ -616,12 +616,12 @@ class Estimate:
             ``max_pass_s`` (to the request's max on slice 0), ``share_max_s`` (until the last slice
             has copied it) and ``sum_pass_s`` (rescales, sums, normalise), and ``levels`` (tree
             depth, a count); for ``"core"``, ``first_block_s``, ``compute_s`` and ``core_dram_s``.
-        floor_s: the least time any split of the call's longest request could take under this
-            model, and never less than the roofline: its live tiles' compute spread evenly over
-            ``p`` slices (``p`` up to the cores per request) plus one max step and one sum step
-            (with their transfers) per combine level, minimised over ``p``; no fixed, startup,
-            fill, rescale or normalise costs. What scheduling alone could reach with these
-            kernels' per-tile and per-level costs.
+        floor_s: the least time an even split of the call's longest request could take under
+            this model, and never less than the roofline: its live tiles' compute spread evenly
+            over ``p`` slices (``p`` up to the cores per request) plus one max step and one sum
+            step (with their transfers) per combine level, minimised over ``p``; no fixed,
+            startup, fill, rescale or normalise costs. What re-scheduling the same kernels into
+            even slices could at best reach.
     """
 
     device: str
