@@ -211,7 +211,7 @@ def _legend(weights: str) -> str:
         "  slices, partials up the combine tree, semaphores, local query-row copies). roof: min bytes / DRAM bandwidth.",
         "  bound: dram = chip DRAM bandwidth; core = a core of unsplit requests; split = a split request's slices and",
         "  combine tree. src: emu = bytes and cores measured by the emulator (n150 grid), model = analytic.",
-        "  floor: the least time / roofline an even split of the longest request could reach with these kernels'",
+        "  floor: the least time / roofline any even split of the longest request could reach with these kernels'",
         "  per-tile and per-combine-level costs alone (no fixed, startup or fill costs; cost_model.Estimate.floor_s).",
     ])
 

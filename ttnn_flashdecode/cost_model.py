@@ -620,8 +620,9 @@ class Estimate:
             this model, and never less than the roofline: its live tiles' compute spread evenly
             over ``p`` slices (``p`` up to the cores per request) plus one max step and one sum
             step (with their transfers) per combine level, minimised over ``p``; no fixed,
-            startup, fill, rescale or normalise costs. What re-scheduling the same kernels into
-            even slices could at best reach.
+            startup, fill, rescale or normalise costs. Even slices are the best split here: the
+            combine's pass 1 needs every slice's stream done, so the slowest slice sets its start.
+            What re-scheduling these kernels could at best reach.
     """
 
     device: str
