@@ -76,19 +76,27 @@ void pack_to(uint32_t cb, uint32_t count) {
 
 constexpr uint32_t chunk_size(uint32_t d0) { return kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk; }
 
+// Runs `tile_op(d, i)` for every dim tile d, into DST tile i, one DST chunk (kDimChunk tiles) per
+// acquire, and hands each chunk's tile count to `finish`, which packs them.
+template <typename TileOp, typename Finish>
+void per_dim_chunk(TileOp tile_op, Finish finish) {
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
+        const uint32_t count = chunk_size(d0);
+        tile_regs_acquire();
+        for (uint32_t i = 0; i < count; ++i) {
+            tile_op(d0 + i, i);
+        }
+        finish(count);
+    }
+}
+
 // QS = QSTAGE * scale (scale = CONST page 1, broadcast as a scalar).
 void scale_query() {
     cb_wait_front(kCbQStage, kDimTiles);
     formats(kCbQStage, kCbConst, kCbQs);
     mul_bcast_scalar_init(kCbQStage, kCbConst);
-    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-        const uint32_t count = chunk_size(d0);
-        tile_regs_acquire();
-        for (uint32_t i = 0; i < count; ++i) {
-            mul_tiles_bcast_scalar(kCbQStage, kCbConst, d0 + i, kConstPageScale, i);
-        }
-        pack_to(kCbQs, count);
-    }
+    per_dim_chunk([](uint32_t d, uint32_t i) { mul_tiles_bcast_scalar(kCbQStage, kCbConst, d, kConstPageScale, i); },
+                  [](uint32_t count) { pack_to(kCbQs, count); });
     cb_pop_front(kCbQStage, kDimTiles);
     cb_wait_front(kCbQs, kDimTiles);
 }
@@ -272,14 +280,8 @@ void normalise(uint32_t m_final) {
     cb_reserve_back(kCbOut, kDimTiles);
     formats(kCbO, kCbLsum, kCbOut);
     mul_bcast_cols_init(kCbO, kCbLsum);
-    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-        const uint32_t count = chunk_size(d0);
-        tile_regs_acquire();
-        for (uint32_t i = 0; i < count; ++i) {
-            mul_tiles_bcast_cols(kCbO, kCbLsum, d0 + i, 0, i);
-        }
-        pack_reserved(kCbOut, count);
-    }
+    per_dim_chunk([](uint32_t d, uint32_t i) { mul_tiles_bcast_cols(kCbO, kCbLsum, d, 0, i); },
+                  [](uint32_t count) { pack_reserved(kCbOut, count); });
     cb_push_back(kCbOut, kDimTiles);
     cb_pop_front(kCbO, kDimTiles);
     cb_pop_front(kCbLsum, 1);
@@ -306,14 +308,8 @@ void copy_pages(uint32_t cb, uint32_t first, uint32_t count, uint32_t out) {
 void empty_state(uint32_t m_state) {
     formats(kCbConst, kCbConst, kCbO);
     sub_init(kCbConst, kCbConst);
-    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-        const uint32_t count = chunk_size(d0);
-        tile_regs_acquire();
-        for (uint32_t i = 0; i < count; ++i) {
-            sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, i);  // scale - scale = 0
-        }
-        pack_to(kCbO, count);
-    }
+    per_dim_chunk([](uint32_t, uint32_t i) { sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, i); },
+                  [](uint32_t count) { pack_to(kCbO, count); });  // scale - scale = 0
     pack_reconfig_data_format(kCbL);
     tile_regs_acquire();
     sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, 0);
@@ -386,15 +382,13 @@ void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out) {
     cb_wait_front(kCbO, kDimTiles);
     out.begin();
     mul_bcast_cols_init(kCbO, kCbC);
-    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-        const uint32_t count = chunk_size(d0);
-        tile_regs_acquire();
-        for (uint32_t i = 0; i < count; ++i) {
-            mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);  // old O pages of this chunk are at the front
-        }
-        cb_pop_front(kCbO, count);
-        out.o(count);
-    }
+    // Old O pages of the chunk being rescaled are at the front: each chunk is popped before its new
+    // pages are pushed.
+    per_dim_chunk([](uint32_t, uint32_t i) { mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i); },
+                  [&](uint32_t count) {
+                      cb_pop_front(kCbO, count);
+                      out.o(count);
+                  });
     cb_wait_front(kCbL, 1);
     mul_init(kCbC, kCbL);
     tile_regs_acquire();
@@ -417,15 +411,11 @@ void add_children(uint32_t children, bool to_outbox) {
         cb_wait_front(kCbO, kDimTiles);
         out.begin();
         add_init(kCbO, kCbPartials);
-        for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-            const uint32_t count = chunk_size(d0);
-            tile_regs_acquire();
-            for (uint32_t i = 0; i < count; ++i) {
-                add_tiles(kCbO, kCbPartials, i, o_j + d0 + i, i);
-            }
-            cb_pop_front(kCbO, count);
-            out.o(count);
-        }
+        per_dim_chunk([&](uint32_t d, uint32_t i) { add_tiles(kCbO, kCbPartials, i, o_j + d, i); },
+                      [&](uint32_t count) {
+                          cb_pop_front(kCbO, count);
+                          out.o(count);
+                      });
         cb_wait_front(kCbL, 1);
         add_init(kCbL, kCbPartials);
         tile_regs_acquire();
