@@ -110,9 +110,11 @@ def test_attention_reads_only_live_kv_tiles():
 
 
 @pytest.mark.parametrize("split", [1, 2, 3, 7, 16, 64])
-def test_attention_split_counts(split):
+def test_attention_split_counts(split, record_property):
     """Split-K: the live tiles cut into `split` slices on as many cores, combined up a tree."""
-    run_case(f"split={split}", n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_pos=[5000], split=split)
+    figures = run_case(f"split={split}", n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_pos=[5000], split=split)
+    record_property("figure", f"split-K split={split:>2} (kv 5001, 8 Q heads, d 128) vs float64: PCC {figures['pcc']:.6f}, "
+                              f"rel-L2 {figures['rel_l2']:.2e}, max-abs {figures['max_abs']:.4f}")
     report = last_report()
     assert len(report.cores) == split
     if split > 1:
@@ -135,15 +137,15 @@ def test_attention_ragged_batch_is_scheduled_by_work():
     assert len(report.cores) > 32  # 32 requests: the long ones took extra cores
 
 
-def test_attention_split_reads_dram_once_on_most_of_the_grid():
+def test_attention_split_reads_dram_once_on_most_of_the_grid(record_property):
     """MiniCPM5-1B shapes at batch 1, 8k: at least 32 cores, DRAM bytes within 2% of the minimum
     (every live K and V tile read once); Q and the constants come from DRAM once per request."""
     run_case("MiniCPM5-1B 8k", batch=1, n_q=16, n_kv=2, head_dim=128, capacity=8192, cur_pos=[8191])
     report = last_report()
     minimum = 2 * 2 * 256 * 4 * 2048  # 2 KV groups x (K and V) x 256 position tiles x 4 dim tiles
     read = report.totals.dram_read_bytes
-    print(f"cores {len(report.cores)}, DRAM read {read} B, minimum {minimum} B, ratio {read / minimum:.4f}, "
-          f"combine NoC bytes {report.totals.l1_write_bytes}")
+    record_property("figure", f"MiniCPM5-1B batch 1 8k on the emulator (8x8 grid): {len(report.cores)} cores, DRAM read "
+                              f"{read} B = {read / minimum:.4f}x the minimum, combine NoC writes {report.totals.l1_write_bytes} B")
     assert len(report.cores) >= 32
     assert minimum <= read <= 1.02 * minimum
     assert read == minimum + 2 * (8 * 4 * 2 * 64 + 2 * 2048)  # + per request: query rows, scaler and scale

@@ -14,9 +14,9 @@ spec.loader.exec_module(mutation_check)
 
 
 @pytest.mark.parametrize("mutation", mutation_check.MUTATIONS, ids=lambda m: m.name)
-def test_mutation_turns_attention_tests_red(mutation):
+def test_mutation_turns_attention_tests_red(mutation, record_property):
     caught, seconds, tail = mutation_check.run(mutation)
-    print(f"\n{mutation.name}: {'caught' if caught else 'MISSED'} in {seconds:.1f}s ({mutation.bug})")
+    record_property("figure", f"mutation {mutation.name}: {'caught' if caught else 'MISSED'} in {seconds:.1f}s")
     assert caught, f"mutation {mutation.name} ({mutation.bug}) left the attention tests green:\n{tail}"
 
 
