@@ -23,9 +23,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
 # Cases that exercise a tail mask, several blocks, the correction factor and a multi-tile row; a
 # CHUNK from a tile-aligned start (the causal tile) and from mid-tile (two tiles of gathered row
-# masks); ROWS with several heads and rows per KV group (the staircase).
+# masks); ROWS with several heads and rows per KV group (the staircase); split-K with 7 slices,
+# with random scores and with one position ~100 above the rest in a slice other than 0 (the max
+# pass: without the request's true max, exp() overflows).
 TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "tests/test_attention.py::test_attention_seed_shapes[2048]",
               "tests/test_attention.py::test_attention_split_counts[7]",
+              "tests/test_attention.py::test_attention_split_with_one_dominant_position[3]",
               "tests/test_attention_modes.py::test_chunk_lengths_and_starts[7-tile-edge64]",
               "tests/test_attention_modes.py::test_chunk_lengths_and_starts[32-mid-tile45]",
               "tests/test_attention_modes.py::test_rows_every_valid_positions[ratio3-P10]"]
@@ -81,6 +84,10 @@ MUTATIONS = [
              "add_tiles(kCbL, kCbPartials, 0, l_j, 0);",
              "add_tiles(kCbL, kCbPartials, 0, o_j, 0);",
              "the split-K sum pass adds a child's first O tile to L instead of its row sums"),
+    Mutation("max-pass-ignores-children", "attention_compute.cpp",
+             "copy_tile(kCbMaxInbox, j, 1);\n        binary_max_tile(0, 1, 0);",
+             "copy_tile(kCbMaxInbox, j, 1);",
+             "the split-K max pass keeps each slice's own max, so a larger max elsewhere overflows exp()"),
     Mutation("combine-keeps-own-max", "attention_compute.cpp",
              "const uint32_t m_request = root ? m_spare : kCbMaxGlobal;",
              "const uint32_t m_request = root ? m_spare : m_own;",

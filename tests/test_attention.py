@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ttnn_flashdecode import attention, last_report
+from ttnn_flashdecode import attention, last_report, protocol
 from ttnn_flashdecode.reference import attention_reference, max_abs, pcc, relative_l2
 
 MIN_PCC = 0.9999
@@ -121,6 +121,27 @@ def test_attention_split_counts(split, record_property):
         assert report.totals.zones["fd-writer-partial"] == split - 1  # every slice but the root sends once
         for zone in ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum"):  # both combine passes, every slice
             assert report.totals.zones[zone] == split
+
+
+@pytest.mark.parametrize("slice_with_spike", [0, 3, 6])
+def test_attention_split_with_one_dominant_position(slice_with_spike):
+    """Split-K where one position's scores sit ~100 above the rest (an attention sink) in one slice:
+    every other slice's weights underflow to 0 and exp() of any score measured from a smaller max
+    would overflow float32 (e^100 > 3.4e38), so the combine must find the request's true max. The
+    output is that position's V row."""
+    q, k, v = _inputs(1, 8, 1, 128, 8192, seed=1)
+    q[...] = np.tile(q[..., :128], 8)  # one query vector for all 8 heads
+    live_tiles, split = protocol.live_tiles(5001), 7
+    begin, end = protocol.slice_tiles(5001, slice_with_spike, split)
+    spike = (begin + end) // 2 * 32 + 5  # a position inside the slice
+    assert begin < end <= live_tiles
+    target = q[0, 0, 0, :128].astype(np.float64)
+    k[0, 0, spike] = (target * 100.0 * np.sqrt(128) / np.dot(target, target)).astype(ml_dtypes.bfloat16)
+    out = attention(q, k, v, cur_pos=[5000], split=split).astype(np.float64)
+    want = attention_reference(q, k, v, cur_pos=[5000])
+    assert np.isfinite(out).all()
+    assert pcc(out, want) >= MIN_PCC and relative_l2(out, want) <= MAX_RELATIVE_L2
+    np.testing.assert_allclose(out[0, 0, 0, :128], v[0, 0, spike].astype(np.float64), atol=0.02)
 
 
 @pytest.mark.parametrize("cur_pos, split", [([99], 7), ([0], 3), ([40], 64)])
