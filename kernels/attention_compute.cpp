@@ -322,7 +322,8 @@ void empty_state(uint32_t m_state) {
 
 // Combine pass 1 (attention_protocol.hpp, above partial_pages): this subtree's max = max(own M,
 // the children's subtree maxima, each folded in as it lands) into MAX_OUT for the writer (to the
-// parent; on slice 0, to slices 1..); slice 0 also keeps it in `m_request`. Leaves `m_own`.
+// parent; on slice 0, the request's max, to its children); slice 0 also keeps it in `m_request`.
+// Leaves `m_own`.
 void share_max(uint32_t children, uint32_t m_own, bool root, uint32_t m_request) {
     DeviceZoneScopedN("fd-compute-max");
     formats(m_own, kCbMaxInbox, kCbMaxOut);

@@ -12,18 +12,18 @@
 // slice's window (its live tiles rounded up to whole double blocks), K and V
 // block_tiles*dim_tiles pages each; and for a split slice, its children's subtree maxima as they
 // land (MAX_INBOX, inbox_slots pages), on slices 1.. the request's max (MAX_GLOBAL, 1 page), and
-// its children's partials as they land (PARTIALS, inbox_slots * (dim_tiles + 1) pages). Only live position
-// tiles are read from DRAM: the pages of padding tiles are pushed unread because compute never
-// unpacks them.
+// its children's partials as they land (PARTIALS, inbox_slots * (dim_tiles + 1) pages). Only live
+// position tiles are read from DRAM: the pages of padding tiles are pushed unread because compute
+// never unpacks them.
 //
 // Split-K handshake (semaphores, attention_protocol.hpp): every slice reserves its inboxes and
 // raises kSemInboxReady on its children in the combine tree. Slice 0 stages Q and CONST from
 // DRAM; every other slice copies its parent's Q and CONST pages over the NoC once the parent has
 // raised kSemQueryReady on it, and raises the parent's kSemFetched; a parent keeps the pages until
-// kSemFetched counts all its children. The writers
-// deliver subtree maxima and then partials into their parent's inboxes and raise its
-// kSemArrived + slot each time; the reader hands compute each slot as it lands. Between the two
-// passes, the request's max travels down the tree the way Q does (kSemMaxReady / kSemMaxFetched).
+// kSemFetched counts all its children. The writers deliver subtree maxima and then partials into
+// their parent's inboxes and raise its kSemArrived + slot each time; the reader hands compute each
+// slot as it lands. Between the two passes, the request's max travels down the tree the way Q
+// does (kSemMaxReady / kSemMaxFetched).
 // Named compile-time arg inbox_slots: ceil(log2(largest split)), 0 when nothing is split.
 // Common runtime args (split programs): the NoC coordinate table of the program's cores.
 #include <cstdint>
