@@ -284,3 +284,8 @@ def test_split_slices_fetch_only_the_masks_of_the_tiles_they_own():
     assert fetched(1, 2) == (protocol.GATHER_MASK, protocol.NO_MASK)
     assert fetched(0, 0) == (protocol.GATHER_MASK, protocol.GATHER_MASK)  # not split: both
     assert fetched(5, 7) == (protocol.ConstTile.TAIL_MASK, protocol.NO_MASK)  # an empty slice: the kill mask
+
+
+def test_the_largest_split_fits_the_per_core_semaphores():
+    assert len(protocol.semaphore_ids(protocol.MAX_SPLIT)) == 5 + 8 <= protocol.SEMAPHORES_PER_CORE
+    assert protocol.semaphore_ids(1) == [0, 1, 2, 3, 4]

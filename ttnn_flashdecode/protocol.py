@@ -83,6 +83,7 @@ __all__ = [
     "CB",
     "Semaphore",
     "semaphore_ids",
+    "SEMAPHORES_PER_CORE",
     "partial_pages",
     "tree_levels",
     "tree_children",
@@ -196,8 +197,14 @@ class Semaphore(enum.IntEnum):
     ARRIVED = 5  # on a parent, + inbox slot (5 .. 5 + tree_levels - 1): 1 = the child's max landed, 2 = its partial
 
 
+SEMAPHORES_PER_CORE = 16
+"""Program semaphores a core can hold in tt-metal 0.81 (the installed libtt_metal's "No free L1
+semaphore slot (per-core 16 limit)"); ``semaphore_ids(MAX_SPLIT)`` stays within it."""
+
+
 def semaphore_ids(max_split: int) -> list[int]:
-    """Semaphore ids a split program needs: five handshakes and one arrival per inbox slot."""
+    """Semaphore ids a split program needs: five handshakes and one arrival per inbox slot (at most
+    ``5 + 8 = 13`` for :data:`MAX_SPLIT`, within :data:`SEMAPHORES_PER_CORE`)."""
     return list(range(Semaphore.ARRIVED + tree_levels(max_split)))
 
 
