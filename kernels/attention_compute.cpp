@@ -200,16 +200,22 @@ void update_sum() {
     pack_to(kCbL, 1);
 }
 
-// L = rowsum(P) on the first block, else L = C * L + rowsum(P).
-void running_sum(uint32_t live, bool first) {
+// rowsum(P) of the block's live tiles into DST tile 0 (acquired here), for packing into a
+// statistics CB like `out`; P stays in SCRATCH.
+void row_sums(uint32_t live, uint32_t out) {
     cb_wait_front(kCbScratch, kBlockTiles);
-    formats(kCbConst, kCbScratch, first ? kCbL : kCbLsum);
-    reduce_init<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, first ? kCbL : kCbLsum);
+    formats(kCbConst, kCbScratch, out);
+    reduce_init<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, out);
     tile_regs_acquire();
     for (uint32_t t = 0; t < live; ++t) {
         reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, t, kConstPageScaler, 0);
     }
     reduce_uninit();
+}
+
+// L = rowsum(P) on the first block, else L = C * L + rowsum(P).
+void running_sum(uint32_t live, bool first) {
+    row_sums(live, first ? kCbL : kCbLsum);
     if (first) {
         pack_to(kCbL, 1);
         return;
@@ -218,10 +224,13 @@ void running_sum(uint32_t live, bool first) {
     update_sum();
 }
 
-// P . V_j for the block's live tiles into `out_cb` (O on the first block, else PV); frees P.
-void weighted_values(uint32_t live, uint32_t out_cb) {
+// P . V_j for the block's live tiles, a DST chunk of dim tiles at a time handed to `sink(count)`
+// to pack (into O on the first block, else PV; statistics CBs); P stays in SCRATCH.
+template <typename Sink>
+void weighted_values(uint32_t live, Sink sink) {
     DeviceZoneScopedN("fd-compute-pv");
-    formats(kCbV, kCbScratch, out_cb);
+    cb_wait_front(kCbScratch, kBlockTiles);
+    formats(kCbV, kCbScratch, kCbO);
     matmul_init(kCbScratch, kCbV, /*transpose=*/0);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
         const uint32_t count = chunk_size(d0);
@@ -231,9 +240,8 @@ void weighted_values(uint32_t live, uint32_t out_cb) {
                 matmul_tiles(kCbScratch, kCbV, t, t * kDimTiles + d0 + i, i);
             }
         }
-        pack_to(out_cb, count);
+        sink(count);
     }
-    cb_pop_front(kCbScratch, kBlockTiles);
 }
 
 // O = C * O + PV, chunk by chunk: each chunk's old O pages are popped before its new ones are
@@ -457,9 +465,55 @@ void skip_block() {
     cb_pop_front(kCbV, kBlockPages);
 }
 
+// A split slice whose live tiles fit one block takes the request's max before exponentiating
+// (attention_protocol.hpp, "max first"): P = exp(S - M) with the request's M, so its (O, L) need
+// no rescale, and a slice without children packs them straight into OUTBOX.
+void attend_max_first(const Params& p) {
+    const uint32_t live = p.slice_live_tiles();
+    const bool root = p.reducer();
+    const uint32_t children = p.tree_children();
+    cb_wait_front(kCbK, kBlockPages);
+    scores(p, live, p.block_first_tile(0));
+    cb_pop_front(kCbK, kBlockPages);
+    running_max(live, /*first=*/true, kCbMB, kCbMA);  // this slice's M in M_A
+    cb_wait_front(kCbMA, 1);
+    share_max(children, kCbMA, root, kCbMB);  // slice 0: the request's M in M_B
+    const uint32_t m_request = root ? kCbMB : kCbMaxGlobal;
+    {
+        DeviceZoneScopedN("fd-compute-after-max");
+        probabilities(live, m_request);
+        const StateOut out{!root && children == 0};
+        out.begin();
+        cb_wait_front(kCbV, kBlockPages);
+        weighted_values(live, [&](uint32_t count) { out.o(count); });
+        cb_pop_front(kCbV, kBlockPages);
+        row_sums(live, kCbL);
+        out.l();
+        out.end();
+        cb_pop_front(kCbScratch, kBlockTiles);
+    }
+    cb_pop_front(kCbMA, 1);
+    for (uint32_t block = 1; block < p.blocks(); ++block) {
+        skip_block();  // padding up to a whole double block
+    }
+    formats(kCbO, kCbPartials, kCbO);  // add_children expects the statistics formats
+    add_children(children, !root);
+    if (root) {
+        normalise(m_request);
+    } else {
+        cb_pop_front(kCbMaxGlobal, 1);
+    }
+}
+
 void attend(const Params& p) {
     cb_wait_front(kCbConst, kConstPages);
     scale_query();
+    if (p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {
+        attend_max_first(p);
+        cb_pop_front(kCbQs, kDimTiles);
+        cb_pop_front(kCbConst, kConstPages);
+        return;
+    }
     uint32_t m_old = kCbMA;
     uint32_t m_new = kCbMB;
     for (uint32_t block = 0; block < p.blocks(); ++block) {
@@ -480,8 +534,10 @@ void attend(const Params& p) {
         }
         running_sum(live, first);
         cb_wait_front(kCbV, kBlockPages);
-        weighted_values(live, first ? kCbO : kCbPv);
+        const uint32_t out = first ? kCbO : kCbPv;
+        weighted_values(live, [out](uint32_t count) { pack_to(out, count); });
         cb_pop_front(kCbV, kBlockPages);
+        cb_pop_front(kCbScratch, kBlockTiles);
         if (!first) {
             rescale_output();
         }

@@ -121,6 +121,9 @@ enum Semaphore : uint32_t {
 //      (O, L) as they land -- plain additions, since every partial is now relative to the same
 //      M -- and sends the sum to its parent; slice 0 normalises.
 // A binary tree of full (M, L, O) merges would instead rescale both sides' O at every level.
+// Max first: a slice whose live tiles fit one block runs pass 1 right after its scores and takes
+// the request's M before exponentiating (P = exp(S - M)), so its (O, L) are relative to M from the
+// start and pass 2 skips its rescale; longer slices keep the online softmax across their blocks.
 // A partial result, as OUTBOX pages and as one inbox slot: O (dim_tiles pages, unnormalised,
 // relative to the request's max), then L (row sums), rows in column 0.
 constexpr uint32_t partial_pages(uint32_t dim_tiles) { return dim_tiles + 1; }

@@ -28,7 +28,8 @@ KERNELS = ROOT / "kernels"
 # pass: without the request's true max, exp() overflows).
 TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "tests/test_attention.py::test_attention_seed_shapes[2048]",
               "tests/test_attention.py::test_attention_split_counts[7]",
-              "tests/test_attention.py::test_attention_split_with_one_dominant_position[3]",
+              "tests/test_attention.py::test_attention_split_with_one_dominant_position[5001-7-3-8-False]",
+              "tests/test_attention.py::test_attention_split_with_one_dominant_position[4096-32-13-None-True]",
               "tests/test_attention_modes.py::test_chunk_lengths_and_starts[7-tile-edge64]",
               "tests/test_attention_modes.py::test_chunk_lengths_and_starts[32-mid-tile45]",
               "tests/test_attention_modes.py::test_rows_every_valid_positions[ratio3-P10]"]
@@ -88,6 +89,10 @@ MUTATIONS = [
              "copy_tile(kCbMaxInbox, j, 1);\n        binary_max_tile(0, 1, 0);",
              "copy_tile(kCbMaxInbox, j, 1);",
              "the split-K max pass keeps each slice's own max, so a larger max elsewhere overflows exp()"),
+    Mutation("max-first-uses-own-max", "attention_compute.cpp",
+             "probabilities(live, m_request);",
+             "probabilities(live, kCbMA);",
+             "a one-block split slice exponentiates against its own max, so partials on different scales are summed"),
     Mutation("combine-keeps-own-max", "attention_compute.cpp",
              "const uint32_t m_request = root ? m_spare : kCbMaxGlobal;",
              "const uint32_t m_request = root ? m_spare : m_own;",

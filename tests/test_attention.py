@@ -119,26 +119,36 @@ def test_attention_split_counts(split, record_property):
     assert len(report.cores) == split
     if split > 1:
         assert report.totals.zones["fd-writer-partial"] == split - 1  # every slice but the root sends once
-        for zone in ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum"):  # both combine passes, every slice
-            assert report.totals.zones[zone] == split
+        zones = report.totals.zones
+        for zone in ("fd-compute-max", "fd-compute-sum"):  # both combine passes, every slice
+            assert zones[zone] == split
+        # A slice whose live tiles fit one block takes the request's max before exp() ("after-max");
+        # the others rescale their state once the max is known.
+        assert zones.get("fd-compute-rescale", 0) + zones.get("fd-compute-after-max", 0) == split
+        # The planner sizes the block to the longest slice when L1 holds it (23 tiles and fewer here).
+        assert zones.get("fd-compute-after-max", 0) == (split if split >= 7 else 0)
 
 
-@pytest.mark.parametrize("slice_with_spike", [0, 3, 6])
-def test_attention_split_with_one_dominant_position(slice_with_spike):
+@pytest.mark.parametrize("kv, split, slice_with_spike, block_tiles, max_first", [
+    (5001, 7, 0, 8, False), (5001, 7, 3, 8, False), (5001, 7, 6, 8, False),  # 22-23 tiles in blocks of 8
+    (4096, 32, 0, None, True), (4096, 32, 13, None, True), (4096, 32, 31, None, True),  # 4 tiles: one block
+])
+def test_attention_split_with_one_dominant_position(kv, split, slice_with_spike, block_tiles, max_first):
     """Split-K where one position's scores sit ~100 above the rest (an attention sink) in one slice:
     every other slice's weights underflow to 0 and exp() of any score measured from a smaller max
-    would overflow float32 (e^100 > 3.4e38), so the combine must find the request's true max. The
+    would overflow float32 (e^100 > 3.4e38), so the combine must find the request's true max, on
+    both paths (rescale once the max is known; or, for one-block slices, take it before exp()). The
     output is that position's V row."""
     q, k, v = _inputs(1, 8, 1, 128, 8192, seed=1)
     q[...] = np.tile(q[..., :128], 8)  # one query vector for all 8 heads
-    live_tiles, split = protocol.live_tiles(5001), 7
-    begin, end = protocol.slice_tiles(5001, slice_with_spike, split)
+    begin, end = protocol.slice_tiles(kv, slice_with_spike, split)
     spike = (begin + end) // 2 * 32 + 5  # a position inside the slice
-    assert begin < end <= live_tiles
+    assert begin < end <= protocol.live_tiles(kv)
     target = q[0, 0, 0, :128].astype(np.float64)
     k[0, 0, spike] = (target * 100.0 * np.sqrt(128) / np.dot(target, target)).astype(ml_dtypes.bfloat16)
-    out = attention(q, k, v, cur_pos=[5000], split=split).astype(np.float64)
-    want = attention_reference(q, k, v, cur_pos=[5000])
+    out = attention(q, k, v, cur_pos=[kv - 1], split=split, block_tiles=block_tiles).astype(np.float64)
+    assert (last_report().totals.zones.get("fd-compute-after-max", 0) == split) == max_first
+    want = attention_reference(q, k, v, cur_pos=[kv - 1])
     assert np.isfinite(out).all()
     assert pcc(out, want) >= MIN_PCC and relative_l2(out, want) <= MAX_RELATIVE_L2
     np.testing.assert_allclose(out[0, 0, 0, :128], v[0, 0, spike].astype(np.float64), atol=0.02)

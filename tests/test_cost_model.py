@@ -196,6 +196,9 @@ def test_cost_model_features_of_a_split_request():
     assert rows["skipped_blocks"] == [1, 1, 1, 1]
     assert rows["normalised"] == [1, 0, 0, 0]
     assert rows["split_roots"] == [1, 0, 0, 0]
+    assert rows["max_first"] == rows["max_first_tiles"] == [0, 0, 0, 0]  # 10 tiles exceed a 4-tile block
+    one_block = cm.work_features(plan, kv, 16).T[cm.FEATURES.index("max_first_tiles")]
+    assert list(one_block) == [10, 10, 10, 10]
     assert rows["partials_sent"] == [0, 1, 1, 1]
     assert rows["partials_combined"] == [2, 0, 1, 0]
     assert rows["slices_fed"] == [3, 0, 0, 0]

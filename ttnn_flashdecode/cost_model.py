@@ -50,13 +50,16 @@ The model
   copied; then each runs its own slice (as a core, above). Pass 1: it folds its children's subtree
   maxima in, in slot order, each as soon as it has landed (child done + ``one statistics tile /
   link rate``); slice 0 then holds the request's max, which travels back down the tree as Q did.
-  Pass 2: each slice rescales its own state, adds its children's
-  partials as they land (child done + ``partial bytes / link rate``), the last step writing its
-  partial straight into OUTBOX (slice 0 normalises instead). Which calls belong to which step is measured, not assumed: the
-  emulator charges every compute call to the innermost profiler zone (``fd-compute-max``,
-  ``-rescale``, ``-sum``, ``-normalise``; the rest, before pass 1, is the slice's own work), and
-  those counts are fitted per feature like the totals. Link rate = ``bytes per
-  cycle x clock`` (32 GB/s on n150, 86.4 GB/s on p150).
+  Pass 2: each slice rescales its own state, adds its children's partials as they land (child
+  done + ``partial bytes / link rate``), the last step writing its partial straight into OUTBOX
+  (slice 0 normalises instead). A *max-first* slice (its live tiles in one block) enters pass 1
+  after its scores and max only (from its first block's K), and runs its exp(), P.V and row sums
+  once it has the request's max and its V, instead of a rescale. Which calls belong to which step
+  is measured, not assumed: the emulator charges every compute call to the innermost profiler
+  zone (``fd-compute-max``, ``-rescale``, ``-sum``, ``-normalise``, ``-after-max`` and the P.V
+  zone inside it; the rest, before pass 1, is the slice's own work), and those counts are fitted
+  per feature like the totals. Link rate = ``bytes per cycle x clock`` (32 GB/s on n150, 86.4 GB/s
+  on p150).
 - **A call** takes ``max(slowest core or split request, total DRAM bytes / chip DRAM
   bandwidth)``.
 - **Roofline** = minimum bytes (every live K and V tile read once) / chip DRAM bandwidth.
@@ -107,7 +110,13 @@ SEED_READER_GBPS = 28.0
 COMBINE_ZONES = ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum", "fd-compute-normalise")
 """The compute kernel's profiler zones after a slice's own K/V stream, in the order they run: pass 1
 (maxima), pass 2 (rescale, sums; the last step writes a sender's partial), then, on slice 0 or
-an unsplit request, normalise (``attention_compute.cpp``)."""
+an unsplit request, normalise (``attention_compute.cpp``). A "max first" slice (its live tiles in
+one block) runs its exp(), P.V and row sums (:data:`AFTER_MAX_ZONES`) between pass 1 and pass 2
+instead of before, and has no rescale."""
+
+AFTER_MAX_ZONES = ("fd-compute-after-max", "fd-compute-pv")
+"""Where a max-first slice's work after the request's max is charged: its own zone, and the P.V
+zone nested in it (the innermost zone takes the calls)."""
 
 LAUNCH_OVERHEAD_S = (SEED_MS[0] - (SEED_MS[2] - SEED_MS[0]) / (SEED_KV_POSITIONS[2] - SEED_KV_POSITIONS[0])
                      * SEED_KV_POSITIONS[0]) * 1e-3
@@ -232,6 +241,8 @@ FEATURES = (
     "split_roots",        # split roots (slice 0): both combine passes, share the request's max
     "partials_sent",      # split slices 1..: send a partial (O, l, m) up the combine tree
     "empty_slices",       # split slices with no live tile (forced splits): neutral running state
+    "max_first",          # split slices whose live tiles fit one block: the request's max before exp()
+    "max_first_tiles",    # the live tiles of those slices (their exp(), P.V and row sums wait for the max)
     "partials_combined",  # partials a slice folds in: its children in the combine tree
     "slices_fed",         # on a split root: slices 1.. that copy its Q and constants (count - 1)
     "live_tiles",         # live position tiles attended over
@@ -258,6 +269,8 @@ def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndar
         split_roots=int(split and root),
         partials_sent=int(not root),
         empty_slices=int(split and live == 0),
+        max_first=int(split and 0 < live <= block_tiles),
+        max_first_tiles=live if split and 0 < live <= block_tiles else 0,
         partials_combined=len(protocol.tree_children(item.index, item.count)),
         slices_fed=item.count - 1 if split and root else 0,
         live_tiles=live,
@@ -612,17 +625,18 @@ class Estimate:
         breakdown: the critical path's terms, seconds: for ``"split"``, ``startup_s`` (the latest
             K/V stream start: a slice's wait for its Q/constants copy and its children's),
             ``slowest_slice_s`` (the longest slice,
-            startup included), ``tree_s`` (from that slice's end to the root's output), split into
-            ``max_pass_s`` (to the request's max on slice 0), ``share_max_s`` (until the last slice
-            has copied it) and ``sum_pass_s`` (rescales, sums, normalise), and ``levels`` (tree
-            depth, a count); for ``"core"``, ``first_block_s``, ``compute_s`` and ``core_dram_s``.
+            startup included; a max-first slice's up to its scores and max), ``tree_s`` (from that
+            slice's end to the root's output), split into ``max_pass_s`` (to the request's max on
+            slice 0), ``share_max_s`` (until the last slice has copied it) and ``sum_pass_s``
+            (max-first slices' exp, P.V and row sums, rescales, sums, normalise), and ``levels``
+            (tree depth, a count); for ``"core"``, ``first_block_s``, ``compute_s`` and ``core_dram_s``.
         floor_s: the least time an even split of the call's longest request could take under
             this model, and never less than the roofline: its live tiles' compute spread evenly
             over ``p`` slices (``p`` up to the cores per request) plus one max step and one sum
             step (with their transfers) per combine level, minimised over ``p``; no fixed,
-            startup, fill, rescale or normalise costs. Even slices are the best split here: the
-            combine's pass 1 needs every slice's stream done, so the slowest slice sets its start.
-            What re-scheduling these kernels could at best reach.
+            startup, fill, rescale or normalise costs. What re-scheduling these kernels into even
+            slices could at best reach (uneven ones model slower: pass 1 waits for every slice's
+            scores).
     """
 
     device: str
@@ -681,7 +695,10 @@ def estimate(
     per_child_s = {zone: model.weighted_zone_per_feature(zone, weights)["partials_combined"] * per_call
                    for zone in ("fd-compute-max", "fd-compute-sum")}
     post_s = zone_s["fd-compute-normalise"]
-    pre_s = model.weighted_calls(features, weights) * per_call - sum(zone_s.values())
+    max_first = features[:, FEATURES.index("max_first")] > 0
+    after_s = np.where(max_first, sum(model.weighted_zone_calls(features, zone, weights) for zone in AFTER_MAX_ZONES), 0.0)
+    after_s = after_s * per_call
+    pre_s = model.weighted_calls(features, weights) * per_call - sum(zone_s.values()) - after_s
     nbytes = model.core_bytes(features)
     core_dram_s = nbytes["dram_read_bytes"] / dev.core_dram_bytes_per_s
     fill_s = _first_block_s(plan, kv_positions, block_tiles, model, dev)
@@ -709,7 +726,10 @@ def estimate(
                 t += copy_s[c]
                 staged[c] = t
             start[i] = t
-        own = [float(start[i] + fill_s[core[i]] + max(pre_s[core[i]], core_dram_s[core[i]] - fill_s[core[i]]))
+        # A slice's work before pass 1: all of it, overlapped with its K/V stream; a max-first
+        # slice's up to its scores and max, after its first block's K.
+        own = [float(start[i] + fill_s[core[i]] + (pre_s[core[i]] if max_first[core[i]] else
+                                                  max(pre_s[core[i]], core_dram_s[core[i]] - fill_s[core[i]])))
                for i in range(count)]
 
         def up_the_tree(begin: list[float], step_s: float, message_bytes: int, base_s, end_s) -> list[float]:
@@ -735,9 +755,12 @@ def estimate(
                 landed[c] = t
             if i:
                 request_max[i] = t
-        # Pass 2: rescale once, add the children's partials as they land (the last step fills OUTBOX);
-        # slice 0 then normalises.
-        rescaled = [max(max_done[i], request_max[i]) + float(zone_s["fd-compute-rescale"][core[i]]) for i in range(count)]
+        # Pass 2: a max-first slice runs exp(), P.V and its row sums (once its V has arrived too), the
+        # others rescale their state; then each adds its children's partials as they land (the last
+        # step fills OUTBOX) and slice 0 normalises.
+        v_read = [float(start[i] + core_dram_s[core[i]]) if max_first[core[i]] else 0.0 for i in range(count)]
+        rescaled = [max(max_done[i], request_max[i], v_read[i]) + float(after_s[core[i]] + zone_s["fd-compute-rescale"][core[i]])
+                    for i in range(count)]
         sum_done = up_the_tree(rescaled, per_child_s["fd-compute-sum"], partial_bytes, zone_s["fd-compute-sum"], post_s)
         done = sum_done[0]
         if done > worst:
@@ -747,7 +770,7 @@ def estimate(
                          "sum_pass_s": done - max(request_max), "tree_s": done - max(own),
                          "levels": (count - 1).bit_length()}
     combine_s = zone_s["fd-compute-max"] + zone_s["fd-compute-rescale"] + zone_s["fd-compute-sum"]
-    busy = fill_s + np.maximum(pre_s + combine_s + post_s, core_dram_s - fill_s)
+    busy = fill_s + np.maximum(pre_s + after_s + combine_s + post_s, core_dram_s - fill_s)
     for core in range(plan.used_cores):
         if core not in in_split and busy[core] > worst:
             worst, critical = float(busy[core]), "core"

@@ -239,15 +239,17 @@ def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp3
     return int(requested)
 
 
-def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: int, fp32_stats: bool) -> int:
-    """The largest block b <= ``upto`` that fits L1 beside the split-K inbox and whose double block
-    tiles the cache (2*b divides capacity_tiles, so every position up to capacity-1 has a padded
-    window inside the cache); 1 when none does."""
+def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: int, fp32_stats: bool,
+                         at_least: int | None = None) -> int:
+    """A block b <= ``upto`` that fits L1 beside the split-K inbox and whose double block tiles the
+    cache (2*b divides capacity_tiles, so every position up to capacity-1 has a padded window inside
+    the cache): the smallest such b >= ``at_least`` (default ``upto``), else the largest below it;
+    1 when none does."""
+    at_least = upto if at_least is None else at_least
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats)
-    for candidate in range(min(upto, fit), 0, -1):
-        if shape.capacity_tiles % (2 * candidate) == 0:
-            return candidate
-    return 1
+    valid = [b for b in range(1, min(upto, fit) + 1) if shape.capacity_tiles % (2 * b) == 0]
+    covering = [b for b in valid if b >= at_least]
+    return min(covering) if covering else max(valid, default=1)
 
 
 def _check_windows(plan: Plan) -> None:
@@ -483,12 +485,14 @@ def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: Com
     if block_tiles is not None:
         blocks = block_tiles
     else:
-        # A split request's slices are short: one block holds the longest, since every block after
-        # a slice's first pays a rescale of the running state (~85 compute calls, the cost model's
-        # later_blocks), which costs more than waiting for the whole slice's first read.
+        # A split request's slices are short: one block holds the longest when L1 allows, so every
+        # slice goes max first (no rescale) and no block after a slice's first pays a rescale of the
+        # running state (~85 compute calls, the cost model's later_blocks).
         longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
-        upto = min(DEFAULT_BLOCK_TILES, fit) if largest == 1 else max(1, longest)
-        blocks = _default_block_tiles(shape, upto, arch, largest, fp32_stats)
+        if largest == 1:
+            blocks = _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats)
+        else:
+            blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, at_least=longest)
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats)
     return _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy)
 

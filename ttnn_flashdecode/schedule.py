@@ -46,9 +46,9 @@ emulator): a live position tile costs the compute kernel ~22 API calls, a slice'
 (query scaling, first-block set-up) a few tens more, and a request cut into ``n`` slices has
 ``ceil(log2(n))`` levels of the two-pass combine on its critical path (~2 calls per level in the
 max pass, ~20 in the sum pass). Over the benchmark grid (three models, contexts 1k..128k, batch
-1 and 32, n150 and p150) the geometric mean of the modelled time over the DRAM roofline is 1.845,
-1.865, 1.854, 1.942, 1.958 and 1.899 for bounds 2, 3, 4, 5, 6 and 8 (uniform per-call
-weighting). 4 is within 0.5% of the lowest (2) with half as many tree hops per request, whose
+1 and 32, n150 and p150) the geometric mean of the modelled time over the DRAM roofline is 1.792,
+1.812, 1.802, 1.832, 1.854 and 1.857 for bounds 2, 3, 4, 5, 6 and 8 (uniform per-call
+weighting). 4 is within 0.6% of the lowest (2) with half as many tree hops per request, whose
 fixed NoC and semaphore latency the model leaves out; it puts MiniCPM5-1B at batch 1, 8k context
 (2 requests x 256 tiles) on 128 cores of a p150. Re-derive it when the kernels' per-slice or
 combine work changes (``python -m ttnn_flashdecode bench --min-slice-tiles N`` compares).
