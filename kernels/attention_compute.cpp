@@ -15,7 +15,9 @@
 // compute config). Runtime args: request count, then 16 words per request.
 // CBs in (from the reader): QSTAGE dim_tiles, CONST 4, K and V block_tiles*dim_tiles per block.
 // CB out (to the writer): OUT dim_tiles. The rest are internal (residency.py lists them).
-// Row statistics (M, L, LSUM, C) live in column 0 of their tile, as REDUCE_ROW leaves them.
+// Row statistics (M, L, LSUM, C) live in column 0 of their tile, where REDUCE_ROW leaves them; the
+// other columns hold whatever the packer leaves there, and every step either broadcasts column 0
+// or works element by element, so they never reach column 0.
 // Rows are the request's stage rows (attention_protocol.hpp "Request kinds": Q heads of a group,
 // a chunk's positions, or both); every step is row-local, so padding rows never reach real ones.
 #include <cstdint>
@@ -318,8 +320,7 @@ void empty_state(uint32_t m_state) {
     sub_init(kCbConst, kCbConst);
     per_dim_chunk([](uint32_t, uint32_t i) { sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, i); },
                   [](uint32_t count) { pack_to(kCbO, count); });  // scale - scale = 0
-    pack_reconfig_data_format(kCbL);
-    tile_regs_acquire();
+    tile_regs_acquire();  // (L has O's statistics format: no packer reconfig)
     sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, 0);
     pack_to(kCbL, 1);
     cb_reserve_back(m_state, 1);

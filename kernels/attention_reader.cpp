@@ -261,7 +261,6 @@ void kernel_main() {
         stream_kv(p, k_reader, v_reader);
 
         if (p.split()) {
-            noc_async_atomic_barrier();  // every semaphore increment of this item has landed
             hand_over_inbox(p, kCbMaxInbox, 1, 1);  // combine pass 1: the children's subtree maxima
             if (!p.reducer()) {
                 fetch_request_max(p, split_items);

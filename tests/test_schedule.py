@@ -234,3 +234,12 @@ def test_schedule_forced_split_invariants(kv, split):
     plan = schedule(kv, cores, max_split=MAX_SPLIT, split=split)
     _check_invariants(plan, kv, cores)
     assert all(plan.split_count(r) == split for r in range(len(kv)))
+
+
+def test_schedule_refuses_what_the_kernels_cannot_run():
+    """Split-K handshakes count one split item per core, and the tree addresses consecutive cores."""
+    with pytest.raises(ValueError, match="split-K slice to hold nothing else, got core 0"):
+        Schedule(((Slice(0, 0, 2), Slice(1, 0, 1)), (Slice(0, 1, 2),)))
+    with pytest.raises(ValueError, match="consecutive cores"):
+        Schedule(((Slice(0, 0, 2),), (Slice(1, 0, 1),), (Slice(0, 1, 2),)))
+    Schedule(((Slice(0, 0, 2),), (Slice(0, 1, 2),), (Slice(1, 0, 1), Slice(2, 0, 1))))  # fine

@@ -94,6 +94,24 @@ class Schedule:
 
     cores: tuple[tuple[Slice, ...], ...]
 
+    def __post_init__(self) -> None:
+        """Refuse a schedule the kernels cannot run: their split-K handshakes count one split item
+        per core (``kSemQueryReady``, ``kSemMaxReady``, ``kSemInboxReady``), and a split request's
+        slices sit on consecutive cores in slice order (the core table the tree addresses).
+
+        Raises:
+            ValueError: a core holds a split slice and anything else, or a split request's slices
+                are not on consecutive cores in order.
+        """
+        for core, slices in enumerate(self.cores):
+            if any(s.count > 1 for s in slices) and len(slices) != 1:
+                raise ValueError(f"schedule: expected a core with a split-K slice to hold nothing else, got core {core} "
+                                 f"with {slices}")
+        for (request, index), core in self._where.items():
+            if index and self._where.get((request, index - 1)) != core - 1:
+                raise ValueError(f"schedule: expected request {request}'s split-K slices on consecutive cores, got "
+                                 f"slice {index} on core {core}")
+
     @functools.cached_property
     def _where(self) -> dict[tuple[int, int], int]:
         """(request, slice index) -> core index."""
