@@ -130,16 +130,28 @@ void scores(const Params& p, uint32_t live, uint32_t first_tile) {
     cb_push_back(kCbS, kBlockTiles);
 }
 
-// M_NEW = max(M_OLD, rowmax(S)); on the first block M_NEW = rowmax(S).
-void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
-    cb_wait_front(kCbS, kBlockTiles);
-    formats(kCbS, kCbConst, m_new);
-    reduce_init<PoolType::MAX, ReduceDim::REDUCE_ROW>(kCbS, kCbConst, m_new);
+// The row max (MAX) or row sum (SUM) over the block's `live` tiles of `cb` into DST tile 0
+// (acquired here), for packing into a statistics CB like `out`; `cb` keeps its pages. REDUCE_ROW
+// routes MAX data to SrcA and SUM data to SrcB (the scaler takes the other source).
+template <PoolType kPool>
+void reduce_rows(uint32_t cb, uint32_t live, uint32_t out) {
+    cb_wait_front(cb, kBlockTiles);
+    if constexpr (kPool == PoolType::MAX) {
+        formats(cb, kCbConst, out);
+    } else {
+        formats(kCbConst, cb, out);
+    }
+    reduce_init<kPool, ReduceDim::REDUCE_ROW>(cb, kCbConst, out);
     tile_regs_acquire();
     for (uint32_t t = 0; t < live; ++t) {
-        reduce_tile<PoolType::MAX, ReduceDim::REDUCE_ROW>(kCbS, kCbConst, t, kConstPageScaler, 0);
+        reduce_tile<kPool, ReduceDim::REDUCE_ROW>(cb, kCbConst, t, kConstPageScaler, 0);
     }
     reduce_uninit();
+}
+
+// M_NEW = max(M_OLD, rowmax(S)); on the first block M_NEW = rowmax(S).
+void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
+    reduce_rows<PoolType::MAX>(kCbS, live, m_new);
     if (!first) {
         reconfig_data_format_srca(m_old);
         copy_init(m_old);
@@ -202,22 +214,9 @@ void update_sum() {
     pack_to(kCbL, 1);
 }
 
-// rowsum(P) of the block's live tiles into DST tile 0 (acquired here), for packing into a
-// statistics CB like `out`; P stays in SCRATCH.
-void row_sums(uint32_t live, uint32_t out) {
-    cb_wait_front(kCbScratch, kBlockTiles);
-    formats(kCbConst, kCbScratch, out);
-    reduce_init<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, out);
-    tile_regs_acquire();
-    for (uint32_t t = 0; t < live; ++t) {
-        reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, t, kConstPageScaler, 0);
-    }
-    reduce_uninit();
-}
-
 // L = rowsum(P) on the first block, else L = C * L + rowsum(P).
 void running_sum(uint32_t live, bool first) {
-    row_sums(live, first ? kCbL : kCbLsum);
+    reduce_rows<PoolType::SUM>(kCbScratch, live, first ? kCbL : kCbLsum);
     if (first) {
         pack_to(kCbL, 1);
         return;
@@ -488,7 +487,7 @@ void attend_max_first(const Params& p) {
         cb_wait_front(kCbV, kBlockPages);
         weighted_values(live, [&](uint32_t count) { out.o(count); });
         cb_pop_front(kCbV, kBlockPages);
-        row_sums(live, kCbL);
+        reduce_rows<PoolType::SUM>(kCbScratch, live, kCbL);
         out.l();
         out.end();
         cb_pop_front(kCbScratch, kBlockTiles);

@@ -46,7 +46,7 @@ NOTE = ("Device times are MODELLED, not measured (no Tenstorrent card): ttnn_fla
 
 
 @dataclasses.dataclass(frozen=True)
-class Row:
+class Row(cm.RooflineRatios):
     """One benchmark row (times in seconds, bytes in bytes)."""
 
     model: str
@@ -69,14 +69,6 @@ class Row:
     source: str  # "emu" (emulator-measured bytes and cores) or "model" (analytic)
     weights: str
     breakdown: dict
-
-    @property
-    def dram_ratio(self) -> float:
-        return self.dram_read_bytes / self.min_dram_bytes
-
-    @property
-    def roofline_ratio(self) -> float:
-        return self.time_s / self.roofline_s
 
 
 def _measured(shape: cm.Shape, context: int, batch: int, split):

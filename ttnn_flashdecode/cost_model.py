@@ -83,13 +83,13 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ttnn_flashdecode import protocol
-from ttnn_flashdecode.residency import BFLOAT16_TILE_BYTES
+from ttnn_flashdecode.residency import BFLOAT16_TILE_BYTES, stats_page_bytes
 from ttnn_flashdecode.schedule import Schedule, Slice
 
 __all__ = [
     "SEED_KV_POSITIONS", "SEED_MS", "SEED_READER_GBPS", "LAUNCH_OVERHEAD_S", "FEATURES", "WEIGHTINGS",
     "Device", "device", "DEVICES", "Shape", "MODELS", "CallModel", "calibrate", "work_features",
-    "op_schedule", "Estimate", "estimate", "cost_per_call_s", "roofline_s", "min_dram_bytes",
+    "op_schedule", "RooflineRatios", "Estimate", "estimate", "cost_per_call_s", "roofline_s", "min_dram_bytes",
     "compute_calls", "CalibrationError", "seed_check", "COMBINE_ZONES", "CACHE_ENV", "TILE_BYTES",
 ]
 
@@ -604,8 +604,23 @@ def roofline_s(kv_positions: Sequence[int], dim_tiles: int, dev: Device) -> floa
     return min_dram_bytes(kv_positions, dim_tiles) / (dev.dram_gbps * 1e9)
 
 
+class RooflineRatios:
+    """The two ratios a modelled call is judged by, for any record with ``dram_read_bytes``,
+    ``min_dram_bytes``, ``time_s`` and ``roofline_s`` (:class:`Estimate`, ``bench.Row``)."""
+
+    @property
+    def dram_ratio(self) -> float:
+        """DRAM bytes read / minimum."""
+        return self.dram_read_bytes / self.min_dram_bytes
+
+    @property
+    def roofline_ratio(self) -> float:
+        """Modelled time / roofline (>= 1)."""
+        return self.time_s / self.roofline_s
+
+
 @dataclasses.dataclass(frozen=True)
-class Estimate:
+class Estimate(RooflineRatios):
     """One modelled call (all times in seconds, bytes in bytes).
 
     Attributes:
@@ -655,16 +670,6 @@ class Estimate:
     weights: str = "uniform"
     floor_s: float = 0.0
 
-    @property
-    def dram_ratio(self) -> float:
-        """DRAM bytes read / minimum."""
-        return self.dram_read_bytes / self.min_dram_bytes
-
-    @property
-    def roofline_ratio(self) -> float:
-        """Modelled time / roofline (>= 1)."""
-        return self.time_s / self.roofline_s
-
 
 def estimate(
     plan: Schedule,
@@ -703,7 +708,7 @@ def estimate(
     core_dram_s = nbytes["dram_read_bytes"] / dev.core_dram_bytes_per_s
     fill_s = _first_block_s(plan, kv_positions, block_tiles, model, dev)
     link = dev.link_bytes_per_s
-    stats_bytes = TILE_BYTES * (2 if model.fp32_dest_acc_en else 1)  # one statistics page (residency.STATS_CBS)
+    stats_bytes = stats_page_bytes(TILE_BYTES, model.fp32_dest_acc_en)
     partial_bytes = protocol.partial_pages(model.dim_tiles) * stats_bytes
 
     worst, critical, breakdown = 0.0, "core", {}

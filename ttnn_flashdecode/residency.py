@@ -39,7 +39,7 @@ from ttnn_flashdecode.protocol import CB, MAX_SPLIT, partial_pages, tree_levels
 
 __all__ = [
     "Residency", "CbSpec", "cb_plan", "l1_bytes", "max_block_tiles", "check_fits", "available_l1_bytes",
-    "BFLOAT16_TILE_BYTES", "STATS_CBS",
+    "BFLOAT16_TILE_BYTES", "STATS_CBS", "stats_page_bytes",
 ]
 
 BFLOAT16_TILE_BYTES = 2048
@@ -116,6 +116,12 @@ def _pages(residency: Residency) -> dict[CB, int]:
     } if residency.max_split > 1 else {})
 
 
+def stats_page_bytes(tile_bytes: int, fp32_stats: bool) -> int:
+    """Bytes of one page of a statistics CB (:data:`STATS_CBS`): a float32 tile with ``fp32_stats``
+    (twice a bfloat16 tile), else a bfloat16 tile of ``tile_bytes``."""
+    return 2 * tile_bytes if fp32_stats else tile_bytes
+
+
 def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
     """The CBs of ``residency``, in index order: the 16 of the contract, plus the five split-K CBs
     (PARTIALS, OUTBOX, MAX_INBOX, MAX_OUT, MAX_GLOBAL) when split.
@@ -127,7 +133,7 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
     _validate(residency)
     def spec(cb: CB, pages: int) -> CbSpec:
         if residency.fp32_stats and cb in STATS_CBS:
-            return CbSpec(int(cb), cb.name, FLOAT32, 2 * residency.tile_bytes, pages)
+            return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
         return CbSpec(int(cb), cb.name, FLOAT16_B, residency.tile_bytes, pages)
 
     return tuple(spec(cb, pages) for cb, pages in sorted(_pages(residency).items()))

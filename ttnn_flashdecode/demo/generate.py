@@ -76,6 +76,33 @@ def _top2(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return top, (part[:, -1] - part[:, -2]).astype(np.float64)
 
 
+class _LayerFigures:
+    """Per layer, every op call's PCC, max-abs and relative L2 error against the float64 reference."""
+
+    def __init__(self, layers: int):
+        self.pcc: list[list[float]] = [[] for _ in range(layers)]
+        self.max_abs: list[list[float]] = [[] for _ in range(layers)]
+        self.relative_l2: list[list[float]] = [[] for _ in range(layers)]
+
+    def record(self, layer: int, out, ref: np.ndarray, what: str) -> None:
+        """Adds one call's figures; ``what`` names the output in the shape error.
+
+        Raises:
+            ValueError: ``out`` does not have the reference's shape.
+        """
+        got = np.asarray(out)
+        if got.shape != ref.shape:
+            raise ValueError(f"{what}: expected shape {list(ref.shape)}, got {list(got.shape)}")
+        self.pcc[layer].append(pcc(got, ref))
+        self.max_abs[layer].append(max_abs(got, ref))
+        self.relative_l2[layer].append(relative_l2(got, ref))
+
+    def summary(self, layer: int) -> dict:
+        """The layer's calls, lowest PCC and largest errors."""
+        return {"layer": layer, "calls": len(self.pcc[layer]), "pcc_min": min(self.pcc[layer]),
+                "max_abs_max": max(self.max_abs[layer]), "relative_l2_max": max(self.relative_l2[layer])}
+
+
 def _generate(
     model: SmolLM,
     first_tokens: list[int],
@@ -151,18 +178,10 @@ def run_demo(
 
     # ---- prefill of every prompt but its last token (shared by both runs); the first
     # prefill_layers layers attend through the op in CHUNK mode, compared with float64 per call
-    prefill_pcc = [[] for _ in range(prefill_layers)]
-    prefill_mae = [[] for _ in range(prefill_layers)]
-    prefill_rl2 = [[] for _ in range(prefill_layers)]
+    prefill_figures = _LayerFigures(prefill_layers)
 
     def compare_chunk(layer, start, q, k, v, out):
-        ref = attention_reference(q, k, v, chunk_start=start)
-        got = np.asarray(out)
-        if got.shape != ref.shape:
-            raise ValueError(f"prefill attention output: expected shape {list(ref.shape)}, got {list(got.shape)}")
-        prefill_pcc[layer].append(pcc(got, ref))
-        prefill_mae[layer].append(max_abs(got, ref))
-        prefill_rl2[layer].append(relative_l2(got, ref))
+        prefill_figures.record(layer, out, attention_reference(q, k, v, chunk_start=start), "prefill attention output")
 
     t0 = time.perf_counter()
     cache = KVCache(cfg.n_layers, batch, cfg.n_kv_heads, capacity, cfg.head_dim)
@@ -171,7 +190,7 @@ def run_demo(
             model.prefill(x[:-1], cache, user=b, attention=attention if prefill_layers else None,
                           attention_layers=prefill_layers, observer=compare_chunk, attn_kwargs=kw)
     prefill_s = time.perf_counter() - t0
-    prefill_calls = sum(len(x) for x in prefill_pcc)
+    prefill_calls = sum(len(x) for x in prefill_figures.pcc)
     if progress:
         how = (f"layers 0..{prefill_layers - 1} attend through the op in CHUNK mode ({prefill_calls} calls), the rest "
                "on the host" if prefill_layers else "on the host")
@@ -180,9 +199,7 @@ def run_demo(
     start = [n - 1 for n in lens]
 
     # ---- op run, with the per-layer float64 comparison on the op's own inputs
-    layer_pcc = [[] for _ in range(cfg.n_layers)]
-    layer_mae = [[] for _ in range(cfg.n_layers)]
-    layer_rl2 = [[] for _ in range(cfg.n_layers)]
+    layer_figures = _LayerFigures(cfg.n_layers)
     call_s: list[float] = []
     ref_call_s: list[float] = []
     measured_bytes: list[int | None] = []
@@ -205,12 +222,7 @@ def run_demo(
         t = time.perf_counter()
         ref = attention_reference(q, k, v, cur_pos=cur_pos)
         ref_call_s.append(time.perf_counter() - t)
-        got = np.asarray(out)
-        if got.shape != ref.shape:
-            raise ValueError(f"attention output: expected shape {list(ref.shape)}, got {list(got.shape)}")
-        layer_pcc[layer].append(pcc(got, ref))
-        layer_mae[layer].append(max_abs(got, ref))
-        layer_rl2[layer].append(relative_l2(got, ref))
+        layer_figures.record(layer, out, ref, "attention output")
 
     op_tokens, op_margin, op_s = _generate(
         model, first, start, n_tokens, cache.copy(), timed_op, attn_kwargs=kw, observer=compare, label="op", progress=progress
@@ -260,26 +272,8 @@ def run_demo(
                 "steps": steps,
             }
         )
-    layers = [
-        {
-            "layer": i,
-            "pcc_min": min(layer_pcc[i]),
-            "max_abs_max": max(layer_mae[i]),
-            "relative_l2_max": max(layer_rl2[i]),
-        }
-        for i in range(cfg.n_layers)
-    ]
-    prefill_layer_figures = [
-        {
-            "layer": i,
-            "calls": len(prefill_pcc[i]),
-            "pcc_min": min(prefill_pcc[i]),
-            "max_abs_max": max(prefill_mae[i]),
-            "relative_l2_max": max(prefill_rl2[i]),
-        }
-        for i in range(prefill_layers)
-        if prefill_pcc[i]
-    ]
+    layers = [{k: v for k, v in layer_figures.summary(i).items() if k != "calls"} for i in range(cfg.n_layers)]
+    prefill_layer_figures = [prefill_figures.summary(i) for i in range(prefill_layers) if prefill_figures.pcc[i]]
     min_bytes = [min_kv_bytes([p + s for p in start], cfg.n_layers, cfg.n_kv_heads, cfg.head_dim) for s in range(n_tokens)]
     whole_cache = cfg.n_layers * batch * cfg.n_kv_heads * (capacity // TILE) * math.ceil(cfg.head_dim / TILE) * TILE_BYTES_BF16 * 2
     calls_per_step = cfg.n_layers
