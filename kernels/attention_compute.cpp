@@ -12,7 +12,7 @@
 //   OUT = O * (1 / L)
 //
 // Compile-time args: named dim_tiles, block_tiles, dst_tiles (DST tiles per acquire for this
-// compute config). Runtime args: request count, then 16 words per request.
+// compute config), exp_approx (approximate exp). Runtime args: request count, then 16 words per request.
 // CBs in (from the reader): QSTAGE dim_tiles, CONST 4, K and V block_tiles*dim_tiles per block.
 // CB out (to the writer): OUT dim_tiles. The rest are internal (residency.py lists them).
 // Row statistics (M, L, LSUM, C) live in column 0 of their tile, where REDUCE_ROW leaves them; the
@@ -43,6 +43,9 @@ namespace {
 constexpr uint32_t kDimTiles = get_named_compile_time_arg_val("dim_tiles");
 constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kDstTiles = get_named_compile_time_arg_val("dst_tiles");
+// The compute config's math_approx_mode, as a named arg: tt-metal declares APPROX for the MATH and
+// PACK threads only, so a kernel that names it outside MATH(...) does not build for UNPACK.
+constexpr bool kExpApprox = get_named_compile_time_arg_val("exp_approx") != 0;
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
@@ -168,11 +171,11 @@ void probabilities(uint32_t live, uint32_t m_new) {
     cb_reserve_back(kCbScratch, kBlockTiles);
     formats(kCbS, m_new, kCbScratch);
     sub_bcast_cols_init(kCbS, m_new);
-    exp_tile_init<APPROX>();
+    exp_tile_init<kExpApprox>();
     for (uint32_t t = 0; t < live; ++t) {
         tile_regs_acquire();
         sub_tiles_bcast_cols(kCbS, m_new, t, 0, 0);
-        exp_tile<APPROX>(0);
+        exp_tile<kExpApprox>(0);
         tile_regs_commit();
         tile_regs_wait();
         pack_tile(0, kCbScratch);
@@ -189,10 +192,10 @@ void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true) {
         formats(m_old, m_new, kCbC);
     }
     sub_init(m_old, m_new);
-    exp_tile_init<APPROX>();
+    exp_tile_init<kExpApprox>();
     tile_regs_acquire();
     sub_tiles(m_old, m_new, 0, 0, 0);
-    exp_tile<APPROX>(0);
+    exp_tile<kExpApprox>(0);
     pack_to(kCbC, 1);
     cb_pop_front(m_old, 1);
 }

@@ -61,8 +61,8 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
     for kernel in program.kernels:
         assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5
         assert dict(kernel.named_compile_time_args) == {
-            "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "inbox_slots": 0,
-            "q_width_tiles": 16 * 4}
+            "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0,
+            "inbox_slots": 0, "q_width_tiles": 16 * 4}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
@@ -74,6 +74,14 @@ def test_compute_config_is_overridable():
     program = build_program(plan, decode_requests(plan, [1, 1], ADDRESSES))
     assert program.kernels[1].config.math_fidelity == ttnn.MathFidelity.LoFi
     assert dict(program.kernels[1].named_compile_time_args)["dst_tiles"] == 8
+
+
+def test_approximate_exp_reaches_the_compute_kernel_as_a_named_arg():
+    # tt-metal declares APPROX for the MATH and PACK threads only; the kernel takes exp_approx instead.
+    plan = _plan(compute=ComputeOptions(math_approx_mode=True))
+    program = build_program(plan, decode_requests(plan, [1, 1], ADDRESSES))
+    assert program.kernels[1].config.math_approx_mode
+    assert dict(program.kernels[1].named_compile_time_args)["exp_approx"] == 1
 
 
 def test_every_core_decodes_to_its_request():

@@ -246,6 +246,7 @@ class Plan:
         r = self.residency
         return [("q_rows", r.q_rows), ("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
+                ("exp_approx", int(self.compute.math_approx_mode)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles)]
 
 

@@ -7,6 +7,14 @@ per (source, arguments, defines, flags). Objects are cached under ``~/.cache/ttn
 emulator/`` (override: env ``TTNN_FLASHDECODE_EMU_CACHE``), keyed by a hash of the kernel source and
 every non-system header it includes (found with ``g++ -MM``), the arguments, defines and flags.
 Within a process, a compiled kernel is reused while none of its dependency files changed (stat).
+
+Kernels compile as C++17, the JIT's ``-std=c++17``. A compute kernel is built twice over: once as
+the runnable object (all three TRISC threads' code in one, so ``MATH(...)``, ``PACK(...)`` and
+``UNPACK(...)`` all expand), and once per thread (UNPACK, MATH, PACK) with ``-fsyntax-only`` and
+exactly the declarations tt-metal 0.81's generated ``chlkc_descriptors.h`` gives that thread:
+``MATH_FIDELITY`` and ``APPROX`` for MATH and PACK only, ``DST_ACCUM_MODE`` and ``DST_SYNC_MODE``
+for all three. A kernel that, say, names ``APPROX`` outside ``MATH(...)`` is refused with a
+:class:`BuildError` naming the thread, as the JIT would refuse it for TRISC0.
 """
 
 from __future__ import annotations
@@ -25,7 +33,11 @@ from pathlib import Path
 from .arch import ArchSpec
 
 CXX = os.environ.get("CXX", "g++")
-CXX_FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared")
+CXX_FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared")  # the runtime library
+# tt-metal's JIT compiles kernels as C++17 (jit_build's -std=c++17); so does the emulator.
+KERNEL_CXX_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared")
+# The compute threads tt-metal compiles a compute kernel for, by their UCK_CHLKC_* / TRISC_* names.
+TRISC_THREADS = ("UNPACK", "MATH", "PACK")
 KERNEL_FLAGS = ("-fvisibility=hidden", "-fvisibility-inlines-hidden", "-w")
 PKG_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = PKG_DIR / "include"
@@ -177,19 +189,25 @@ def _jit_header(kb: KernelBuild, spec: ArchSpec) -> str:
         f"#define DRAM_ALIGNMENT {spec.dram_alignment}u",
     ]
     if kb.compute is not None:
+        # As tt-metal 0.81's generated chlkc_descriptors.h: fidelity and APPROX for MATH and PACK
+        # only. EMU_ALL_TRISC_THREADS is the runnable object, which holds every thread's code.
         fid, fp32, full, approx = kb.compute
         lines += [
+            '#include "llk_defs.h"',
+            "#if defined(UCK_CHLKC_MATH) || defined(UCK_CHLKC_PACK) || defined(EMU_ALL_TRISC_THREADS)",
+            f"constexpr ckernel::MathFidelity MATH_FIDELITY = static_cast<ckernel::MathFidelity>({fid});",
+            f"constexpr bool APPROX = {'true' if approx else 'false'};",
+            "#endif",
             f"constexpr bool DST_ACCUM_MODE = {'true' if fp32 else 'false'};",
             f"#define DST_SYNC_MODE DstSync::{'SyncFull' if full else 'SyncHalf'}",
-            f"#define MATH_FIDELITY (static_cast<ckernel::MathFidelity>({fid}))",
-            f"constexpr bool APPROX = {'true' if approx else 'false'};",
         ]
     return "\n".join(lines) + "\n"
 
 
-def _flags(kb: KernelBuild, spec: ArchSpec, build_dir: Path, src: Path) -> list[str]:
+def _flags(kb: KernelBuild, spec: ArchSpec, build_dir: Path, src: Path, trisc_thread: str | None = None) -> list[str]:
+    """g++ flags for `kb`; a compute kernel's runnable object unless `trisc_thread` names one thread."""
     nb = spec.dram_banks
-    flags = [*CXX_FLAGS, *KERNEL_FLAGS, f"-I{INCLUDE_DIR}", f"-I{src.parent}"]
+    flags = [*KERNEL_CXX_FLAGS, *KERNEL_FLAGS, f"-I{INCLUDE_DIR}", f"-I{src.parent}"]
     flags += [f"-I{p}" for p in kb.include_paths]
     flags += ["-include", "emu/kernel_prelude.h", "-include", str(build_dir / "emu_jit.h")]
     flags.append("-DKERNEL_COMPILE_TIME_ARGS=" + ",".join(str(int(v)) for v in kb.compile_time_args))
@@ -204,6 +222,7 @@ def _flags(kb: KernelBuild, spec: ArchSpec, build_dir: Path, src: Path) -> list[
         fid, fp32, full, approx = kb.compute
         flags += [f"-DEMU_MATH_FIDELITY={fid}", f"-DEMU_DST_ACCUM_MODE={int(fp32)}",
                   f"-DEMU_DST_FULL_SYNC={int(full)}", f"-DEMU_APPROX={int(approx)}"]
+        flags += [f"-DUCK_CHLKC_{trisc_thread}", f"-DTRISC_{trisc_thread}"] if trisc_thread else ["-DEMU_ALL_TRISC_THREADS"]
     flags += [f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in kb.defines]
     return flags
 
@@ -278,10 +297,20 @@ def _build_one(kb: KernelBuild) -> _Memo:
         (out_dir / "emu_jit.h").write_text(jit)
         flags = _flags(kb, spec, out_dir, src)
         _atomic_build(out, lambda tmp: [CXX, *flags, str(src), "-o", tmp], f"kernel {src.name}")
+        if kb.compute is not None:
+            _check_trisc_threads(kb, spec, out_dir, src)
     sig = _stat_sig(deps)
     if sig is None:
         raise BuildError(f"kernel {src.name}: a dependency vanished while building")
     return _Memo(str(out), sig)
+
+
+def _check_trisc_threads(kb: KernelBuild, spec: ArchSpec, out_dir: Path, src: Path) -> None:
+    """Syntax-check a compute kernel as each TRISC thread with that thread's declarations only."""
+    for thread in TRISC_THREADS:
+        flags = [f for f in _flags(kb, spec, out_dir, src, trisc_thread=thread) if f not in ("-shared", "-fPIC")]
+        _run_cc([CXX, *flags, "-fsyntax-only", str(src)],
+                f"kernel {src.name} for the {thread} thread (tt-metal builds a compute kernel once per TRISC thread)")
 
 
 def build_kernels(builds: list[KernelBuild]) -> list[str]:

@@ -20,4 +20,23 @@ using namespace ckernel;
 
 // DST_ACCUM_MODE, DST_SYNC_MODE, MATH_FIDELITY and APPROX come from the build's generated prologue
 // (the JIT's chlkc_descriptors.h; the emulator driver force-includes its emu_jit.h), which is
-// seen before this header. They are not defined here.
+// seen before this header. They are not defined here; MATH_FIDELITY and APPROX exist for the
+// MATH and PACK threads only, as on tt-metal.
+
+// Per-thread code, as the real header: MATH(...) is compiled for TRISC_MATH only, and so on. The
+// emulator's runnable object (EMU_ALL_TRISC_THREADS) runs all three threads' code in one.
+#if defined(TRISC_MATH) || defined(EMU_ALL_TRISC_THREADS)
+#define MATH(...) __VA_ARGS__
+#else
+#define MATH(...)
+#endif
+#if defined(TRISC_PACK) || defined(EMU_ALL_TRISC_THREADS)
+#define PACK(...) __VA_ARGS__
+#else
+#define PACK(...)
+#endif
+#if defined(TRISC_UNPACK) || defined(EMU_ALL_TRISC_THREADS)
+#define UNPACK(...) __VA_ARGS__
+#else
+#define UNPACK(...)
+#endif

@@ -15,7 +15,7 @@ template <SrcOrder src_order = SrcOrder::Regular>
 ALWI void compute_kernel_hw_startup(uint32_t icb0, uint32_t icb1, uint32_t ocb) {
     constexpr bool reverse = (src_order == SrcOrder::Reverse);
     emu::compute::hw_startup(reverse ? icb1 : icb0, reverse ? icb0 : icb1, ocb, DST_ACCUM_MODE,
-                             DST_SYNC_MODE == DstSync::SyncFull, static_cast<uint32_t>(MATH_FIDELITY), APPROX);
+                             DST_SYNC_MODE == DstSync::SyncFull, EMU_MATH_FIDELITY, EMU_APPROX);
 }
 
 ALWI void compute_kernel_hw_startup(uint32_t icb0, uint32_t ocb) { compute_kernel_hw_startup(icb0, icb0, ocb); }

@@ -162,9 +162,16 @@ FORCE_INLINE void noc_async_full_barrier(uint8_t noc_idx = noc_index) {
 
 // Page transfers through an address generator (TensorAccessor or InterleavedAddrGen).
 namespace emu_detail {
+// C++17 (kernels compile as the JIT's -std=c++17): does AddrGen have get_aligned_page_size()?
+template <typename AddrGen, typename = void>
+struct has_aligned_page_size : std::false_type {};
+template <typename AddrGen>
+struct has_aligned_page_size<AddrGen, std::void_t<decltype(std::declval<const AddrGen&>().get_aligned_page_size())>>
+    : std::true_type {};
+
 template <typename AddrGen>
 FORCE_INLINE uint32_t addrgen_page_size(const AddrGen& addrgen) {
-    if constexpr (requires { addrgen.get_aligned_page_size(); }) {
+    if constexpr (has_aligned_page_size<AddrGen>::value) {
         return addrgen.get_aligned_page_size();
     } else {
         return addrgen.page_size;
