@@ -287,6 +287,7 @@ def _build_one(kb: KernelBuild) -> _Memo:
     h.update(_compiler_id_text().encode())
     h.update(repr((kb.role, kb.compile_time_args, kb.named_args, kb.defines, kb.compute, kb.arch)).encode())
     h.update(jit.encode())
+    h.update(repr(TRISC_THREADS if kb.compute is not None else ()).encode())  # which checks a cached object passed
     h.update(repr([f for f in flags if not f.startswith(str(pre_dir))]).encode())
     for d in deps:
         h.update(d.encode() + b"\0" + Path(d).read_bytes() + b"\0")
@@ -295,10 +296,10 @@ def _build_one(kb: KernelBuild) -> _Memo:
     if not out.exists():
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "emu_jit.h").write_text(jit)
+        if kb.compute is not None:  # before the object exists: a cached object means all threads built
+            _check_trisc_threads(kb, spec, out_dir, src)
         flags = _flags(kb, spec, out_dir, src)
         _atomic_build(out, lambda tmp: [CXX, *flags, str(src), "-o", tmp], f"kernel {src.name}")
-        if kb.compute is not None:
-            _check_trisc_threads(kb, spec, out_dir, src)
     sig = _stat_sig(deps)
     if sig is None:
         raise BuildError(f"kernel {src.name}: a dependency vanished while building")
