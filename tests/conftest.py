@@ -21,12 +21,13 @@ import pathlib
 import pytest
 
 from ttnn_flashdecode.devices import MOCK_CLUSTER_ENV, detect_devices
+from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
 
 pytest_plugins = ["pytester"]
 
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 #: One-chip Wormhole B0 descriptor used when there is no card (see the file's comment).
-MOCK_CLUSTER_DESC = DATA_DIR / "mock_cluster_wormhole_b0.yaml"
+MOCK_CLUSTER_DESC = mock_cluster_descriptor("wormhole_b0")
 NO_DEVICE_PREFIX = "no Tenstorrent device"
 
 

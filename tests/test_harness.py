@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from ttnn_flashdecode import cli, devices, paths
+from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-DATA = REPO / "tests" / "data"
 HAS_DEVICE_NODE = bool(glob.glob(devices.DEVICE_NODE_GLOB))
 
 
@@ -33,7 +33,7 @@ def test_detect_devices_agrees_with_device_nodes():
 
 
 def test_detect_devices_reports_mock_cluster_as_no_device(monkeypatch):
-    monkeypatch.setenv(devices.MOCK_CLUSTER_ENV, str(DATA / "mock_cluster_wormhole_b0.yaml"))
+    monkeypatch.setenv(devices.MOCK_CLUSTER_ENV, str(mock_cluster_descriptor("wormhole_b0")))
     detection = devices.detect_devices()
     assert detection.count == 0
     assert devices.MOCK_CLUSTER_ENV in detection.reason
@@ -95,13 +95,11 @@ def test_device_fixture_skips_without_card(pytester):
 # --- mock cluster descriptors -----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "descriptor, arch", [("mock_cluster_wormhole_b0.yaml", "wormhole_b0"), ("mock_cluster_blackhole.yaml", "blackhole")]
-)
-def test_mock_cluster_descriptor_loads_in_ttnn(descriptor, arch):
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_mock_cluster_descriptor_loads_in_ttnn(arch):
     """ttnn accepts the descriptor and reports its architecture (own process: tt-metal's
     cluster is created once per process)."""
-    env = dict(os.environ, **{devices.MOCK_CLUSTER_ENV: str(DATA / descriptor)})
+    env = dict(os.environ, **{devices.MOCK_CLUSTER_ENV: str(mock_cluster_descriptor(arch))})
     code = "import ttnn; print('ARCH=' + ttnn.get_arch_name())"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -9,6 +9,7 @@ Commands:
     demo            run the main job (``./run.sh demo`` runs this).
     bench           work balance, DRAM bytes and MODELLED device time per call (no card needed).
     profile-report  per-call duration and achieved GB/s from a Tracy ops_perf_results CSV.
+    silicon-check   the device path through tt-metal's JIT on mock Wormhole/Blackhole devices.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "demo": "run the flash-decode demo (the main job)",
     "bench": "work balance, DRAM bytes and modelled (not measured) device time per call",
     "profile-report": "per-call duration and achieved GB/s from tt-metal's ops_perf_results CSV",
+    "silicon-check": "compile the kernels with tt-metal's JIT on mock devices (no card; nothing executes)",
 }
 
 

@@ -36,7 +36,9 @@ from ttnn_flashdecode.program_factory import (
     max_requests_per_core,
     plan_decode,
 )
-from ttnn_flashdecode.residency import MAX_DIM_TILES, Residency, available_l1_bytes, l1_bytes, max_block_tiles
+from ttnn_flashdecode.residency import (
+    MAX_DIM_TILES, Residency, available_l1_bytes, device_cb_budget_bytes, l1_bytes, max_block_tiles,
+)
 from ttnn_flashdecode.schedule import schedule
 
 __all__ = ["attention", "last_report", "plan_program", "DEFAULT_BLOCK_TILES", "DEFAULT_ARCH"]
@@ -123,9 +125,13 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
     if min(k_shape) < 1:
         raise ValueError(f"k: expected every dimension >= 1, got {list(k_shape)}")
     width = q_shape[3]
-    if width % head_dim:
-        raise ValueError(f"q: expected a width that is a multiple of head_dim {head_dim}, got {width}")
-    n_q_heads = width // head_dim
+    # On a device Q is a TILE-layout tensor whose heads start on tile columns (DESIGN.md §5): each
+    # head takes head_dim rounded up to 32 columns, zero-padded. The emulator pads host inputs itself.
+    head_columns = -(-head_dim // 32) * 32 if kind == "device" else head_dim
+    if width % head_columns:
+        padded = f" (on a device each head of {head_dim} is padded to whole tiles, {head_columns} columns)" if head_columns != head_dim else ""
+        raise ValueError(f"q: expected a width that is a multiple of {head_columns}{padded}, got {width}")
+    n_q_heads = width // head_columns
     if n_q_heads % n_kv_heads:
         raise ValueError(
             f"GQA ratio: expected n_q_heads ({n_q_heads}) to be a multiple of n_kv_heads ({n_kv_heads})"
@@ -225,11 +231,13 @@ def _validate_device_tensors(q, k, v) -> None:
         raise NotImplementedError(f"device: expected a single-chip (1x1) mesh, got {chips} chips; shard the batch per chip")
 
 
-def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool) -> int:
+def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
+                       l1_budget: int | None) -> int:
     """The largest block that fits L1 unsplit; ``requested`` validated against it when given."""
-    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats)
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats, budget_bytes=l1_budget)
     if fit == 0:
-        raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit L1 on {arch} even with block_tiles 1")
+        where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
+        raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1")
     if requested is None:
         return fit
     if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
@@ -240,13 +248,14 @@ def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp3
 
 
 def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: int, fp32_stats: bool,
-                         at_least: int | None = None) -> int:
+                         l1_budget: int | None, at_least: int | None = None) -> int:
     """A block b <= ``upto`` that fits L1 beside the split-K inbox and whose double block tiles the
     cache (2*b divides capacity_tiles, so every position up to capacity-1 has a padded window inside
     the cache): the smallest such b >= ``at_least`` (default ``upto``), else the largest below it;
     1 when none does."""
     at_least = upto if at_least is None else at_least
-    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats)
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats,
+                          budget_bytes=l1_budget)
     valid = [b for b in range(1, min(upto, fit) + 1) if shape.capacity_tiles % (2 * b) == 0]
     covering = [b for b in valid if b >= at_least]
     return min(covering) if covering else max(valid, default=1)
@@ -433,18 +442,19 @@ def _emulator(arch: str):
     return Emulator(arch=arch)
 
 
-def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int, fp32_stats: bool) -> int:
+def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int, fp32_stats: bool,
+               l1_budget: int | None) -> int:
     """Most split-K slices per request: bounded by the grid, word 5's byte, and the L1 left beside
     blocks of ``block_tiles`` for the inbox (one partial per level of the combine tree)."""
     for split in range(min(protocol.MAX_SPLIT, grid_cores), 1, -1):
         residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats)
-        if l1_bytes(residency) <= available_l1_bytes(arch):
+        if l1_bytes(residency) <= (available_l1_bytes(arch) if l1_budget is None else l1_budget):
             return split
     return 1
 
 
 def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: ComputeOptions, arch: str, grid,
-                 accessor_args, noc_xy) -> Plan:
+                 accessor_args, noc_xy, l1_budget: int | None = None) -> Plan:
     """The plan :func:`attention` runs for these inputs, without running it (no device needed).
 
     Schedules the call's requests (positions decide the split-K counts), sizes the residency
@@ -460,16 +470,18 @@ def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: Com
         grid: compute grid ``(x, y)`` in cores.
         accessor_args: the five operands' TensorAccessorArgs compile-time args.
         noc_xy: logical core -> NoC coordinate.
+        l1_budget: L1 bytes for CBs (on a device, what its allocator leaves:
+            :func:`ttnn_flashdecode.residency.device_cb_budget_bytes`); default: the arch's whole free L1.
 
     Raises:
         ValueError: as :func:`attention` for block size, split and request-count limits.
     """
     fp32_stats = compute.fp32_dest_acc_en
-    fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats)
+    fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats, l1_budget)
     grid_cores = grid[0] * grid[1]
     # Room for the inbox is counted with the smallest block the planner may pick (1), or the
     # caller's block when given.
-    max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats)
+    max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget)
     if split is not None and split > max_split:
         raise ValueError(f"split: expected <= {max_split} (grid cores, and L1 for the reducer's inbox on {arch}), got {split}")
     kv_positions = shape.kv_positions(positions)
@@ -490,17 +502,17 @@ def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: Com
         # running state (~85 compute calls, the cost model's later_blocks).
         longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
         if largest == 1:
-            blocks = _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats)
+            blocks = _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats, l1_budget)
         else:
-            blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, at_least=longest)
+            blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats)
-    return _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy)
+    return _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy, l1_budget)
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy) -> Plan:
+def _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy, l1_budget) -> Plan:
     return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
-                       schedule=plan_schedule, noc_xy=noc_xy)
+                       schedule=plan_schedule, noc_xy=noc_xy, l1_budget_bytes=l1_budget)
 
 
 @functools.lru_cache(maxsize=16)
@@ -551,11 +563,6 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
 
 def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config):
     shape = inputs.shape
-    if shape.head_dim % 32:
-        raise NotImplementedError(
-            f"head_dim: {shape.head_dim} is not a multiple of 32; on a device Q must already hold whole-tile "
-            "heads (pad each head to 32 columns). The emulator path pads numpy/host inputs itself."
-        )
     if memory_config is not None and (memory_config.buffer_type != ttnn.BufferType.DRAM or memory_config.is_sharded()):
         raise ValueError(f"memory_config: expected DRAM interleaved, got {memory_config}")
     device = q.device()
@@ -567,7 +574,7 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
     operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out)
     accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
     plan = plan_program(shape, inputs.positions, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
-                 _device_noc_xy(device))
+                        _device_noc_xy(device), device_cb_budget_bytes(device))
     _check_windows(plan)
     addresses = Addresses(*(t.buffer_address() for t in operands))
     program = build_program(plan, decode_requests(plan, inputs.positions, addresses))

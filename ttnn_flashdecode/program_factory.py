@@ -265,6 +265,7 @@ def plan_decode(
     accessor_args: Sequence[Sequence[int]],
     schedule: Schedule,
     noc_xy: Callable[[int, int], tuple[int, int]],
+    l1_budget_bytes: int | None = None,
 ) -> Plan:
     """Plan a program for one call's shapes (any request kind).
 
@@ -280,6 +281,7 @@ def plan_decode(
         schedule: slices per core (:func:`ttnn_flashdecode.schedule.schedule`), one request per
             (user, KV group) -- per (sequence, Q head) for chunk -- in user-major order.
         noc_xy: logical core ``(x, y)`` -> its NoC coordinate (``worker_core_from_logical_core``).
+        l1_budget_bytes: L1 bytes the CBs may take; default: ``arch``'s whole free L1.
 
     Raises:
         ValueError: residency disagrees with the shape or the schedule, or does not fit L1; the
@@ -292,7 +294,7 @@ def plan_decode(
             f"residency: expected q_rows {shape.q_rows} and dim_tiles {shape.dim_tiles} for {shape}, "
             f"got q_rows {residency.q_rows} and dim_tiles {residency.dim_tiles}"
         )
-    check_fits(residency, arch)
+    check_fits(residency, arch, l1_budget_bytes)
     if len(accessor_args) != len(OPERANDS):
         raise ValueError(f"accessor_args: expected {len(OPERANDS)} lists ({', '.join(OPERANDS)}), got {len(accessor_args)}")
     if schedule.requests != shape.requests:

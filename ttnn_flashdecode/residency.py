@@ -166,23 +166,55 @@ def available_l1_bytes(arch: str) -> int:
     return spec.l1_bytes - spec.unreserved_base
 
 
-def check_fits(residency: Residency, arch: str) -> None:
-    """Raise if the residency's CBs do not fit ``arch``'s free L1.
+#: L1 bytes the device planner leaves free above the CBs, for the small L1 buffers ttnn ops allocate
+#: between calls (a sharded Q, a few-tile L1 output, ...), so a plan cached on one call still fits
+#: on the next. 16 KiB: 8 bfloat16 tiles a core.
+DEVICE_L1_MARGIN_BYTES = 16 * 1024
+
+
+def device_cb_budget_bytes(device) -> int:
+    """L1 bytes an open ttnn ``device`` leaves for this op's CBs, minus :data:`DEVICE_L1_MARGIN_BYTES`.
+
+    tt-metal places a program's CBs from the L1 allocator's base upward and allocates L1 buffers
+    from the top down; a launch whose CBs reach the lowest allocated L1 buffer is refused. So the
+    budget is the distance from the base to the lowest allocated block of the L1 allocator (its
+    ``ttnn.get_memory_view`` block table, addresses relative to the base), or the whole bank
+    when nothing is allocated; ``l1_small_size`` is already outside the bank (tt-metal carves it
+    off the top). Read on every call: L1 tensors come and go.
+
+    Returns:
+        Bytes (may be <= 0 when L1 is nearly full; :func:`check_fits` then refuses the plan).
+    """
+    import ttnn
+
+    view = ttnn.get_memory_view(device, ttnn.BufferType.L1)
+    allocated = [int(block["address"]) for block in view.block_table if block["allocated"] == "yes"]
+    return min(allocated, default=int(view.total_bytes_per_bank)) - DEVICE_L1_MARGIN_BYTES
+
+
+def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None) -> None:
+    """Raise if the residency's CBs do not fit ``arch``'s free L1 (or ``budget_bytes``, when given:
+    what an open device's allocator leaves, :func:`device_cb_budget_bytes`).
 
     Raises:
         ValueError: with the needed and available byte counts.
     """
-    need, have = l1_bytes(residency), available_l1_bytes(arch)
+    need = l1_bytes(residency)
+    have = available_l1_bytes(arch) if budget_bytes is None else budget_bytes
     if need > have:
+        largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
+                                  residency.fp32_stats, budget_bytes=budget_bytes)
+        where = f"{arch} has {have} bytes free" if budget_bytes is None else \
+            f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
-            f"residency {residency} needs {need} bytes of L1 for its circular buffers; "
-            f"{arch} has {have} bytes free (try a smaller block_tiles; the largest that fits is "
-            f"{max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split, residency.fp32_stats)})"
+            f"residency {residency} needs {need} bytes of L1 for its circular buffers; {where} "
+            f"(try a smaller block_tiles; the largest that fits is {largest})"
         )
 
 
 def max_block_tiles(
-    q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False
+    q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
+    budget_bytes: int | None = None,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -193,11 +225,12 @@ def max_block_tiles(
         arch: ``"wormhole_b0"`` or ``"blackhole"``.
         max_split: most split-K slices per request (sizes the PARTIALS inbox).
         fp32_stats: statistics CBs in float32.
+        budget_bytes: L1 bytes for CBs; default ``available_l1_bytes(arch)`` (an empty L1).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
-    have = available_l1_bytes(arch)
+    have = available_l1_bytes(arch) if budget_bytes is None else budget_bytes
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats)) - base
     if base > have:

@@ -7,7 +7,8 @@ can import it without pulling in the emulator.
 
 Files (``W`` = the installed ``ttnn`` package folder, ``<a>`` = ``wormhole`` | ``blackhole``):
 
-- ``W/tt_metal/hw/inc/internal/tt-1xx/<a>/dev_mem_map.h``: ``MEM_L1_SIZE``, ``MEM_MAP_END``.
+- ``W/tt_metal/hw/inc/internal/tt-1xx/<a>/dev_mem_map.h``: ``MEM_L1_SIZE``, ``MEM_MAP_END``, the kernel
+  code-size limits ``MEM_{BRISC,NCRISC,TRISC0,TRISC1,TRISC2}_KERNEL_SIZE``.
 - ``W/tt_metal/hw/inc/internal/tt-1xx/<a>/core_config.h``: ``MaxDMProcessorsPerCoreType``
   (``MEM_MAP_END`` depends on it).
 - ``W/tt_metal/hw/inc/internal/tt-1xx/<a>/noc/noc_parameters.h``: NoC alignments and burst size.
@@ -131,6 +132,9 @@ class ArchSpec:
     name: str  #: "wormhole_b0" | "blackhole"
     l1_bytes: int  #: MEM_L1_SIZE, dev_mem_map.h
     mem_map_end: int  #: MEM_MAP_END, dev_mem_map.h (end of the firmware-reserved L1)
+    #: processor ("BRISC", "NCRISC", "TRISC0".."TRISC2") -> MEM_<P>_KERNEL_SIZE, dev_mem_map.h: the
+    #: largest kernel image tt-metal's ELF loader accepts (Wormhole NCRISC: its 16 KiB IRAM)
+    kernel_size_limits: tuple[tuple[str, int], ...]
     kernel_config_base: int  #: align(MEM_MAP_END, l1_alignment): start of the kernel-config region
     unreserved_base: int  #: align(MEM_MAP_END + 69 KiB, max(dram, l1 alignment)); CBs start here
     dram_banks: int  #: number of DRAM views (soc descriptor ``dram_views``)
@@ -163,6 +167,8 @@ class ArchSpec:
         extra = {"MaxDMProcessorsPerCoreType": int(m.group(1))}
         l1_bytes = _eval("MEM_L1_SIZE", mem, extra)
         mem_map_end = _eval("MEM_MAP_END", mem, extra)
+        kernel_limits = tuple((proc, _eval(f"MEM_{proc}_KERNEL_SIZE", mem, extra))
+                              for proc in ("BRISC", "NCRISC", "TRISC0", "TRISC1", "TRISC2"))
         noc = _read_defines(hw / "noc/noc_parameters.h")
         num = lambda k: _eval(k, noc, {})  # noqa: E731
         dram_al = max(num("NOC_DRAM_READ_ALIGNMENT_BYTES"), num("NOC_DRAM_WRITE_ALIGNMENT_BYTES"))
@@ -184,6 +190,7 @@ class ArchSpec:
             name=name,
             l1_bytes=l1_bytes,
             mem_map_end=mem_map_end,
+            kernel_size_limits=kernel_limits,
             kernel_config_base=_align(mem_map_end, l1_al),
             unreserved_base=unreserved,
             dram_banks=len(views),
@@ -199,6 +206,10 @@ class ArchSpec:
             worker_xs=tuple(sorted({x for x, _ in workers})),
             worker_ys=tuple(sorted({y for _, y in workers})),
         )
+
+    def kernel_size_limit(self, processor: str) -> int:
+        """Bytes: the largest kernel image for ``processor`` ("BRISC", "NCRISC", "TRISC0".."TRISC2")."""
+        return dict(self.kernel_size_limits)[processor.upper()]
 
     def worker_noc_xy(self, x: int, y: int) -> tuple[int, int]:
         """NoC-0 coordinate of logical Tensix core (x, y) (unharvested: the sorted worker columns/rows)."""

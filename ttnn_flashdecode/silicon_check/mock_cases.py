@@ -1,0 +1,107 @@
+"""The op's real device path on a MOCK device: ``python -m ttnn_flashdecode.silicon_check.mock_cases``.
+
+Run by :func:`ttnn_flashdecode.silicon_check.run` in a subprocess per architecture (tt-metal can
+segfault on some misuse; the mock cluster is fixed once per process), with
+``TT_METAL_MOCK_CLUSTER_DESC_PATH``, ``TT_METAL_RUNTIME_ROOT`` (the fake root) and
+``TT_METAL_CACHE`` set, from a scratch folder. For every case it allocates real DRAM tensors on the
+opened mock device and calls :func:`ttnn_flashdecode.attention`: validation, planning,
+``TensorAccessorArgs`` of the real buffers, the descriptor and ``ttnn.generic_op``, whose host
+pipeline JIT-builds the kernels and checks CBs against L1, runtime-arg counts, semaphores, cores
+and code size. Nothing executes on a mock device (outputs are not checked: reads return zeros).
+
+Prints one line per case, ``CASE {"name": ..., "ok": ..., "seconds": ..., "error": ...}``, then
+exits 0 iff every case reached ``generic_op`` and returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+
+import numpy as np
+
+LINE_PREFIX = "CASE "
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One call: shapes, then :func:`~ttnn_flashdecode.attention` keywords."""
+
+    name: str
+    batch: int
+    n_q_heads: int
+    n_kv_heads: int
+    head_dim: int
+    capacity: int
+    call: dict
+    q_rows_per_user: int = 1  # ROWS: rows; CHUNK: the chunk length
+
+
+#: Every request kind and both split paths (issue 11's list), at the shapes users run.
+CASES = (
+    Case("decode seed 8k (8/1 heads, d128, block 16)", 1, 8, 1, 128, 8192, dict(cur_pos=[8191], block_tiles=16)),
+    Case("decode MiniCPM5-1B 8k (16/2 heads), scheduler split", 1, 16, 2, 128, 8192, dict(cur_pos=[8191])),
+    Case("decode batch 32, GQA 4 (32/8 heads)", 32, 32, 8, 128, 2048, dict(cur_pos=list(range(0, 2048, 64)))),
+    Case("decode forced split 7", 1, 8, 1, 128, 8192, dict(cur_pos=[8000], split=7)),
+    Case("decode ragged batch, scheduler split", 4, 16, 2, 128, 8192, dict(cur_pos=[5, 70, 3000, 8191])),
+    Case("ROWS 4 rows per user", 2, 16, 2, 128, 8192, dict(cur_pos=[4000, 8191], rows=4), q_rows_per_user=4),
+    Case("CHUNK 20 positions from mid-tile 45", 1, 16, 2, 128, 8192, dict(chunk_start=45), q_rows_per_user=20),
+    Case("decode head_dim 64", 1, 4, 2, 64, 1024, dict(cur_pos=[700])),
+    Case("decode head_dim 80 (heads padded to 96 columns)", 1, 4, 2, 80, 1024, dict(cur_pos=[700])),
+    Case("decode head_dim 256", 1, 4, 2, 256, 1024, dict(cur_pos=[700])),
+    Case("decode head_dim 512", 1, 4, 1, 512, 1024, dict(cur_pos=[1000])),
+    Case("decode HiFi2, bf16 DST, approximate exp", 1, 8, 1, 128, 2048, dict(cur_pos=[1500], compute_kernel_config="hifi2")),
+)
+
+
+def _tensor(device, array: np.ndarray):
+    import ttnn
+
+    return ttnn.Tensor(np.ascontiguousarray(array, dtype=np.float32), ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                       device=device, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+
+
+def run_case(device, case: Case, rng: np.random.Generator):
+    """Build the case's device tensors and call the op; returns the output tensor."""
+    import ttnn
+
+    from ttnn_flashdecode import attention
+
+    padded = -(-case.head_dim // 32) * 32  # a device Q holds whole-tile heads
+    q = rng.standard_normal((1, 1, case.batch * case.q_rows_per_user, case.n_q_heads * padded), dtype=np.float32)
+    k = rng.standard_normal((case.batch, case.n_kv_heads, case.capacity, case.head_dim), dtype=np.float32)
+    call = dict(case.call)
+    if call.get("compute_kernel_config") == "hifi2":
+        call["compute_kernel_config"] = ttnn.ComputeConfigDescriptor(
+            math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=False, math_approx_mode=True)
+    return attention(_tensor(device, q), _tensor(device, k), _tensor(device, k), **call)
+
+
+def main() -> int:
+    import ttnn
+
+    device = ttnn.open_device(device_id=0)
+    rng = np.random.default_rng(0)
+    failed = 0
+    try:
+        for case in CASES:
+            start = time.perf_counter()
+            record = {"name": case.name}
+            try:
+                out = run_case(device, case, rng)
+                record.update(ok=True, shape=list(out.shape))
+            except Exception as error:  # reported, not raised: the other cases still run
+                failed += 1
+                lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith(" ---")]
+                record.update(ok=False, error=f"{type(error).__name__}: " + " | ".join(lines[:8])[:2000])
+            record["seconds"] = round(time.perf_counter() - start, 2)
+            print(LINE_PREFIX + json.dumps(record), flush=True)
+    finally:
+        ttnn.close_device(device)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
