@@ -2,6 +2,8 @@
 # ttnn-flashdecode's two commands:
 #   ./run.sh demo [args...]         run the main job: python -m ttnn_flashdecode demo ARGS
 #   ./run.sh test [pytest args...]  run the whole test suite: python -m pytest tests ARGS
+#                                   (first installing Debian's RISC-V toolchain for the silicon
+#                                   check when run as root with apt-get)
 #
 # Both first make sure .venv/ holds a CPython 3.12 virtualenv with this project installed
 # (editable, with the test and demo extras). ttnn publishes wheels for CPython 3.10 and 3.12
@@ -94,6 +96,32 @@ ensure_installed() {
     echo "$want" >"$STAMP"
 }
 
+# The silicon check (tests/test_silicon_check.py) builds the kernels with tt-metal's JIT through
+# Debian's upstream RISC-V GCC. Installed here when we can (root with apt-get, as in CI); elsewhere
+# the check skips and says how to install it. Kept in step with silicon_check/toolchain.py.
+RISCV_PACKAGES=(gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf)
+RISCV_HEADERS_PACKAGE=libstdc++-12-dev-riscv64-cross
+ensure_riscv_toolchain() {
+    if command -v riscv64-unknown-elf-g++ >/dev/null 2>&1 &&
+        [[ -f /usr/lib/picolibc/riscv64-unknown-elf/lib/rv32im/ilp32/libc.a &&
+            -f /usr/riscv64-linux-gnu/include/c++/12/riscv64-linux-gnu/bits/c++config.h ]]; then
+        return
+    fi
+    if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        say "no RISC-V toolchain and not root with apt-get: the silicon check will skip (see README)"
+        return
+    fi
+    mkdir -p "$VENV"
+    say "installing the RISC-V toolchain for the silicon check (log: .venv/apt.log)..."
+    if ! { apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${RISCV_PACKAGES[@]}" &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$RISCV_HEADERS_PACKAGE"; } \
+        >"$VENV/apt.log" 2>&1; then
+        tail -n 10 "$VENV/apt.log" >&2
+        say "installing the RISC-V toolchain failed; the silicon check will skip (fail under CI=true)"
+    fi
+}
+
 [[ $# -ge 1 ]] || usage
 command="$1"
 shift
@@ -108,6 +136,7 @@ esac
 
 ensure_venv
 ensure_installed
+[[ $command == test ]] && ensure_riscv_toolchain
 
 case "$command" in
     # ttnn logs its whole config at DEBUG on import and tt-metal's device layer at info on exit;

@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: tt-metal-style ``device``/``device_params``, and a mock cluster.
+"""Shared pytest fixtures: tt-metal-style ``device``/``device_params``, a mock cluster, a mock device.
 
 Device tests are written the tt-metal way, so the same test runs under tt-metal's own
 conftest and here::
@@ -29,6 +29,38 @@ DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 #: One-chip Wormhole B0 descriptor used when there is no card (see the file's comment).
 MOCK_CLUSTER_DESC = mock_cluster_descriptor("wormhole_b0")
 NO_DEVICE_PREFIX = "no Tenstorrent device"
+
+
+#: Why ``mock_device`` cannot run in this session (None: it can); set by pytest_configure.
+_MOCK_DEVICE_UNAVAILABLE: str | None = "not configured"
+
+
+def pytest_configure(config):
+    """Without a card, and with the silicon check's RISC-V toolchain installed, point tt-metal at the
+    silicon check's runtime root and a mock Wormhole for the whole session, before anything creates
+    tt-metal's context (it reads these once per process): ``mock_device`` can then open a mock
+    device, and host-only ttnn calls use the same mock cluster as the ``mock_cluster`` fixture."""
+    global _MOCK_DEVICE_UNAVAILABLE
+    from ttnn_flashdecode.silicon_check.toolchain import INSTALL_HINT, missing_toolchain
+
+    if detect_devices().count > 0:
+        _MOCK_DEVICE_UNAVAILABLE = "a real Tenstorrent card is present (use the device fixture)"
+        return
+    missing = missing_toolchain()
+    if missing:
+        _MOCK_DEVICE_UNAVAILABLE = f"missing {', '.join(missing)} (install with: {INSTALL_HINT})"
+        return
+    if os.environ.get(MOCK_CLUSTER_ENV, str(MOCK_CLUSTER_DESC)) != str(MOCK_CLUSTER_DESC):
+        _MOCK_DEVICE_UNAVAILABLE = f"{MOCK_CLUSTER_ENV} names another cluster: {os.environ[MOCK_CLUSTER_ENV]}"
+        return
+    from ttnn_flashdecode.silicon_check.fake_root import build_root
+
+    import tempfile
+
+    os.environ[MOCK_CLUSTER_ENV] = str(MOCK_CLUSTER_DESC)
+    os.environ["TT_METAL_RUNTIME_ROOT"] = f"{build_root()}/"
+    os.environ.setdefault("TT_METAL_CACHE", tempfile.mkdtemp(prefix="ttnn-flashdecode-jit-") + "/")
+    _MOCK_DEVICE_UNAVAILABLE = None
 
 
 def pytest_addoption(parser):
@@ -68,6 +100,31 @@ def device(request, device_params):
 
     device_id = request.config.getoption("device_id")
     opened = ttnn.open_device(device_id=device_id, **device_params)
+    try:
+        yield opened
+    finally:
+        ttnn.close_device(opened)
+
+
+@pytest.fixture(scope="function")
+def mock_device(device_params, tmp_path, monkeypatch):
+    """A MOCK Wormhole device (``ttnn.open_device(device_id=0, **device_params)``), closed after.
+
+    tt-metal's JIT really builds firmware and kernels for it (through the silicon check's runtime
+    root) and ``ttnn.generic_op`` runs its host pipeline, but NOTHING EXECUTES: tensors read back as
+    zeros, so tests with this fixture assert on plans, errors and tt-metal's checks, never on values.
+    Skips (fails under ``CI=true``) when the RISC-V toolchain is missing; skips beside a real card.
+    """
+    from ttnn_flashdecode.silicon_check.toolchain import in_ci
+
+    if _MOCK_DEVICE_UNAVAILABLE is not None:
+        if in_ci() and "real Tenstorrent card" not in _MOCK_DEVICE_UNAVAILABLE:
+            pytest.fail(f"mock device: {_MOCK_DEVICE_UNAVAILABLE}")
+        pytest.skip(f"no mock device: {_MOCK_DEVICE_UNAVAILABLE}")
+    import ttnn
+
+    monkeypatch.chdir(tmp_path)  # ttnn may write ./generated and ./build
+    opened = ttnn.open_device(device_id=0, **device_params)
     try:
         yield opened
     finally:

@@ -317,7 +317,8 @@ def attention(
         q: ``[1, 1, batch * R, n_q_heads * head_dim]``, activation layout, ``R`` query rows per
             user (1 for decode, ``rows`` for ROWS, the chunk length ``C`` for CHUNK); rows ``b * R
             .. b * R + R - 1`` are user ``b``'s, in position order. On a device: bfloat16, TILE
-            layout, DRAM interleaved. On the host: a numpy array (float32 or
+            layout, DRAM interleaved, whole-tile heads (``n_q_heads * ceil(head_dim / 32) * 32``
+            columns, each head zero-padded to whole tiles; the output likewise). On the host: a numpy array (float32 or
             ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``.
         k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q``
             (bfloat16 TILE DRAM-interleaved on a device). Tiles past the last live one are never
@@ -353,12 +354,13 @@ def attention(
             ``chunk_start`` is given; ``cur_pos`` is not a sequence of ints; ``chunk_start`` is
             not an int or a sequence of ints.
         ValueError: shapes disagree (``q`` rows vs batch x rows per user, ``k`` vs ``v``, width
-            not a multiple of head_dim), the GQA ratio is not an integer or exceeds 32, both
+            not a multiple of head_dim, on a device of the tile-padded head), the GQA ratio is not an integer or exceeds 32, both
             ``cur_pos`` and ``chunk_start`` (or ``rows`` with ``chunk_start``) are given,
             ``rows`` x GQA ratio exceeds 32, a chunk longer than 32, a position is negative or
             past capacity (ROWS: below ``rows - 1``; CHUNK: the chunk runs past capacity), a cache
             whose capacity is not a whole number of double blocks (its last positions' padded
-            window would leave it; any position), head_dim or block_tiles does not fit L1, a split
+            window would leave it; any position), head_dim or block_tiles does not fit L1 (on a
+            device: what its L1 allocator leaves beside L1 tensors and ``l1_small_size``), a split
             larger than the grid or the reducer's L1 inbox allows, more requests than the grid's
             runtime-arg capacity, device tensors that are not bfloat16 / TILE / DRAM
             interleaved or live on different devices, a bad backend or memory_config. All raised
@@ -578,10 +580,10 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
     _check_windows(plan)
     addresses = Addresses(*(t.buffer_address() for t in operands))
     program = build_program(plan, decode_requests(plan, inputs.positions, addresses))
-    signpost = _tracy_signpost()
-    if signpost is not None:
-        signpost(f"ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
-                 f"heads={shape.n_q_heads}/{shape.n_kv_heads}")
+    # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
+    # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
+    ttnn.tracy_message(f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
+                       f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
     return ttnn.generic_op(list(operands), program)
 
 
@@ -609,11 +611,3 @@ def _device_constants(device, head_dim: int, scale: float | None):
             tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG
         )
     return _device_constants_cache[key]
-
-
-def _tracy_signpost():
-    try:
-        from tracy import signpost  # tt-metal's Tracy bindings; present only in Tracy-enabled builds
-    except ImportError:
-        return None
-    return signpost
