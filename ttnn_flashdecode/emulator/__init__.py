@@ -169,6 +169,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import hashlib
 import json
 import threading
 import time
@@ -289,6 +290,11 @@ class RunReport:
     wall_s: float  #: wall time of the kernel threads, seconds
     setup_s: float  #: host time before the threads started (descriptor reading, compiles), seconds
     log: list[str]  #: DPRINT lines, prefixed with core and kernel
+    #: the descriptor's ``custom_program_hash`` (None when unset): what the program cache keys on
+    program_hash: int | None = None
+    #: sha256 (hex) of every kernel's runtime args on every core and its common runtime args, in
+    #: descriptor order: equal digests and hashes mean two calls ran the same program with the same args
+    runtime_args_sha256: str = ""
 
     @property
     def cores_used(self) -> list[tuple[int, int]]:
@@ -312,6 +318,20 @@ class RunReport:
     def total_dram_write_bytes(self) -> int:
         """Bytes written to DRAM by all cores (``totals.dram_write_bytes``)."""
         return sum(s.dram_write_bytes for s in self.cores.values())
+
+
+def runtime_args_digest(program: Any) -> str:
+    """sha256 (hex) over every kernel's per-core runtime args (cores in row-major order) and common
+    runtime args, kernels in descriptor order (:attr:`RunReport.runtime_args_sha256`)."""
+    h = hashlib.sha256()
+    for index, kd in enumerate(program.kernels):
+        h.update(f"kernel {index} common {[int(v) for v in kd.common_runtime_args]}\n".encode())
+        for x, column in enumerate(kd.runtime_args):
+            for y, args in enumerate(column):
+                words = [int(v) for v in args]
+                if words:
+                    h.update(f"kernel {index} core {x},{y} {words}\n".encode())
+    return h.hexdigest()
 
 
 def _role_of(cfg: Any) -> int:
@@ -496,6 +516,7 @@ class Emulator:
         """
         t0 = time.perf_counter()
         plan_words, strings = self._plan(program)
+        digest = runtime_args_digest(program)
         c_strings = (ctypes.c_char_p * len(strings))(*[s.encode() for s in strings])
         arr = (ctypes.c_uint32 * len(plan_words))(*plan_words)
         setup = time.perf_counter() - t0
@@ -512,7 +533,9 @@ class Emulator:
         for c in d["cores"]:
             cores[tuple(c["core"])] = CoreStats(c["dram_read"], c["dram_write"], c["l1_read"], c["l1_write"],
                                                 dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]))
-        return RunReport(cores=cores, wall_s=d["wall_s"], setup_s=setup, log=list(d["log"]))
+        program_hash = getattr(program, "custom_program_hash", None)
+        return RunReport(cores=cores, wall_s=d["wall_s"], setup_s=setup, log=list(d["log"]),
+                         program_hash=None if program_hash is None else int(program_hash), runtime_args_sha256=digest)
 
     # ------------------------------------------------------------------ plan
     def _plan(self, program: Any) -> tuple[list[int], list[str]]:
