@@ -25,14 +25,17 @@ KERNELS = ROOT / "kernels"
 # CHUNK from a tile-aligned start (the causal tile) and from mid-tile (two tiles of gathered row
 # masks); ROWS with several heads and rows per KV group (the staircase); split-K with 7 slices,
 # with random scores and with one position ~100 above the rest in a slice other than 0 (the max
-# pass: without the request's true max, exp() overflows).
+# pass: without the request's true max, exp() overflows); a forced split with empty slices and
+# every score in [-120, -100] (an empty slice's max must be MASK_VALUE, or every exp() underflows).
 TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "tests/test_attention.py::test_attention_seed_shapes[2048]",
               "tests/test_attention.py::test_attention_split_counts[7]",
               "tests/test_attention.py::test_attention_split_with_one_dominant_position[5001-7-3-8-False]",
               "tests/test_attention.py::test_attention_split_with_one_dominant_position[4096-32-13-None-True]",
               "tests/test_attention_modes.py::test_chunk_lengths_and_starts[7-tile-edge64]",
               "tests/test_attention_modes.py::test_chunk_lengths_and_starts[32-mid-tile45]",
-              "tests/test_attention_modes.py::test_rows_every_valid_positions[ratio3-P10]"]
+              "tests/test_attention_modes.py::test_rows_every_valid_positions[ratio3-P10]",
+              # Adversarial numerics (issue 14): a forced split with empty slices, every live score in [-120, -100].
+              "tests/test_attention_adversarial.py::test_attention_forced_splits_with_empty_slices_and_low_scores[decode-0-3]"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +69,7 @@ MUTATIONS = [
              "const uint32_t width = p.row_width(tile, p.stage_head(s));",
              "ROWS: a gathered mask row takes its head's index for its row's, so the staircase is wrong"),
     Mutation("correction-factor-not-exponentiated", "attention_compute.cpp",
-             "sub_tiles(m_old, m_new, 0, 0, 0);\n    exp_tile<APPROX>(0);",
+             "sub_tiles(m_old, m_new, 0, 0, 0);\n    exp_tile<kExpApprox>(0);",
              "sub_tiles(m_old, m_new, 0, 0, 0);",
              "C = M_OLD - M_NEW instead of exp(M_OLD - M_NEW)"),
     Mutation("stale-init-for-correction", "attention_compute.cpp",
@@ -101,6 +104,13 @@ MUTATIONS = [
              "recip_tile(0);",
              "",
              "OUT = O * l instead of O / l"),
+    # Adversarial numerics (issue 14): bugs that unit-normal scores never reach -- only scores far
+    # from 0 (all below -88, or block maxima far apart) make exp() underflow or overflow float32.
+    Mutation("empty-slice-max-not-masked", "attention_compute.cpp",
+             "copy_pages(kCbConst, kConstPageMask, 1, m_state);",
+             "copy_pages(kCbConst, kConstPageScale, 1, m_state);",
+             "an empty split-K slice's running max is the scale (~0) instead of MASK_VALUE: with every live score "
+             "below -100 the request's max is ~0 and every exp() underflows (l = 0, NaN output)"),
 ]
 
 
