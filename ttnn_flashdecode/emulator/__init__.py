@@ -477,6 +477,20 @@ class Emulator:
             raise EmulatorError(f"DRAM bank {bank} [0x{address:x}, +{nbytes}) is outside every buffer")
         return out
 
+    def peek_l1(self, core: tuple[int, int], address: int, nbytes: int) -> np.ndarray:
+        """Raw ``nbytes`` of logical ``core``'s L1 at ``address`` as the last :meth:`run` left it
+        (also after a failed run: e.g. a read's destination still poisoned); ``uint8`` array.
+
+        Raises :class:`EmulatorError` when the core was not in the last run or the range leaves L1.
+        """
+        out = np.empty(nbytes, dtype=np.uint8)
+        with self._lock:
+            rc = self._lib.emu_l1_peek(self._h, core[0], core[1], address, nbytes, out.ctypes.data_as(ctypes.c_void_p))
+        if rc != 0:
+            raise EmulatorError(f"L1 of core {core} [0x{address:x}, +{nbytes}): the core was not in the last run "
+                                f"or the range is outside L1")
+        return out
+
     # ------------------------------------------------------------------ run
     def run(self, program: Any, timeout_s: float = 60.0) -> RunReport:
         """Run a ``ttnn.ProgramDescriptor`` to completion.

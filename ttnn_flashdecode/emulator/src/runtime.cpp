@@ -85,6 +85,7 @@ struct Device {
     Arch arch;
     std::vector<std::map<uint32_t, Region>> dram;  // per bank: start address -> region
     std::vector<std::unique_ptr<uint8_t[]>> l1_pool;  // reused across runs, one per core slot
+    std::vector<std::pair<uint32_t, uint32_t>> l1_pool_cores;  // logical core of each slot in the last run
     std::string last_error, last_report;
     bool leaked = false;  // a stuck run still references this device
 };
@@ -1222,6 +1223,21 @@ __attribute__((visibility("default"))) int emu_dram_peek(int h, uint32_t bank, u
     return 0;
 }
 
+// Raw bytes of logical core (x, y)'s L1 as the last run left it (tests: what a kernel left in
+// flight). 0 ok, 1 the core was not in the last run or the range is outside L1.
+__attribute__((visibility("default"))) int emu_l1_peek(int h, uint32_t x, uint32_t y, uint32_t addr, uint32_t n,
+                                                       uint8_t* out) {
+    if (!select_device(h)) return 2;
+    if (uint64_t(addr) + n > t_dev->arch.l1_size) return 1;
+    for (size_t i = 0; i < t_dev->l1_pool_cores.size() && i < t_dev->l1_pool.size(); ++i) {
+        if (t_dev->l1_pool_cores[i] == std::make_pair(x, y) && t_dev->l1_pool[i]) {
+            std::memcpy(out, t_dev->l1_pool[i].get() + addr, n);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 __attribute__((visibility("default"))) const char* emu_last_error(int h) {
     return select_device(h) ? t_dev->last_error.c_str() : "invalid emulator handle";
 }
@@ -1263,6 +1279,8 @@ __attribute__((visibility("default"))) int emu_run(int h, const uint32_t* w, int
                 std::memset(t_dev->l1_pool[ci].get(), 0, t_dev->arch.l1_size);
             }
             core->l1 = t_dev->l1_pool[ci].get();
+            if (ci >= t_dev->l1_pool_cores.size()) t_dev->l1_pool_cores.resize(ci + 1);
+            t_dev->l1_pool_cores[ci] = {core->lx, core->ly};
             const uint32_t ncb = next();
             for (uint32_t j = 0; j < ncb; ++j) {
                 uint32_t idx = next(), addr = next(), size = next(), page = next(), fmtc = next();
