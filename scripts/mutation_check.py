@@ -111,6 +111,27 @@ MUTATIONS = [
              "copy_pages(kCbConst, kConstPageScale, 1, m_state);",
              "an empty split-K slice's running max is the scale (~0) instead of MASK_VALUE: with every live score "
              "below -100 the request's max is ~0 and every exp() underflows (l = 0, NaN output)"),
+    # NoC ordering (issue 14)
+    Mutation("gather-landing-barrier-dropped", "attention_reader.cpp",
+             "        }\n        noc_async_read_barrier();\n        for (uint32_t j = 0; j < n; ++j) {",
+             "        }\n        for (uint32_t j = 0; j < n; ++j) {",
+             "the Q rows are copied out of the landing page before their DRAM reads have arrived"),
+    Mutation("gather-copy-barrier-dropped", "attention_reader.cpp",
+             "kFaceRowBytes);\n            }\n        }\n        noc_async_read_barrier();",
+             "kFaceRowBytes);\n            }\n        }",
+             "the next landing round overwrites the landing page while the previous round's local copies read it"),
+    Mutation("partial-signalled-before-write-barrier", "attention_writer.cpp",
+             "    noc_async_write_barrier();\n    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived + p.tree_slot())), 1);",
+             "    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived + p.tree_slot())), 1);\n    noc_async_write_barrier();",
+             "split-K: a slice tells its parent its max / partial has arrived before the write is flushed"),
+    Mutation("max-fetched-signalled-before-read-barrier", "attention_reader.cpp",
+             "    noc_async_read_barrier();\n    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemMaxFetched)), 1);",
+             "    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemMaxFetched)), 1);\n    noc_async_read_barrier();",
+             "split-K: a slice tells its parent it has copied the request's max while the copy is still in flight"),
+    Mutation("query-fetched-signalled-before-read-barrier", "attention_reader.cpp",
+             "            noc_async_read_barrier();\n            noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemFetched)), 1);",
+             "            noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemFetched)), 1);\n            noc_async_read_barrier();",
+             "split-K: a slice tells its parent it has copied Q and CONST while the copies are still in flight"),
 ]
 
 

@@ -422,3 +422,179 @@ def test_each_kernel_sees_its_own_cb_pointers(emu):
     start = values["consumer_wr"]
     assert values["producer_wr"] == start + TILE_BYTES  # the producer's own push moved it
     assert values["consumer_rd"] == start and values["consumer_rd_after"] == start + TILE_BYTES
+
+
+# ----- NoC ordering: data lands at the covering barrier ------------------------------------------
+
+IN_FLIGHT_POISON = 0xFFAD  # every 16-bit half of a read's destination until the read lands
+
+
+def _local_copy_program(emu, src, dst, num_pages, *, reader_defines=()):
+    cores = _crs((0, 0))
+    reader = _kernel(KERNELS / "reader_local_copy.cpp", cores, ttnn.ReaderConfigDescriptor(),
+                     ct=tensor_accessor_compile_time_args(src), named=[("cb", CB)],
+                     rt=[((0, 0), [src.address, num_pages])], defines=reader_defines)
+    writer = _kernel(KERNELS / "writer_copy.cpp", cores, ttnn.WriterConfigDescriptor(),
+                     ct=tensor_accessor_compile_time_args(dst), named=[("cb", CB), ("block", 2)],
+                     rt=[((0, 0), [dst.address, 2 * num_pages])])
+    return ttnn.ProgramDescriptor(kernels=[reader, writer], cbs=[_cb(cores, 2)], semaphores=[])
+
+
+def test_local_copy_after_its_read_barrier_moves_the_data(emu):
+    num_pages = 5
+    src = emu.allocate_dram(num_pages, TILE_BYTES)
+    dst = emu.allocate_dram(2 * num_pages, TILE_BYTES)
+    data = _random_pages(num_pages, seed=21)
+    emu.write_pages(src, data)
+    emu.run(_local_copy_program(emu, src, dst, num_pages))
+    pages = data.reshape(num_pages, TILE_BYTES)
+    np.testing.assert_array_equal(emu.read_pages(dst).reshape(2 * num_pages, TILE_BYTES), np.repeat(pages, 2, axis=0))
+
+
+def test_local_copy_from_a_page_still_being_read_is_refused(emu):
+    """No CB push sits between the DRAM read and the local copy out of its landing page, so only the
+    in-flight model sees the missing barrier."""
+    src = emu.allocate_dram(2, TILE_BYTES)
+    dst = emu.allocate_dram(4, TILE_BYTES)
+    prog = _local_copy_program(emu, src, dst, 2, reader_defines=[("SKIP_LANDING_BARRIER", "1")])
+    with pytest.raises(EmulatorError, match=r"core \(0,0\) reader kernel reader_local_copy\.cpp: noc_async_read reads "
+                                            r"L1 \[0x[0-9a-f]+, \+2048\) on core \(0,0\) while noc_async_read #1 of this "
+                                            r"kernel \(2048 bytes from NoC .*\) is still filling L1 .*: expected this "
+                                            r"kernel's noc_async_read_barrier before this"):
+        emu.run(prog)
+
+
+READ_AND_RETURN = r"""
+#include "api/dataflow/dataflow_api.h"
+void kernel_main() {
+    const InterleavedAddrGen<true> src{.bank_base_address = get_arg_val<uint32_t>(0), .page_size = 2048};
+    cb_reserve_back(0, 1);
+    noc_async_read(src.get_noc_addr(0), get_write_ptr(0), 2048);
+#ifndef SKIP_BARRIER
+    noc_async_read_barrier();
+#endif
+}
+"""
+
+
+@pytest.mark.parametrize("barrier", [True, False])
+def test_read_destination_holds_poison_until_its_barrier(emu, barrier):
+    spec = ArchSpec.for_name("wormhole_b0")
+    src = emu.allocate_dram(1, TILE_BYTES)
+    data = _random_pages(1, seed=22)
+    emu.write_pages(src, data)
+    cores = _crs((0, 0))
+    k = _kernel(READ_AND_RETURN, cores, ttnn.ReaderConfigDescriptor(), rt=[((0, 0), [src.address])],
+                defines=[] if barrier else [("SKIP_BARRIER", "1")], inline=True)
+    prog = ttnn.ProgramDescriptor(kernels=[k], cbs=[_cb(cores, 1)], semaphores=[])
+    if barrier:
+        emu.run(prog)
+    else:
+        with pytest.raises(EmulatorError, match=r"kernel_main returns with 1 noc_async_read\(s\) in flight, first "
+                                                r"noc_async_read #1 of this kernel \(2048 bytes .*\): expected "
+                                                r"noc_async_read_barrier before returning"):
+            emu.run(prog)
+    page = emu.peek_l1((0, 0), spec.unreserved_base, TILE_BYTES)  # CB 0 is the first CB
+    if barrier:
+        np.testing.assert_array_equal(page, data)
+    else:
+        assert set(page.view(np.uint16).tolist()) == {IN_FLIGHT_POISON}
+        assert np.isnan(page.view(np.float32)).all()
+
+
+WRITE_AND_RETURN = r"""
+#include "api/dataflow/dataflow_api.h"
+void kernel_main() {
+    const InterleavedAddrGen<true> dst{.bank_base_address = get_arg_val<uint32_t>(0), .page_size = 32};
+    noc_async_write(get_semaphore(0), dst.get_noc_addr(0), 4);
+}
+"""
+
+
+def test_write_destination_keeps_its_old_bytes_until_flushed(emu):
+    out = emu.allocate_dram(1, 32)
+    before = np.full(32, 0x5A, dtype=np.uint8)
+    emu.write_pages(out, before)
+    cores = _crs((0, 0))
+    k = _kernel(WRITE_AND_RETURN, cores, ttnn.WriterConfigDescriptor(), rt=[((0, 0), [out.address])], inline=True)
+    sem = ttnn.SemaphoreDescriptor(id=0, core_ranges=cores, initial_value=7)
+    with pytest.raises(EmulatorError, match=r"writer kernel inline#\d+: kernel_main returns with 1 noc_async_write\(s\) "
+                                            r"in flight, first noc_async_write #1 of this kernel \(4 bytes .*\): "
+                                            r"expected noc_async_write_barrier before returning"):
+        emu.run(ttnn.ProgramDescriptor(kernels=[k], cbs=[], semaphores=[sem]))
+    np.testing.assert_array_equal(emu.read_pages(out), before)
+
+
+def _handoff_program(emu, src, dst, num_pages, *, sender_defines=()):
+    """Core (0,0) reads src pages and sends each into core (2,1)'s CB page; (2,1) writes them to dst."""
+    tx, rx = (0, 0), (2, 1)
+    tx_noc, rx_noc = emu.worker_core_from_logical_core(*tx), emu.worker_core_from_logical_core(*rx)
+    both = _crs(tx, rx)
+    kernels = [
+        _kernel(KERNELS / "reader_copy.cpp", _crs(tx), ttnn.ReaderConfigDescriptor(),
+                ct=tensor_accessor_compile_time_args(src), named=[("cb", CB), ("block", 1)],
+                rt=[(tx, [src.address, num_pages])]),
+        _kernel(KERNELS / "handoff_sender.cpp", _crs(tx), ttnn.WriterConfigDescriptor(), named=[("cb", CB)],
+                rt=[(tx, [*rx_noc, num_pages])], defines=sender_defines),
+        _kernel(KERNELS / "handoff_receiver.cpp", _crs(rx), ttnn.ReaderConfigDescriptor(), named=[("cb", CB)],
+                rt=[(rx, [*tx_noc, num_pages])]),
+        _kernel(KERNELS / "writer_copy.cpp", _crs(rx), ttnn.WriterConfigDescriptor(),
+                ct=tensor_accessor_compile_time_args(dst), named=[("cb", CB), ("block", 1)],
+                rt=[(rx, [dst.address, num_pages])]),
+    ]
+    sems = [ttnn.SemaphoreDescriptor(id=i, core_ranges=both, initial_value=0) for i in (0, 1)]
+    return ttnn.ProgramDescriptor(kernels=kernels, cbs=[_cb(both, 1)], semaphores=sems)
+
+
+@pytest.mark.parametrize("sender_defines", [(), (("FLUSH_ONLY", "1"),)], ids=["write-barrier", "writes-flushed"])
+def test_handoff_flushed_before_its_signal_moves_the_data(emu, sender_defines):
+    num_pages = 4
+    src = emu.allocate_dram(num_pages, TILE_BYTES)
+    dst = emu.allocate_dram(num_pages, TILE_BYTES)
+    data = _random_pages(num_pages, seed=23)
+    emu.write_pages(src, data)
+    emu.run(_handoff_program(emu, src, dst, num_pages, sender_defines=sender_defines))
+    np.testing.assert_array_equal(emu.read_pages(dst), data)
+
+
+def test_semaphore_signal_before_the_write_is_flushed_is_refused(emu):
+    src = emu.allocate_dram(2, TILE_BYTES)
+    dst = emu.allocate_dram(2, TILE_BYTES)
+    prog = _handoff_program(emu, src, dst, 2, sender_defines=[("SIGNAL_BEFORE_FLUSH", "1")])
+    with pytest.raises(EmulatorError, match=r"core \(0,0\) writer kernel handoff_sender\.cpp: noc_semaphore_inc\(core "
+                                            r"\(2,1\) semaphore @0x[0-9a-f]+, 1\) while noc_async_write #1 of this kernel "
+                                            r"\(2048 bytes from NoC .* to NoC .*\) is not flushed: .* expected "
+                                            r"noc_async_write_barrier \(or noc_async_writes_flushed\) before the signal"):
+        emu.run(prog)
+
+
+SIGNAL_BY_WRITE = r"""
+#include "api/dataflow/dataflow_api.h"
+void kernel_main() {
+    const uint64_t peer_sem = get_noc_addr(get_arg_val<uint32_t>(1), get_arg_val<uint32_t>(2), get_semaphore(0));
+    auto* sem = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(get_semaphore(0));
+    if (get_arg_val<uint32_t>(0)) {
+        noc_async_write(get_semaphore(1), peer_sem, 4);  // semaphore 1 holds 1
+        noc_semaphore_wait(sem, 1);                       // the peer answers once the write lands
+        noc_async_write_barrier();
+    } else {
+        noc_semaphore_wait(sem, 1);
+        noc_semaphore_inc(peer_sem, 1);
+    }
+}
+"""
+
+
+def test_un_barriered_write_still_arrives_when_every_kernel_waits(emu):
+    """The data of a write lands at its barrier, or earlier when nothing else can run: on silicon it
+    arrives eventually, so waiting on it is not a deadlock."""
+    a, b = (0, 0), (1, 0)
+    ax, ay = emu.worker_core_from_logical_core(*a)
+    bx, by = emu.worker_core_from_logical_core(*b)
+    cores = _crs(a, b)
+    k = _kernel(SIGNAL_BY_WRITE, cores, ttnn.WriterConfigDescriptor(),
+                rt=[(a, [1, bx, by]), (b, [0, ax, ay])], inline=True)
+    sems = [ttnn.SemaphoreDescriptor(id=0, core_ranges=cores, initial_value=0),
+            ttnn.SemaphoreDescriptor(id=1, core_ranges=cores, initial_value=1)]
+    report = emu.run(ttnn.ProgramDescriptor(kernels=[k], cbs=[], semaphores=sems), timeout_s=10)
+    assert report.cores[b].calls["noc_semaphore_inc"] == 1

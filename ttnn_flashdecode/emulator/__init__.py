@@ -19,8 +19,20 @@ What it models
   in the NoC address); the buffer's address is the same in every bank.
 - **The NoC**: addresses encode ``(y << 42) | (x << 36) | addr`` with the soc descriptor's NoC-0
   coordinates (DRAM banks at their worker endpoints; Tensix cores at the functional-worker
-  coordinates, see ``Emulator.worker_core_from_logical_core``). Transfers happen at issue time;
-  byte counts per core (DRAM vs L1-to-L1).
+  coordinates, see ``Emulator.worker_core_from_logical_core``); byte counts per core (DRAM vs
+  L1-to-L1).
+- **NoC ordering**: a transfer's data lands at the barrier that covers it, the latest moment
+  tt-metal allows, not at issue. ``noc_async_read`` fills its destination with a poison (0xFFAD in
+  every 16-bit half: NaN as bf16 and as fp32) at issue and copies the source at the issuing
+  kernel's ``noc_async_read_barrier`` (or ``noc_async_full_barrier``); ``noc_async_write`` leaves
+  its destination's old bytes until ``noc_async_write_barrier`` or ``noc_async_writes_flushed``.
+  Each core keeps the L1 ranges that transfers in flight touch (any issuing kernel: destinations
+  being filled, sources being read), and the checks below report any use of them. Only when every
+  live kernel is blocked does everything in flight land early (on silicon it arrives eventually),
+  so waiting on one's own un-barriered write is not a deadlock; the transfer still counts as
+  un-barriered. Semaphore signals (``noc_semaphore_inc``, ``noc_semaphore_set``,
+  ``noc_semaphore_set_remote``) act at issue, the earliest moment, and are not tracked by the
+  barriers. ``Emulator.peek_l1`` shows what a run left in L1 (e.g. poison after a failed run).
 - **Semaphores** (SemaphoreDescriptor): 16-byte slots from the start of the kernel-config region
   (``align(MEM_MAP_END, L1_ALIGNMENT)``; the real firmware puts them somewhere inside that region).
 - **Args**: per-core runtime args and common runtime args, compile-time args and named
@@ -33,17 +45,30 @@ Checks (each error names the core, the kernel, the CB or address and the counts)
 CBs over-allocating L1; reading CB bytes not waited for / writing CB bytes not reserved (compute
 PageRefs, NoC reads into and writes out of CB regions, also remote ones); pushing more than
 reserved, popping more than waited; a reserve/wait that would run past the CB's end before the
-pointer wraps; two kernels pushing (or popping) one CB; pushing a page an un-barriered
-``noc_async_read`` filled; popping a page an un-flushed ``noc_async_write`` still sends from; NoC
-addresses outside every DRAM buffer, outside L1, or in the firmware region of L1; runtime args
-read past their count; unknown semaphore ids. **Watchdog**: when every live kernel is blocked and
+pointer wraps; two kernels pushing (or popping) one CB; NoC addresses outside every DRAM buffer,
+outside L1, or in the firmware region of L1; runtime args read past their count; unknown semaphore
+ids. **NoC ordering** (each error names the accessing core and kernel, the L1 range, and the
+transfer in flight: its number, issuing kernel, size and NoC source and destination): touching a
+destination still in flight -- a NoC read's source or destination, a NoC write's source or
+destination, a CB push or pop, a local semaphore write over L1 an un-barriered read is filling
+or an un-flushed write is writing (so pushing a page an un-barriered read filled, or a local
+copy out of a landing page before its barrier); modifying or freeing a source still in flight --
+a NoC read into, a NoC write into, or a CB pop of L1 an un-barriered read is reading or an
+un-flushed write is sending from; a semaphore signal while the signalling kernel has an
+un-flushed ``noc_async_write`` (tt-metal's idiom is write, ``noc_async_writes_flushed`` or
+``noc_async_write_barrier``, signal; the NoC ISA orders a write before a later atomic only once
+acked, i.e. after the barrier, which the project's kernels use) or an un-barriered read from the
+signalled core's L1 (the signal may let it reuse the source); ``kernel_main`` returning with
+transfers in flight. DRAM ranges are not tracked (no kernel here reads DRAM another writes). **Watchdog**: when every live kernel is blocked and
 no wait can be satisfied, the run ends with :class:`DeadlockError` listing each blocked kernel,
 its core, the CB (received, acked, requested, page count) or semaphore; a wall-clock timeout is the
 backstop.
 
 What it does not model
 ----------------------
-Timing (no cycle counts), NoC ordering/contention, multicast, transaction ids, sharded or
+Timing (no cycle counts), NoC contention, the order in which transfers between two barriers land
+(all land at the barrier, in issue order), noc_async_atomic_barrier (atomics act at issue),
+multicast, transaction ids, sharded or
 L1-interleaved tensors, the 16-byte TRISC CB pointer units, L1 buffers besides CBs, the two NoCs
 (``noc`` arguments are accepted and ignored), dispatch. **Kernels must touch L1 only through the
 API** (NoC calls, semaphore calls, the compute engine): L1 addresses are real L1 byte addresses,
@@ -495,6 +520,20 @@ class Emulator:
             rc = self._lib.emu_dram_peek(self._h, bank, address, nbytes, out.ctypes.data_as(ctypes.c_void_p))
         if rc != 0:
             raise EmulatorError(f"DRAM bank {bank} [0x{address:x}, +{nbytes}) is outside every buffer")
+        return out
+
+    def peek_l1(self, core: tuple[int, int], address: int, nbytes: int) -> np.ndarray:
+        """Raw ``nbytes`` of logical ``core``'s L1 at ``address`` as the last :meth:`run` left it
+        (also after a failed run: e.g. a read's destination still poisoned); ``uint8`` array.
+
+        Raises :class:`EmulatorError` when the core was not in the last run or the range leaves L1.
+        """
+        out = np.empty(nbytes, dtype=np.uint8)
+        with self._lock:
+            rc = self._lib.emu_l1_peek(self._h, core[0], core[1], address, nbytes, out.ctypes.data_as(ctypes.c_void_p))
+        if rc != 0:
+            raise EmulatorError(f"L1 of core {core} [0x{address:x}, +{nbytes}): the core was not in the last run "
+                                f"or the range is outside L1")
         return out
 
     # ------------------------------------------------------------------ run

@@ -150,6 +150,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.emu_dram_write_pages.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
     lib.emu_dram_read_pages.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
     lib.emu_dram_peek.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    lib.emu_l1_peek.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
+                                ctypes.c_void_p]
     lib.emu_last_error.argtypes = [ctypes.c_int]
     lib.emu_last_error.restype = ctypes.c_char_p
     lib.emu_last_report.argtypes = [ctypes.c_int]

@@ -14,6 +14,7 @@
 #include "emu/compute_engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -84,6 +85,7 @@ struct Device {
     Arch arch;
     std::vector<std::map<uint32_t, Region>> dram;  // per bank: start address -> region
     std::vector<std::unique_ptr<uint8_t[]>> l1_pool;  // reused across runs, one per core slot
+    std::vector<std::pair<uint32_t, uint32_t>> l1_pool_cores;  // logical core of each slot in the last run
     std::string last_error, last_report;
     bool leaked = false;  // a stuck run still references this device
 };
@@ -114,6 +116,43 @@ struct Wait {
     std::function<std::string()> describe;
 };
 
+// ----- NoC transfers in flight ------------------------------------------------------------
+// A noc_async_read / noc_async_write between its issue and the barrier that covers it. Its data
+// lands at that barrier (noc_async_read_barrier; noc_async_write_barrier or
+// noc_async_writes_flushed; noc_async_full_barrier), not at issue: until then a read's
+// destination holds kInFlightPoison and a write's destination its old bytes. Only when every live
+// kernel is blocked does the runtime land everything still in flight (on silicon it arrives
+// eventually), so a kernel waiting on its own un-barriered write is not a deadlock; the transfer
+// stays un-barriered for the checks.
+struct Transfer {
+    uint64_t id;             // per kernel, in issue order (1, 2, ...)
+    bool is_read;
+    bool landed;             // data moved (at the barrier, or early when the run would deadlock)
+    uint32_t size;
+    const uint8_t* src;      // host pointers
+    uint8_t* dst;
+    uint64_t src_noc, dst_noc;  // NoC addresses, for messages
+    Core* src_core;          // nullptr: DRAM
+    Core* dst_core;
+};
+
+// What an in-flight transfer is doing to an L1 byte range of a core. Destinations being filled
+// (kReadDst, kWriteDst) conflict with any access; sources being read (kReadSrc, kWriteSrc) only
+// with accesses that modify or free them.
+enum class Touch : uint8_t { kReadDst, kReadSrc, kWriteSrc, kWriteDst };
+
+struct Kernel;
+struct InFlight {
+    uint32_t lo, hi;  // L1 byte range [lo, hi)
+    Touch touch;
+    Kernel* owner;
+    uint64_t id;      // Transfer::id in owner's list
+};
+
+// bf16 NaN (sign 1, exponent all ones, payload 0x2d) in every 16-bit half, so a float32 word of it
+// is NaN too: a read's destination holds it from issue until the data lands.
+constexpr uint16_t kInFlightPoison = 0xffad;
+
 struct Kernel {
     Core* core = nullptr;
     RunState* run = nullptr;
@@ -123,7 +162,8 @@ struct Kernel {
     void (*fn)() = nullptr;
     std::vector<uint32_t> rt, crt;
     ComputeConfig cc{};
-    std::vector<std::pair<uint32_t, uint32_t>> pending_reads, pending_writes;  // (L1 addr, bytes)
+    std::vector<Transfer> reads_in_flight, writes_in_flight;  // issue order
+    uint64_t transfers_issued = 0;
     bool blocked = false, done = false;
     Wait wait;
     std::unordered_map<const char*, uint64_t> calls, zones;
@@ -138,6 +178,7 @@ struct Core {
     uint8_t* l1 = nullptr;
     CB cbs[kMaxCBs];
     bool sem_configured[kMaxSems] = {};
+    std::vector<InFlight> in_flight;  // transfers (any core's kernels) touching this core's L1
     std::condition_variable cv;
     Kernel* k[3] = {nullptr, nullptr, nullptr};
 };
@@ -213,11 +254,22 @@ std::string describe_blocked_locked(RunState& R) {
     return s + run + fin;
 }
 
-// Deadlock: every live kernel is blocked and none of their conditions holds.
+bool land_everything_in_flight_locked(RunState& R);
+
+// Deadlock: every live kernel is blocked and none of their conditions holds, even once every
+// transfer in flight has landed.
 bool check_deadlock_locked(RunState& R) {
     if (R.live == 0 || R.blocked < R.live) return false;
-    for (auto& k : R.kernels)
-        if (k->blocked && k->wait.pred()) return false;
+    auto any_can_go = [&R] {
+        for (auto& k : R.kernels)
+            if (k->blocked && k->wait.pred()) return true;
+        return false;
+    };
+    if (any_can_go()) return false;
+    if (land_everything_in_flight_locked(R) && any_can_go()) {
+        notify_all_cores_locked(R);
+        return false;
+    }
     record_error_locked(R, kDeadlock,
                         "deadlock: no kernel can make progress (every live kernel waits on a condition "
                         "nothing else will satisfy):" +
@@ -392,14 +444,146 @@ Target resolve(uint64_t noc_addr, uint32_t bytes, const char* what) {
               (unsigned long long)a, ch->second, x, y));
 }
 
-bool overlaps_any(const std::vector<std::pair<uint32_t, uint32_t>>& v, uint32_t a, uint32_t n,
-                  std::pair<uint32_t, uint32_t>* hit) {
-    for (auto& p : v)
-        if (overlaps(a, n, p.first, uint64_t(p.first) + p.second)) {
-            *hit = p;
-            return true;
-        }
-    return false;
+uint64_t noc_xy_addr_of(const Core& c, uint32_t l1_addr) {
+    return (uint64_t(c.ny) << 42) | (uint64_t(c.nx) << 36) | l1_addr;
+}
+
+std::string noc_str(uint64_t noc_addr) {
+    return fmt("(x=%u,y=%u) 0x%llx", unsigned((noc_addr >> 36) & 0x3f), unsigned((noc_addr >> 42) & 0x3f),
+               (unsigned long long)(noc_addr & kLocalMask));
+}
+
+std::string kernel_str(const Kernel& owner) {
+    return &owner == t_k ? std::string("this kernel") : owner.prefix.substr(0, owner.prefix.size() - 2);
+}
+
+std::string transfer_str(const Kernel& owner, const Transfer& t) {
+    return fmt("%s #%llu of %s (%u bytes from NoC %s to NoC %s)", t.is_read ? "noc_async_read" : "noc_async_write",
+               (unsigned long long)t.id, kernel_str(owner).c_str(), t.size, noc_str(t.src_noc).c_str(),
+               noc_str(t.dst_noc).c_str());
+}
+
+const Transfer* find_transfer(const InFlight& f) {
+    const bool read = f.touch == Touch::kReadDst || f.touch == Touch::kReadSrc;
+    for (const Transfer& t : read ? f.owner->reads_in_flight : f.owner->writes_in_flight)
+        if (t.id == f.id) return &t;
+    return nullptr;
+}
+
+enum class Access : uint8_t { kReads, kModifies };  // modifies: writes the bytes or frees them (pop)
+
+// Fails when `access` to L1 [addr, addr+bytes) of `core` (by the calling kernel, described by
+// `what`) meets a transfer in flight: a destination still being filled, or a source still being
+// read that the access would modify.
+void check_in_flight(Core& core, uint32_t addr, uint64_t bytes, Access access, const std::string& what) {
+    for (const InFlight& f : core.in_flight) {
+        if (!overlaps(addr, bytes, f.lo, f.hi)) continue;
+        const bool destination = f.touch == Touch::kReadDst || f.touch == Touch::kWriteDst;
+        if (!destination && access == Access::kReads) continue;
+        static const char* const doing[] = {"is still filling", "is still reading", "is still sending from",
+                                            "is still writing"};
+        const bool read = f.touch == Touch::kReadDst || f.touch == Touch::kReadSrc;
+        const Transfer* t = find_transfer(f);
+        raise(fmt("%s L1 [0x%x, +%llu) on core (%u,%u) while %s %s L1 [0x%x, 0x%x) there: expected %s's %s "
+                  "before this",
+                  what.c_str(), addr, (unsigned long long)bytes, core.lx, core.ly,
+                  t ? transfer_str(*f.owner, *t).c_str() : "a transfer", doing[int(f.touch)], f.lo, f.hi,
+                  kernel_str(*f.owner).c_str(),
+                  read ? "noc_async_read_barrier" : "noc_async_write_barrier (or noc_async_writes_flushed)"));
+    }
+}
+
+// kInFlightPoison into [dst_l1, +size) at host pointer `dst`, phased by address parity so every
+// aligned 16-bit half holds it.
+void poison(uint8_t* dst, uint32_t dst_l1, uint32_t size) {
+    static const auto pattern = [] {
+        std::array<uint8_t, 4096 + 1> p{};
+        for (size_t i = 0; i < p.size(); ++i) p[i] = uint8_t(i & 1 ? kInFlightPoison >> 8 : kInFlightPoison & 0xff);
+        return p;
+    }();
+    for (uint32_t done = 0; done < size;) {
+        const uint32_t n = std::min<uint32_t>(size - done, 4096);
+        std::memcpy(dst + done, pattern.data() + ((dst_l1 + done) & 1), n);
+        done += n;
+    }
+}
+
+void land(Transfer& t) {
+    if (t.landed) return;
+    std::memmove(t.dst, t.src, t.size);
+    t.landed = true;
+    if (!t.is_read && t.dst_core) t.dst_core->cv.notify_all();  // the bytes may be a semaphore someone waits on
+}
+
+// Lands every transfer in `list` (issue order), forgets it, and drops its touches.
+void complete(Kernel& k, std::vector<Transfer>& list) {
+    if (list.empty()) return;
+    Core* cores[8];
+    size_t ncores = 0;
+    bool overflow = false;
+    auto note = [&](Core* c) {
+        if (!c) return;
+        for (size_t i = 0; i < ncores; ++i)
+            if (cores[i] == c) return;
+        if (ncores < 8) cores[ncores++] = c;
+        else overflow = true;
+    };
+    for (Transfer& t : list) {
+        land(t);
+        note(t.src_core);
+        note(t.dst_core);
+    }
+    const bool reads = list.front().is_read;
+    auto mine = [&](const InFlight& f) {
+        const bool read = f.touch == Touch::kReadDst || f.touch == Touch::kReadSrc;
+        return f.owner == &k && read == reads;
+    };
+    auto drop = [&](Core& c) { c.in_flight.erase(std::remove_if(c.in_flight.begin(), c.in_flight.end(), mine), c.in_flight.end()); };
+    if (overflow) {
+        for (auto& c : k.run->cores) drop(*c);
+    } else {
+        for (size_t i = 0; i < ncores; ++i) drop(*cores[i]);
+    }
+    list.clear();
+}
+
+// A semaphore signal tells its receiver that data has arrived or a source may be reused; both must
+// be true before it is sent (tt-metal: write, then noc_async_writes_flushed or
+// noc_async_write_barrier, then noc_semaphore_inc).
+void check_signal(Kernel& k, const std::string& what, const Core* target) {
+    if (!k.writes_in_flight.empty())
+        raise(fmt("%s while %s is not flushed: the receiver may read its destination before the data arrives; "
+                  "expected noc_async_write_barrier (or noc_async_writes_flushed) before the signal",
+                  what.c_str(), transfer_str(k, k.writes_in_flight.front()).c_str()));
+    for (const Transfer& t : k.reads_in_flight)
+        if (t.src_core == target)
+            raise(fmt("%s while %s, reading that core's L1, is still in flight: the signal may let it reuse the "
+                      "source; expected noc_async_read_barrier before the signal",
+                      what.c_str(), transfer_str(k, t).c_str()));
+}
+
+void check_nothing_in_flight_at_exit(Kernel& k) {
+    std::lock_guard<std::mutex> g(k.run->mu);
+    for (auto* list : {&k.reads_in_flight, &k.writes_in_flight})
+        if (!list->empty())
+            raise(fmt("kernel_main returns with %zu %s in flight, first %s: expected %s before returning", list->size(),
+                      list == &k.reads_in_flight ? "noc_async_read(s)" : "noc_async_write(s)",
+                      transfer_str(k, list->front()).c_str(),
+                      list == &k.reads_in_flight ? "noc_async_read_barrier" : "noc_async_write_barrier"));
+}
+
+// Every live kernel is blocked: on silicon their transfers would still arrive, so land them all
+// (they stay un-barriered for the checks). True when anything landed.
+bool land_everything_in_flight_locked(RunState& R) {
+    bool any = false;
+    for (auto& k : R.kernels)
+        for (auto* list : {&k->reads_in_flight, &k->writes_in_flight})
+            for (Transfer& t : *list)
+                if (!t.landed) {
+                    land(t);
+                    any = true;
+                }
+    return any;
 }
 
 void thread_main(Kernel* k) {
@@ -410,6 +594,7 @@ void thread_main(Kernel* k) {
         if (k->role == KernelRole::Compute) compute::compute_thread_begin();
         k->fn();
         if (k->role == KernelRole::Compute) compute::compute_thread_end();  // e.g. DST still held
+        check_nothing_in_flight_at_exit(*k);
     } catch (KernelError& e) {
         std::lock_guard<std::mutex> g(R.mu);
         record_error_locked(R, kKernel, e.msg);
@@ -538,11 +723,8 @@ void cb_push_back(uint32_t cb, uint32_t n) {
     if (n > c.reserved || c.producer < 0)
         raise(fmt("cb_push_back(cb=%u, %u): only %u pages are reserved (cb_reserve_back) and not yet pushed; %s", cb,
                   n, c.producer < 0 ? 0 : c.reserved, cb_state(c).c_str()));
-    std::pair<uint32_t, uint32_t> hit;
-    if (overlaps_any(k.pending_reads, c.wr, n * c.page, &hit))
-        raise(fmt("cb_push_back(cb=%u, %u) pushes L1 [0x%x, +%u) while noc_async_read into [0x%x, +%u) has not "
-                  "been completed by noc_async_read_barrier",
-                  cb, n, c.wr, n * c.page, hit.first, hit.second));
+    if (!k.core->in_flight.empty())
+        check_in_flight(*k.core, c.wr, uint64_t(n) * c.page, Access::kReads, fmt("cb_push_back(cb=%u, %u) pushes", cb, n));
     c.received = static_cast<uint16_t>(c.received + n);
     c.wr += n * c.page;
     if (c.wr >= c.end()) c.wr -= c.size;
@@ -584,11 +766,8 @@ void cb_pop_front(uint32_t cb, uint32_t n) {
         raise(fmt("cb_pop_front(cb=%u, %u): only %u pages are waited for (cb_wait_front) and not yet popped; %s", cb,
                   n, c.waited[k.slot], cb_state(c).c_str()));
     c.consumer = k.slot;
-    std::pair<uint32_t, uint32_t> hit;
-    if (overlaps_any(k.pending_writes, c.rd, n * c.page, &hit))
-        raise(fmt("cb_pop_front(cb=%u, %u) frees L1 [0x%x, +%u) while noc_async_write from [0x%x, +%u) has not "
-                  "been completed by noc_async_write_barrier / noc_async_writes_flushed",
-                  cb, n, c.rd, n * c.page, hit.first, hit.second));
+    if (!k.core->in_flight.empty())
+        check_in_flight(*k.core, c.rd, uint64_t(n) * c.page, Access::kModifies, fmt("cb_pop_front(cb=%u, %u) frees", cb, n));
     c.acked = static_cast<uint16_t>(c.acked + n);
     c.rd += n * c.page;
     if (c.rd >= c.end()) c.rd -= c.size;
@@ -713,6 +892,8 @@ uint64_t noc_xy_addr(uint32_t x, uint32_t y, uint64_t addr) {
     return (uint64_t(y) << 42) | (uint64_t(x) << 36) | (addr & kLocalMask);
 }
 
+// The data moves at the covering barrier (see Transfer); issue checks both ends, records the
+// transfer and its touches, and poisons a read's destination.
 void noc_read(uint64_t src, uint32_t dst, uint32_t size) {
     Kernel& k = me();
     bump(k, "noc_async_read");
@@ -720,15 +901,23 @@ void noc_read(uint64_t src, uint32_t dst, uint32_t size) {
     check_l1_range(dst, size, "noc_async_read destination");
     check_cb_write(*k.core, &k, dst, size, "noc_async_read");
     Target t = resolve(src, size, "noc_async_read source");
+    const uint32_t src_l1 = uint32_t(src & kLocalMask);
     if (t.core) {
-        check_cb_read(*t.core, t.core == k.core ? &k : nullptr, uint32_t(src & kLocalMask), size,
-                      "noc_async_read source");
+        check_cb_read(*t.core, t.core == k.core ? &k : nullptr, src_l1, size, "noc_async_read source");
+        if (!t.core->in_flight.empty()) check_in_flight(*t.core, src_l1, size, Access::kReads, "noc_async_read reads");
         k.l1_rd += size;
     } else {
         k.dram_rd += size;
     }
-    std::memmove(k.core->l1 + dst, t.ptr, size);
-    k.pending_reads.emplace_back(dst, size);
+    if (!k.core->in_flight.empty()) check_in_flight(*k.core, dst, size, Access::kModifies, "noc_async_read fills");
+    const uint64_t id = ++k.transfers_issued;
+    uint8_t* dst_ptr = k.core->l1 + dst;
+    k.reads_in_flight.push_back(Transfer{id, true, false, size, t.ptr, dst_ptr,
+                                         src, noc_xy_addr_of(*k.core, dst), t.core, k.core});
+    k.core->in_flight.push_back(InFlight{dst, dst + size, Touch::kReadDst, &k, id});
+    if (t.core) t.core->in_flight.push_back(InFlight{src_l1, src_l1 + size, Touch::kReadSrc, &k, id});
+    // A local copy onto overlapping bytes would poison its own source; it keeps them.
+    if (!(t.core == k.core && overlaps(src_l1, size, dst, uint64_t(dst) + size))) poison(dst_ptr, dst, size);
 }
 
 void noc_write(uint32_t src, uint64_t dst, uint32_t size) {
@@ -737,28 +926,36 @@ void noc_write(uint32_t src, uint64_t dst, uint32_t size) {
     std::lock_guard<std::mutex> g(t_k->run->mu);
     check_l1_range(src, size, "noc_async_write source");
     check_cb_read(*k.core, &k, src, size, "noc_async_write source");
+    if (!k.core->in_flight.empty()) check_in_flight(*k.core, src, size, Access::kReads, "noc_async_write sends");
     Target t = resolve(dst, size, "noc_async_write destination");
+    const uint32_t dst_l1 = uint32_t(dst & kLocalMask);
     if (t.core) {
-        check_cb_write(*t.core, nullptr, uint32_t(dst & kLocalMask), size, "noc_async_write destination");
+        check_cb_write(*t.core, nullptr, dst_l1, size, "noc_async_write destination");
+        if (!t.core->in_flight.empty())
+            check_in_flight(*t.core, dst_l1, size, Access::kModifies, "noc_async_write writes");
         k.l1_wr += size;
-        t.core->cv.notify_all();  // the bytes may be a semaphore someone waits on
     } else {
         k.dram_wr += size;
     }
-    std::memmove(t.ptr, k.core->l1 + src, size);
-    k.pending_writes.emplace_back(src, size);
+    const uint64_t id = ++k.transfers_issued;
+    k.writes_in_flight.push_back(Transfer{id, false, false, size, k.core->l1 + src, t.ptr,
+                                          noc_xy_addr_of(*k.core, src), dst, k.core, t.core});
+    k.core->in_flight.push_back(InFlight{src, src + size, Touch::kWriteSrc, &k, id});
+    if (t.core) t.core->in_flight.push_back(InFlight{dst_l1, dst_l1 + size, Touch::kWriteDst, &k, id});
 }
 
 void noc_read_barrier() {
     Kernel& k = me();
     bump(k, "noc_async_read_barrier");
-    k.pending_reads.clear();
+    std::lock_guard<std::mutex> g(t_k->run->mu);
+    complete(k, k.reads_in_flight);
 }
 
 void noc_write_barrier() {
     Kernel& k = me();
     bump(k, "noc_async_write_barrier");
-    k.pending_writes.clear();
+    std::lock_guard<std::mutex> g(t_k->run->mu);
+    complete(k, k.writes_in_flight);
 }
 
 uint32_t num_dram_banks() { return static_cast<uint32_t>(t_dev->arch.bank_offset.size()); }
@@ -800,7 +997,11 @@ void semaphore_set(uint32_t addr, uint32_t value) {
     Kernel& k = me();
     bump(k, "noc_semaphore_set");
     std::lock_guard<std::mutex> g(t_k->run->mu);
-    *sem_word(*k.core, addr, "noc_semaphore_set") = value;
+    uint32_t* w = sem_word(*k.core, addr, "noc_semaphore_set");
+    const std::string what = fmt("noc_semaphore_set(semaphore @0x%x, %u) on this core", addr, value);
+    check_signal(k, what, k.core);
+    if (!k.core->in_flight.empty()) check_in_flight(*k.core, addr, 4, Access::kModifies, what + " writes");
+    *w = value;
     k.core->cv.notify_all();
 }
 
@@ -830,8 +1031,34 @@ void semaphore_inc(uint64_t noc_addr, uint32_t incr) {
     std::lock_guard<std::mutex> g(t_k->run->mu);
     Target t = resolve(noc_addr, 4, "noc_semaphore_inc");
     if (!t.core) raise("noc_semaphore_inc: the target is DRAM, not a core's L1");
-    uint32_t* w = sem_word(*t.core, uint32_t(noc_addr & kLocalMask), "noc_semaphore_inc");
+    const uint32_t addr = uint32_t(noc_addr & kLocalMask);
+    uint32_t* w = sem_word(*t.core, addr, "noc_semaphore_inc");
+    const std::string what =
+        fmt("noc_semaphore_inc(core (%u,%u) semaphore @0x%x, %u)", t.core->lx, t.core->ly, addr, incr);
+    check_signal(k, what, t.core);
+    if (!t.core->in_flight.empty()) check_in_flight(*t.core, addr, 4, Access::kModifies, what + " writes");
     *w += incr;
+    k.l1_wr += 4;
+    t.core->cv.notify_all();
+}
+
+// A 4-byte write that signals, so it is checked and delivered like noc_semaphore_inc: at issue,
+// untracked by the write barriers.
+void semaphore_set_remote(uint32_t src, uint64_t dst) {
+    Kernel& k = me();
+    bump(k, "noc_semaphore_set_remote");
+    std::lock_guard<std::mutex> g(t_k->run->mu);
+    const uint32_t* v = sem_word(*k.core, src, "noc_semaphore_set_remote source");
+    Target t = resolve(dst, 4, "noc_semaphore_set_remote");
+    if (!t.core) raise("noc_semaphore_set_remote: the target is DRAM, not a core's L1");
+    const uint32_t addr = uint32_t(dst & kLocalMask);
+    uint32_t* w = sem_word(*t.core, addr, "noc_semaphore_set_remote");
+    const std::string what =
+        fmt("noc_semaphore_set_remote(L1 0x%x -> core (%u,%u) semaphore @0x%x)", src, t.core->lx, t.core->ly, addr);
+    check_signal(k, what, t.core);
+    if (!k.core->in_flight.empty()) check_in_flight(*k.core, src, 4, Access::kReads, what + " sends");
+    if (!t.core->in_flight.empty()) check_in_flight(*t.core, addr, 4, Access::kModifies, what + " writes");
+    *w = *v;
     k.l1_wr += 4;
     t.core->cv.notify_all();
 }
@@ -996,6 +1223,21 @@ __attribute__((visibility("default"))) int emu_dram_peek(int h, uint32_t bank, u
     return 0;
 }
 
+// Raw bytes of logical core (x, y)'s L1 as the last run left it (tests: what a kernel left in
+// flight). 0 ok, 1 the core was not in the last run or the range is outside L1.
+__attribute__((visibility("default"))) int emu_l1_peek(int h, uint32_t x, uint32_t y, uint32_t addr, uint32_t n,
+                                                       uint8_t* out) {
+    if (!select_device(h)) return 2;
+    if (uint64_t(addr) + n > t_dev->arch.l1_size) return 1;
+    for (size_t i = 0; i < t_dev->l1_pool_cores.size() && i < t_dev->l1_pool.size(); ++i) {
+        if (t_dev->l1_pool_cores[i] == std::make_pair(x, y) && t_dev->l1_pool[i]) {
+            std::memcpy(out, t_dev->l1_pool[i].get() + addr, n);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 __attribute__((visibility("default"))) const char* emu_last_error(int h) {
     return select_device(h) ? t_dev->last_error.c_str() : "invalid emulator handle";
 }
@@ -1037,6 +1279,8 @@ __attribute__((visibility("default"))) int emu_run(int h, const uint32_t* w, int
                 std::memset(t_dev->l1_pool[ci].get(), 0, t_dev->arch.l1_size);
             }
             core->l1 = t_dev->l1_pool[ci].get();
+            if (ci >= t_dev->l1_pool_cores.size()) t_dev->l1_pool_cores.resize(ci + 1);
+            t_dev->l1_pool_cores[ci] = {core->lx, core->ly};
             const uint32_t ncb = next();
             for (uint32_t j = 0; j < ncb; ++j) {
                 uint32_t idx = next(), addr = next(), size = next(), page = next(), fmtc = next();

@@ -81,14 +81,14 @@ DataFormat cb_format(uint32_t cb);
 bool cb_pages_reservable_at_back(uint32_t cb, uint32_t num_pages);
 bool cb_pages_available_at_front(uint32_t cb, uint32_t num_pages);
 
-// NoC. Transfers happen at issue; a barrier must still follow before the data is used
-// (cb_push_back of a page filled by an un-barriered read fails; so does cb_pop_front of a page
-// an un-flushed write is still sending from).
+// NoC. A transfer's data lands at the barrier that covers it (a read's destination holds poison
+// until then); touching an end of a transfer still in flight, signalling a semaphore with writes
+// un-flushed, and returning from kernel_main with transfers in flight fail (see runtime.cpp).
 uint64_t noc_xy_addr(uint32_t x, uint32_t y, uint64_t addr);
 void noc_read(uint64_t src_noc_addr, uint32_t dst_l1_addr, uint32_t size);
 void noc_write(uint32_t src_l1_addr, uint64_t dst_noc_addr, uint32_t size);
 void noc_read_barrier();
-void noc_write_barrier();   // also used for noc_async_writes_flushed / atomic / full barriers
+void noc_write_barrier();   // also used for noc_async_writes_flushed and noc_async_full_barrier
 uint32_t num_dram_banks();
 uint32_t dram_alignment();
 // NoC address of byte `offset` of page `page_id` of a DRAM-interleaved buffer (TT_FACTS §4).
@@ -102,6 +102,7 @@ void semaphore_set(uint32_t l1_addr, uint32_t value);
 uint32_t semaphore_read(uint32_t l1_addr);
 void semaphore_wait(uint32_t l1_addr, uint32_t value, bool at_least);
 void semaphore_inc(uint64_t noc_addr, uint32_t incr);
+void semaphore_set_remote(uint32_t src_l1_addr, uint64_t dst_noc_addr);  // delivered at issue
 
 // Profiler zones (DeviceZoneScopedN): counted per core and name.
 void zone_enter(const char* name);

@@ -231,8 +231,7 @@ FORCE_INLINE void noc_semaphore_inc(uint64_t addr, uint32_t incr, uint8_t noc_id
 inline void noc_semaphore_set_remote(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr,
                                      uint8_t noc = noc_index) {
     (void)noc;
-    emu::count_call("noc_semaphore_set_remote");
-    emu::noc_write(src_local_l1_addr, dst_noc_addr, 4);
+    emu::semaphore_set_remote(src_local_l1_addr, dst_noc_addr);
 }
 
 #include "api/dataflow/circular_buffer.h"
