@@ -124,6 +124,12 @@ MUTATIONS = [
              "return [min(cap, max(1, t // load)) for t, cap in zip(live, caps)]",
              "slices per request round down, so a request of 1.9 loads stays whole on one core at 1.9x the load",
              tests=("tests/test_schedule_balance.py",)),
+    Mutation("noc-y-low-byte", "attention_protocol.hpp",
+             "constexpr uint32_t core_noc_y(uint32_t word) { return word >> 16; }",
+             "constexpr uint32_t core_noc_y(uint32_t word) { return (word >> 16) & 0xFFu; }",
+             "the NoC table's y coordinate keeps its low byte, so a core at y >= 256 is addressed at y - 256 "
+             "(every grid the attention tests run is below that)",
+             tests=("tests/test_protocol_pair.py::test_header_free_function_matches_its_twin",)),
 ]
 
 
