@@ -132,6 +132,7 @@ def test_schedule_busiest_core_within_derived_bound(case):
     caps_bind = any(_cap(t, min_slice, max_split) < _ceil_div(t, target) for t in live)
     if not caps_bind:
         assert target >= _ceil_div(total, cores)
+        assert all(c == 1 for t, c in zip(live, counts) if t <= _ceil_div(total, cores)), "split within the even share"
     if len(kv) <= PER_CORE or total <= cores * PER_CORE:
         assert target <= _ceil_div(2 * total, cores)
 
