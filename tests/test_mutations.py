@@ -1,4 +1,4 @@
-"""The mutation check runs in CI: every deliberate one-line kernel mutation turns the suite red."""
+"""The mutation check runs in CI: every deliberate one-line mutation (kernel or host module) turns its slice red."""
 
 import importlib.util
 import pathlib
