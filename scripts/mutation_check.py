@@ -1,8 +1,12 @@
-"""Mutation check: each deliberate one-line kernel change must turn the attention tests red.
+"""Mutation check: each deliberate one-line change must turn its slice of the tests red.
 
-Copies ``kernels/`` to a temporary folder, applies ONE mutation, and runs a small slice of
-``tests/test_attention.py`` against the mutated copy (through ``TTNN_FLASHDECODE_KERNEL_DIR``).
-A mutation that leaves the slice green means the tests cannot see that bug: the check fails.
+Copies ``kernels/`` to a temporary folder, applies ONE mutation, and runs a small slice of the
+tests (``TEST_SLICE``, the attention tests, unless the mutation names its own ``tests``) against
+the mutated copy (through ``TTNN_FLASHDECODE_KERNEL_DIR``). A mutation of a host module
+(``file`` starting ``ttnn_flashdecode/``) mutates a copy of the package instead, which the
+slice imports first (``PYTHONPATH``; ``python -P`` keeps the checkout's own package off the
+front of ``sys.path``). A mutation that leaves its slice green means the tests cannot see that
+bug: the check fails.
 
 Usage: ``python scripts/mutation_check.py [--only NAME]``; exit status 0 iff every mutation is caught.
 """
@@ -38,13 +42,26 @@ TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "test
               "tests/test_attention_adversarial.py::test_attention_forced_splits_with_empty_slices_and_low_scores[decode-0-3]"]
 
 
+PACKAGE = "ttnn_flashdecode"
+
+
 @dataclasses.dataclass(frozen=True)
 class Mutation:
     name: str
-    file: str
+    file: str  # a file of kernels/ ("attention_reader.cpp"), or a host module ("ttnn_flashdecode/schedule.py")
     original: str
     mutated: str
     bug: str
+    tests: tuple[str, ...] = ()  # the slice that must turn red; () = TEST_SLICE
+
+    @property
+    def slice(self) -> list[str]:
+        return list(self.tests or TEST_SLICE)
+
+    @property
+    def host(self) -> bool:
+        """True when the mutation edits the Python package rather than a kernel."""
+        return self.file.startswith(PACKAGE + "/")
 
 
 MUTATIONS = [
@@ -132,13 +149,30 @@ MUTATIONS = [
              "            noc_async_read_barrier();\n            noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemFetched)), 1);",
              "            noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemFetched)), 1);\n            noc_async_read_barrier();",
              "split-K: a slice tells its parent it has copied Q and CONST while the copies are still in flight"),
+    # Scheduler and pair (issue 14)
+    Mutation("schedule-counts-round-down", "ttnn_flashdecode/schedule.py",
+             "return [min(cap, max(1, -(-t // load))) for t, cap in zip(live, caps)]",
+             "return [min(cap, max(1, t // load)) for t, cap in zip(live, caps)]",
+             "slices per request round down, so a request of 1.9 loads stays whole on one core at 1.9x the load",
+             tests=("tests/test_schedule_balance.py",)),
+    Mutation("noc-y-low-byte", "attention_protocol.hpp",
+             "constexpr uint32_t core_noc_y(uint32_t word) { return word >> 16; }",
+             "constexpr uint32_t core_noc_y(uint32_t word) { return (word >> 16) & 0xFFu; }",
+             "the NoC table's y coordinate keeps its low byte, so a core at y >= 256 is addressed at y - 256 "
+             "(every grid the attention tests run is below that)",
+             tests=("tests/test_protocol_pair.py::test_header_free_function_matches_its_twin",)),
 ]
 
 
 def _mutated_copy(mutation: Mutation, into: pathlib.Path) -> pathlib.Path:
+    """Copy kernels/ (and, for a host mutation, the package) into ``into``, mutate, return kernels/."""
     target = into / "kernels"
     shutil.copytree(KERNELS, target)
-    path = target / mutation.file
+    if mutation.host:
+        shutil.copytree(ROOT / PACKAGE, into / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+        path = into / mutation.file
+    else:
+        path = target / mutation.file
     text = path.read_text()
     count = text.count(mutation.original)
     if count != 1:
@@ -152,9 +186,11 @@ def run(mutation: Mutation) -> tuple[bool, float, str]:
     with tempfile.TemporaryDirectory() as tmp:
         kernels = _mutated_copy(mutation, pathlib.Path(tmp))
         env = dict(os.environ, TTNN_FLASHDECODE_KERNEL_DIR=str(kernels))
+        if mutation.host:
+            env["PYTHONPATH"] = os.pathsep.join([tmp, *filter(None, [os.environ.get("PYTHONPATH")])])
         start = time.perf_counter()
-        result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *TEST_SLICE],
-                                cwd=ROOT, env=env, capture_output=True, text=True)
+        result = subprocess.run([sys.executable, "-P", "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                 *mutation.slice], cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
     lines = (result.stdout + result.stderr).strip().splitlines()
     failures = [line for line in lines if line.startswith("FAILED ")]

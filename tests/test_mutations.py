@@ -1,4 +1,4 @@
-"""The mutation check runs in CI: every deliberate one-line kernel mutation turns the suite red."""
+"""The mutation check runs in CI: every deliberate one-line mutation (kernel or host module) turns its slice red."""
 
 import importlib.util
 import pathlib
@@ -31,3 +31,16 @@ def test_mutation_slice_passes_on_the_real_kernels():
                             cwd=SCRIPT.parent.parent, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+_OWN_SLICES = {(tuple(m.slice), m.host): m for m in mutation_check.MUTATIONS if m.tests}
+
+
+@pytest.mark.parametrize("mutation", list(_OWN_SLICES.values()), ids=lambda m: f"{m.name}-unmutated")
+def test_mutation_own_slice_passes_unmutated(mutation):
+    """A mutation's own slice is green on the copy with the edit undone (for a host mutation, the
+    copied package really is importable from the temporary folder), so its red is the edit's."""
+    import dataclasses
+
+    caught, seconds, tail = mutation_check.run(dataclasses.replace(mutation, mutated=mutation.original))
+    assert not caught and " passed" in tail and " failed" not in tail, tail

@@ -5,14 +5,17 @@ hypothesis-generated requests are encoded in Python, decoded in C++, and every f
 count is compared with the Python side's.
 """
 
+import re
 import shutil
 import subprocess
+
+import numpy as np
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttnn_flashdecode import protocol
+from ttnn_flashdecode import protocol, tiles
 from ttnn_flashdecode.paths import kernel_dir
 from ttnn_flashdecode.residency import Residency
 
@@ -168,7 +171,7 @@ def _words(request, **patch):
 ROWS, CHUNK = int(protocol.Flag.ROWS), int(protocol.Flag.CHUNK)
 
 
-@pytest.mark.parametrize("patch", [
+REFUSED_PATCHES = [
     dict(flags=CHUNK | ROWS, positions=2),  # both kinds at once
     dict(flags=ROWS, positions=0),  # ROWS without positions
     dict(flags=ROWS, q_rows=8, positions=5),  # 40 stage rows > 32
@@ -176,7 +179,10 @@ ROWS, CHUNK = int(protocol.Flag.ROWS), int(protocol.Flag.CHUNK)
     dict(flags=CHUNK, q_rows=8, kv_positions=7),  # a chunk of 8 rows ending at position 6
     dict(flags=ROWS, q_rows=2, positions=4, kv_positions=3),
     dict(flags=4),  # unknown flag
-])
+]
+
+
+@pytest.mark.parametrize("patch", REFUSED_PATCHES)
 def test_header_refuses_what_encode_refuses(decoder, patch):
     request = protocol.Request(q_rows=2, dim_tiles=2, kv_positions=100, block_tiles=1, capacity_tiles=64)
     words = _words(request, **patch)
@@ -185,3 +191,205 @@ def test_header_refuses_what_encode_refuses(decoder, patch):
     result = subprocess.run([str(decoder)], input=" ".join(map(str, words)) + "\n", capture_output=True, text=True,
                             check=True)
     assert result.stdout.split()[28] == "0", f"the header accepts {patch}: {result.stdout[:200]}"
+
+
+# Every function of the header, one at a time (tests/protocol_pair/functions_main.cpp evaluates a
+# query per line), against its twin in protocol.py or, where the host has no use for one, an
+# independent Python expression. Free functions run over their whole (small) domains; methods
+# over hypothesis requests. test_header_every_function_is_pinned fails when the header gains a
+# function that neither table below names.
+
+HEADER_FUNCTION = re.compile(
+    r"^\s*(?:template\s*<[^>]*>\s*)?(?:constexpr\s+|inline\s+|static\s+)*[\w:]+\s+(\w+)\s*\([^;{}]*\)\s*(?:const\s*)?\{",
+    re.M,
+)
+
+
+@pytest.fixture(scope="module")
+def functions(tmp_path_factory):
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.fail("no host C++ compiler (g++) found; the protocol pair test needs one")
+    exe = tmp_path_factory.mktemp("pair") / "functions"
+    subprocess.run(
+        [compiler, "-std=c++20", "-O1", "-Wall", "-Werror", f"-I{kernel_dir()}",
+         str(HERE / "protocol_pair" / "functions_main.cpp"), "-o", str(exe)],
+        check=True,
+    )
+    return exe
+
+
+def _ask(functions, queries):
+    """Evaluate ``queries`` ((name, *numbers) tuples) in the header; one int per query."""
+    stdin = "\n".join(" ".join(map(str, q)) for q in queries) + "\n"
+    result = subprocess.run([str(functions)], input=stdin, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-300:] + result.stderr[-300:]
+    got = [int(line) for line in result.stdout.split()]
+    assert len(got) == len(queries)
+    return got
+
+
+def _compare(functions, cases):
+    """``cases``: (query, expected) pairs; fails naming the first query the header answers differently."""
+    got = _ask(functions, [q for q, _ in cases])
+    for (query, want), answer in zip(cases, got):
+        assert answer == int(want), f"{query[0]}{tuple(query[1:])}: header {answer}, host twin {int(want)}"
+
+
+def _tilized_byte_offset(row, col):
+    """Byte offset of element (row, col) inside one bfloat16 tile, from tiles.tilize's face order."""
+    index = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    order = tiles.tilize(index, dtype=np.float32)[0]
+    return int(np.flatnonzero(order == row * 32 + col)[0]) * 2
+
+
+# Free functions: name -> (query, expected) pairs over the whole domain the kernels use.
+FREE_FUNCTIONS = {
+    "partial_pages": lambda: [(("partial_pages", d), protocol.partial_pages(d)) for d in range(0, 65)],
+    "tree_levels": lambda: [(("tree_levels", n), protocol.tree_levels(n)) for n in range(0, 257)],
+    # lowbit_level(0) never ends: the kernels call it for slices > 0 only (tree_slot, tree_children).
+    "lowbit_level": lambda: [(("lowbit_level", i), (i & -i).bit_length() - 1)
+                             for i in [*range(1, 1025), 2**31, 2**31 + 2**20, 2**32 - 2**16]],
+    # The NoC table words program_factory writes, (y << 16) | x, for every coordinate up to 64,
+    # and words whose halves both use all 16 bits.
+    "core_noc_x": lambda: [(("core_noc_x", (y << 16) | x), x) for x in range(64) for y in range(0, 64, 7)]
+                          + [(("core_noc_x", w), w & 0xFFFF) for w in (0xFFFFFFFF, 0xABCD1234, 0x8000FFFF)],
+    "core_noc_y": lambda: [(("core_noc_y", (y << 16) | x), y) for y in range(64) for x in range(0, 64, 7)]
+                          + [(("core_noc_y", w), w >> 16) for w in (0xFFFFFFFF, 0xABCD1234, 0x8000FFFF, 0x01000000)],
+    # A tile row is two 32-byte face rows: half 0 starts at column 0, half 1 at column 16.
+    "face_row_offset": lambda: [(("face_row_offset", row, half), _tilized_byte_offset(row, 16 * half))
+                                for row in range(32) for half in range(2)],
+    "mask_row_tile": lambda: [(("mask_row_tile", w), protocol.mask_row_source(w)[0]) for w in range(33)],
+    "mask_row_row": lambda: [(("mask_row_row", w), protocol.mask_row_source(w)[1]) for w in range(33)],
+    # Word 0 of a core's runtime args is the request count; request r's block follows.
+    "request_arg_offset": lambda: [(("request_arg_offset", r), 1 + r * protocol.WORDS) for r in range(64)],
+}
+
+
+def _method_cases(request, words):
+    """(query, expected) pairs for every Params / Operand method of one valid request."""
+    kv, block, index = request.kv_positions, request.block_tiles, request.split_index
+    count = max(request.split_count, 1)
+    live = protocol.live_tiles(kv)
+    begin, end = protocol.slice_tiles(kv, index, request.split_count)
+    rows, heads = request.rows_per_head, request.heads
+    shape = dict(rows_per_head=rows, heads=heads)
+    slice_window = protocol.padded_tiles((end - begin) * protocol.TILE_POSITIONS, block) if end > begin else 0
+    children = protocol.tree_children(index, count)
+    window = protocol.padded_tiles(kv, block)
+    near_end = sorted({*range(max(live - 3, 0), min(live + 2, window)), 0, window - 1})
+    # Blocks: the first two and the last three (long requests have up to 2**19), one past the end.
+    blocks = slice_window // block
+    some_blocks = sorted({b for b in (0, 1, blocks - 3, blocks - 2, blocks - 1) if 0 <= b < blocks})
+    cases = {
+        "live_tiles": [((), live)],
+        "tail_width": [((), protocol.tail_width(kv))],
+        "slices": [((), count)],
+        "split": [((), count > 1)],
+        "reducer": [((), index == 0)],
+        "slice_begin": [((), begin)],
+        "slice_end": [((), end)],
+        "slice_live_tiles": [((), end - begin)],
+        "tree_children": [((), len(children))],
+        "tree_child": [((level,), child) for level, child in enumerate(children)],
+        "tree_slot": [((), protocol.tree_parent(index)[1])] if index else [],
+        "tree_parent": [((), protocol.tree_parent(index)[0])] if index else [],
+        "round_to_double_blocks": [((t,), protocol.padded_tiles(t * protocol.TILE_POSITIONS, block) if t else 0)
+                                   for t in (0, 1, 2 * block - 1, 2 * block, 2 * block + 1, end - begin, live)],
+        "padded_tiles": [((), window)],
+        "slice_padded_tiles": [((), slice_window)],
+        "blocks": [((), slice_window // block)],
+        "block_first_tile": [((b,), begin + b * block) for b in some_blocks],
+        "live_tiles_in_block": [((b,), max(0, min(block, end - begin - b * block))) for b in [*some_blocks, blocks]],
+        "chunk": [((), bool(request.flags & protocol.Flag.CHUNK))],
+        "rows": [((), bool(request.flags & protocol.Flag.ROWS))],
+        "heads": [((), heads)],
+        "rows_per_head": [((), rows)],
+        "stage_rows": [((), request.stage_rows)],
+        "stage_head": [((s,), s // rows) for s in range(request.stage_rows)],
+        "stage_row": [((s,), s % rows) for s in range(request.stage_rows)],
+        "query_row_of": [((s,), request.query_row + s % rows) for s in range(request.stage_rows)],
+        "query_page": [((s, d, width), protocol.query_page(request, s, d, width))
+                       for s in range(request.stage_rows) for d in {0, request.dim_tiles - 1}
+                       for width in {heads * request.dim_tiles, 1000}],
+        "row_width": [((t, row), protocol.row_width(kv, t, row, rows_per_head=rows))
+                      for t in near_end for row in range(rows)],
+        "mask_tile": [((t,), protocol.mask_tile(kv, t, **shape)) for t in near_end],
+        "mask_page": [((t,), protocol.mask_page(kv, t, **shape)) for t in near_end if t < live],
+        # CONST page 2 holds the last live tile's mask, page 3 the one before's.
+        "page_mask_tile": [((page,), live - 1 - (page - protocol.MASK_PAGE))
+                           for page in (protocol.MASK_PAGE, protocol.MASK_BEFORE_PAGE) if live - 1 - (page - 2) >= 0],
+        "slice_mask_tile": [((page,), protocol.slice_mask_tile(request, page))
+                            for page in (protocol.MASK_PAGE, protocol.MASK_BEFORE_PAGE)],
+        "valid_kind": [((), True)],
+        "valid_for": [((request.dim_tiles, block), True), ((request.dim_tiles + 1, block), False),
+                      ((request.dim_tiles, block + 1), False)],
+        "decode_words": [((field,), getattr(request, name)) for field, name in enumerate(
+            ("q_rows", "query_row", "flags", "positions", "dim_tiles", "kv_positions", "block_tiles",
+             "capacity_tiles", "split_index", "split_count", "split_first_core"))],
+        "read_request": [((r,), kv) for r in (0, 1, 20)],
+    }
+    out = [((name, *words, *args), want) for name, pairs in cases.items() for args, want in pairs]
+    for position, name in enumerate(("q", "k", "v", "constants", "out")):
+        operand = getattr(request, name)
+        out.append((("interleaved", *words, position), operand.is_interleaved))
+        out.append((("first_page", *words, position), operand.first_page))
+    return out
+
+
+METHODS = {
+    "live_tiles", "tail_width", "slices", "split", "reducer", "slice_begin", "slice_end", "slice_live_tiles",
+    "tree_children", "tree_child", "tree_slot", "tree_parent", "round_to_double_blocks", "padded_tiles",
+    "slice_padded_tiles", "blocks", "block_first_tile", "live_tiles_in_block", "chunk", "rows", "heads",
+    "rows_per_head", "stage_rows", "stage_head", "stage_row", "query_row_of", "query_page", "row_width",
+    "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_for", "decode_words",
+    "read_request", "interleaved", "first_page",
+}
+
+
+def test_header_every_function_is_pinned():
+    """A function added to the header without a comparison here fails this test."""
+    text = (kernel_dir() / "attention_protocol.hpp").read_text()
+    declared = HEADER_FUNCTION.findall(text)
+    assert len(declared) == len(set(declared)), "two header functions share a name; pin them separately"
+    assert "decode_words" in declared and "read_request" in declared  # the regex sees the free functions
+    unpinned = set(declared) - set(FREE_FUNCTIONS) - METHODS
+    assert not unpinned, f"header functions with no pair comparison in tests/test_protocol_pair.py: {sorted(unpinned)}"
+    stale = (set(FREE_FUNCTIONS) | METHODS) - set(declared)
+    assert not stale, f"pinned functions no longer in the header: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("name", sorted(FREE_FUNCTIONS))
+def test_header_free_function_matches_its_twin(functions, name):
+    _compare(functions, FREE_FUNCTIONS[name]())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(requests(), min_size=REQUESTS_PER_EXAMPLE, max_size=REQUESTS_PER_EXAMPLE))
+def test_header_methods_match_their_twins(functions, batch):
+    cases = []
+    asked = set()
+    for request in batch:
+        words = protocol.encode(request, Residency(q_rows=request.q_rows, dim_tiles=request.dim_tiles,
+                                                   block_tiles=request.block_tiles))
+        pairs = _method_cases(request, words)
+        asked |= {query[0] for query, _ in pairs}
+        cases += pairs
+    _compare(functions, cases)
+    # Per-request lists may be empty (no parent for slice 0, no children for a leaf), never all.
+    assert asked <= METHODS
+
+
+def test_header_methods_cover_every_method_on_some_request():
+    """The hypothesis batch above asks every method something: a method whose cases are always
+    empty would be pinned in name only."""
+    request = protocol.Request(q_rows=4, dim_tiles=2, kv_positions=1000, block_tiles=2, capacity_tiles=64,
+                               split_count=7, split_index=2)
+    words = protocol.encode(request, Residency(q_rows=4, dim_tiles=2, block_tiles=2))
+    assert {query[0] for query, _ in _method_cases(request, words)} == METHODS
+
+
+@pytest.mark.parametrize("patch", REFUSED_PATCHES)
+def test_header_valid_kind_refuses_what_encode_refuses(functions, patch):
+    request = protocol.Request(q_rows=2, dim_tiles=2, kv_positions=100, block_tiles=1, capacity_tiles=64)
+    assert _ask(functions, [("valid_kind", *_words(request, **patch))]) == [0], patch

@@ -24,6 +24,42 @@ which every request cut into ``ceil(live / T)`` slices (each slice at least
 ``min_slice_tiles``, at most ``max_split`` slices, never more slices than live tiles), plus the
 cores the unsplit requests need at load ``T``, fits the grid. ``T`` is found by bisection; the
 unsplit requests then spread over every core the split ones left free.
+
+Balance guarantee (derived from the code below; checked by ``tests/test_schedule_balance.py``).
+Write ``t`` for a request's live tiles, ``m`` for ``min_slice_tiles``, ``cap = max(1, min(max_split,
+t // m))``, ``f(T)`` for the cores the rule needs at load ``T`` (``_cores_needed``) and ``L`` for
+the bisection's result.
+
+1. ``f`` never grows with ``T`` (at ``T + 1`` a count stays or drops; a request that stops being
+   split frees 2 cores and adds ``t = T + 1`` tiles, at most one core, to the unsplit ones), so
+   ``L`` is the least load that fits, and every request gets ``min(cap, ceil(t / L))`` slices:
+   the fewest that keep its slices within ``L``, none under ``m`` tiles, and one (no split) when
+   ``t <= L``.
+2. ``L`` is a lower bound on the busiest core of ANY schedule obeying these rules: at that
+   schedule's busiest load ``B`` each request it splits needs at least ``min(cap, ceil(t / B))``
+   cores of its own, and the requests the rule leaves whole fit ``ceil(sum / B)`` cores (those it
+   splits but the rule does not have ``t <= B``), so ``f(B) <= cores`` and ``L <= B``.
+3. A split core holds ``<= max(L, ceil(t / cap))`` tiles; ``ceil(t / cap) > L`` only where the
+   cap binds, where no legal schedule does better for that request (``< 2m`` when ``m`` binds).
+4. An unsplit core whose smallest request has ``s`` tiles holds ``<= s + floor((U - s) / b)``
+   (``U`` tiles of unsplit requests on ``b`` cores; Graham's list-scheduling bound: longest
+   first, so ``s`` went last, onto the then least loaded core, which held at most the mean of
+   what was placed before it). Where a core holds two or more, ``b >= U / L`` and ``s <= U /
+   (b + 1)``, so it holds ``< 2L``; a core with one request holds a piece every schedule has.
+   (A core that reaches ``max_slices_per_core`` leaves the packing early; the bound is claimed
+   only when none does.)
+
+Hence the busiest core is ``< 2 * best legal schedule``, and below ``2L`` unless it is one whole
+request or capped slice. Against the ideal even share ``E = ceil(total / cores)``: ``L >= E``
+when no cap binds (every core the rule counts holds at most ``L``), and ``L <=
+ceil(2 * total / cores)`` when ``len(kv_positions) <= max_slices_per_core`` or ``total <= cores *
+max_slices_per_core`` (at that load each split request needs ``< t * cores / total`` cores and
+the unsplit ones the rest); so with no cap binding a request of at most ``E`` tiles is never
+split. Both ends are reached: MiniCPM5-1B's 2 x 256 tiles on 130 cores give ``L = E = 4``, while
+33 requests of 64 tiles on 64 cores cannot all be split
+(66 cores), so one core holds a whole request, 64 tiles, ~1.94x ``E = 33`` -- and so does the best
+legal schedule. No bound of the form ``E + m`` holds for these rules: two requests of ``t`` tiles on
+three cores leave one whole, ``t`` = 1.5 ``E``, for any ``t``.
 """
 
 from __future__ import annotations
@@ -239,7 +275,7 @@ def schedule(
     Example:
         >>> plan = schedule([8192, 8192], 130, max_split=255)   # MiniCPM5-1B, batch 1, 8k
         >>> plan.used_cores, plan.split_count(0), plan.first_core(1)
-        (32, 16, 16)
+        (128, 64, 64)
     """
     cores = _check_int("cores", cores, 1)
     max_split = _check_int("max_split", max_split, 1, protocol.MAX_SPLIT)
