@@ -55,7 +55,7 @@ def _real_sfpi_include_dirs() -> list[Path]:
     """Where an SFPI install puts ``sfpi.h``: tt-metal's runtime root, the ttnn wheel's own
     ``runtime/sfpi`` (``ttnn/download_sfpi.py`` fills it on a Tenstorrent machine), /opt/tenstorrent."""
     roots = []
-    if os.environ.get("TT_METAL_RUNTIME_ROOT") and "silicon_check" not in os.environ["TT_METAL_RUNTIME_ROOT"]:
+    if os.environ.get("TT_METAL_RUNTIME_ROOT"):  # the silicon check's own root holds no sfpi.h
         roots.append(Path(os.environ["TT_METAL_RUNTIME_ROOT"]) / "runtime" / "sfpi")
     try:
         from ttnn_flashdecode.emulator.arch import ttnn_root
