@@ -351,11 +351,13 @@ def runtime_args_digest(program: Any) -> str:
     h = hashlib.sha256()
     for index, kd in enumerate(program.kernels):
         h.update(f"kernel {index} common {[int(v) for v in kd.common_runtime_args]}\n".encode())
-        for x, column in enumerate(kd.runtime_args):
-            for y, args in enumerate(column):
-                words = [int(v) for v in args]
-                if words:
-                    h.update(f"kernel {index} core {x},{y} {words}\n".encode())
+        rta = kd.runtime_args
+        for x, y in sorted(_cores_of(kd.core_ranges), key=lambda c: (c[1], c[0])):
+            try:  # (the descriptor's runtime_args does not end its iteration: index by core)
+                words = [int(v) for v in rta[x][y]]
+            except IndexError:
+                words = []
+            h.update(f"kernel {index} core {x},{y} {words}\n".encode())
     return h.hexdigest()
 
 
