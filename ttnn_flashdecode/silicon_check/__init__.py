@@ -202,7 +202,10 @@ def format_table(rows: Sequence[Row]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ttnn_flashdecode silicon-check``: print the table; exit 0 when every row is ok,
     1 when any failed, 3 when something could not be checked (skipped, outside CI)."""
-    parser = argparse.ArgumentParser(prog="python -m ttnn_flashdecode silicon-check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ttnn_flashdecode silicon-check", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__, epilog="exit status: 0 every row ok, 1 a row failed, 3 something could not be checked "
+                                    "(a prerequisite is missing; under CI=true that is a failure instead)")
     parser.add_argument("--arch", action="append", choices=ARCHS, help="check only this architecture (repeatable)")
     parser.add_argument("--work", type=Path, help="scratch folder to use and keep (must not hold an earlier run)")
     parser.add_argument("--json", type=Path, help="also write the rows to this file as JSON")
@@ -213,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = sum(r.failed for r in rows)
     skipped = sum(r.result == "skipped" for r in rows)
     print(f"\nsilicon check: {len(rows) - failed - skipped} ok, {failed} failed, {skipped} skipped "
-          f"in {time.perf_counter() - start:.0f} s (mock devices: nothing executed; see --help for what this proves)")
+          f"in {time.perf_counter() - start:.0f} s (mock devices: nothing executed; --help says what this proves and what not)")
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
     return 1 if failed else 3 if skipped else 0
