@@ -129,8 +129,9 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
     # head takes head_dim rounded up to 32 columns, zero-padded. The emulator pads host inputs itself.
     head_columns = -(-head_dim // 32) * 32 if kind == "device" else head_dim
     if width % head_columns:
-        padded = f" (on a device each head of {head_dim} is padded to whole tiles, {head_columns} columns)" if head_columns != head_dim else ""
-        raise ValueError(f"q: expected a width that is a multiple of {head_columns}{padded}, got {width}")
+        what = (f"head_dim {head_dim}" if head_columns == head_dim else
+                f"{head_columns} (head_dim {head_dim} padded to whole tiles: on a device each head takes {head_columns} columns)")
+        raise ValueError(f"q: expected a width that is a multiple of {what}, got {width}")
     n_q_heads = width // head_columns
     if n_q_heads % n_kv_heads:
         raise ValueError(
