@@ -5,6 +5,7 @@ hypothesis-generated requests are encoded in Python, decoded in C++, and every f
 count is compared with the Python side's.
 """
 
+import pathlib
 import re
 import shutil
 import subprocess
@@ -19,22 +20,27 @@ from ttnn_flashdecode import protocol, tiles
 from ttnn_flashdecode.paths import kernel_dir
 from ttnn_flashdecode.residency import Residency
 
-HERE = __import__("pathlib").Path(__file__).parent
+HERE = pathlib.Path(__file__).parent
 REQUESTS_PER_EXAMPLE = 40  # requests per C++ process launch (keeps thousands of cases fast)
+
+
+def _build_pair_program(tmp_path_factory, source: str):
+    """Compile ``tests/protocol_pair/<source>`` (which includes the kernel header) into a host program."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.fail("no host C++ compiler (g++) found; the protocol pair test needs one")
+    exe = tmp_path_factory.mktemp("pair") / pathlib.Path(source).stem
+    subprocess.run(
+        [compiler, "-std=c++20", "-O1", "-Wall", "-Werror", f"-I{kernel_dir()}", str(HERE / "protocol_pair" / source),
+         "-o", str(exe)],
+        check=True,
+    )
+    return exe
 
 
 @pytest.fixture(scope="module")
 def decoder(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.fail("no host C++ compiler (g++) found; the protocol pair test needs one")
-    exe = tmp_path_factory.mktemp("pair") / "decode"
-    subprocess.run(
-        [compiler, "-std=c++20", "-O1", "-Wall", "-Werror", f"-I{kernel_dir()}",
-         str(HERE / "protocol_pair" / "decode_main.cpp"), "-o", str(exe)],
-        check=True,
-    )
-    return exe
+    return _build_pair_program(tmp_path_factory, "decode_main.cpp")
 
 
 u32 = st.integers(0, 2**32 - 1)
@@ -207,16 +213,7 @@ HEADER_FUNCTION = re.compile(
 
 @pytest.fixture(scope="module")
 def functions(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.fail("no host C++ compiler (g++) found; the protocol pair test needs one")
-    exe = tmp_path_factory.mktemp("pair") / "functions"
-    subprocess.run(
-        [compiler, "-std=c++20", "-O1", "-Wall", "-Werror", f"-I{kernel_dir()}",
-         str(HERE / "protocol_pair" / "functions_main.cpp"), "-o", str(exe)],
-        check=True,
-    )
-    return exe
+    return _build_pair_program(tmp_path_factory, "functions_main.cpp")
 
 
 def _ask(functions, queries):
