@@ -25,7 +25,6 @@ from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
 
 pytest_plugins = ["pytester"]
 
-DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 #: One-chip Wormhole B0 descriptor used when there is no card (see the file's comment).
 MOCK_CLUSTER_DESC = mock_cluster_descriptor("wormhole_b0")
 NO_DEVICE_PREFIX = "no Tenstorrent device"

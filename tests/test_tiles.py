@@ -226,7 +226,7 @@ def test_tile_bytes_equal_ttnn_host_tilize(mock_cluster, shape, dtype_name):
     Without a card, ``Tensor.to(TILE_LAYOUT)`` needs a mock cluster: tt-metal asks its
     (lazily created) context for the tile size and that context looks for chips. The
     ``mock_cluster`` fixture points ``TT_METAL_MOCK_CLUSTER_DESC_PATH`` at a one-chip
-    descriptor (tests/data); on a machine with a card the real cluster is used.
+    descriptor (ttnn_flashdecode/silicon_check/mock_cluster_wormhole_b0.yaml); on a machine with a card the real cluster is used.
     """
     import ttnn  # a dependency of the package: fail, don't skip, if it is missing
     x = _values(shape, seed=sum(shape))
