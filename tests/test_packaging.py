@@ -79,6 +79,15 @@ def test_wheel_contains_emulator_cpp_tree(wheel_names):
     assert not missing, f"emulator C++ files missing from the wheel: {missing}"
 
 
+def test_wheel_contains_the_silicon_check_data(wheel_names):
+    """The silicon check's compiler wrapper, stand-in headers and mock cluster descriptors ship too."""
+    folder = REPO / "ttnn_flashdecode" / "silicon_check"
+    data = {path.name for path in folder.iterdir() if path.is_file() and path.suffix != ".py"}
+    assert {"riscv-tt-elf-g++", "mock_cluster_wormhole_b0.yaml", "mock_cluster_blackhole.yaml"} <= data
+    missing = sorted({f"ttnn_flashdecode/silicon_check/{name}" for name in data} - wheel_names)
+    assert not missing, f"silicon check files missing from the wheel: {missing}"
+
+
 def test_wheel_contains_every_python_module(wheel_names):
     modules = _files(REPO / "ttnn_flashdecode", ("*.py",))
     missing = sorted({f"ttnn_flashdecode/{name}" for name in modules} - wheel_names)
