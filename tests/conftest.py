@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import tempfile
 
 import pytest
 
@@ -53,8 +54,6 @@ def pytest_configure(config):
         _MOCK_DEVICE_UNAVAILABLE = f"{MOCK_CLUSTER_ENV} names another cluster: {os.environ[MOCK_CLUSTER_ENV]}"
         return
     from ttnn_flashdecode.silicon_check.fake_root import build_root
-
-    import tempfile
 
     os.environ[MOCK_CLUSTER_ENV] = str(MOCK_CLUSTER_DESC)
     os.environ["TT_METAL_RUNTIME_ROOT"] = f"{build_root()}/"

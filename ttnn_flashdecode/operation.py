@@ -37,7 +37,7 @@ from ttnn_flashdecode.program_factory import (
     plan_decode,
 )
 from ttnn_flashdecode.residency import (
-    MAX_DIM_TILES, Residency, available_l1_bytes, device_cb_budget_bytes, l1_bytes, max_block_tiles,
+    MAX_DIM_TILES, Residency, cb_budget_bytes, device_cb_budget_bytes, l1_bytes, max_block_tiles,
 )
 from ttnn_flashdecode.schedule import schedule
 
@@ -451,7 +451,7 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
     blocks of ``block_tiles`` for the inbox (one partial per level of the combine tree)."""
     for split in range(min(protocol.MAX_SPLIT, grid_cores), 1, -1):
         residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats)
-        if l1_bytes(residency) <= (available_l1_bytes(arch) if l1_budget is None else l1_budget):
+        if l1_bytes(residency) <= cb_budget_bytes(arch, l1_budget):
             return split
     return 1
 

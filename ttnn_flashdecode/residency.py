@@ -166,6 +166,12 @@ def available_l1_bytes(arch: str) -> int:
     return spec.l1_bytes - spec.unreserved_base
 
 
+def cb_budget_bytes(arch: str, budget_bytes: int | None = None) -> int:
+    """L1 bytes the CBs may take: ``budget_bytes`` when given (an open device's allocator,
+    :func:`device_cb_budget_bytes`), else ``arch``'s whole free L1 (:func:`available_l1_bytes`)."""
+    return available_l1_bytes(arch) if budget_bytes is None else budget_bytes
+
+
 #: L1 bytes the device planner leaves free above the CBs, for the small L1 buffers ttnn ops allocate
 #: between calls (a sharded Q, a few-tile L1 output, ...), so a plan cached on one call still fits
 #: on the next. 16 KiB: 8 bfloat16 tiles a core.
@@ -200,7 +206,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
         ValueError: with the needed and available byte counts.
     """
     need = l1_bytes(residency)
-    have = available_l1_bytes(arch) if budget_bytes is None else budget_bytes
+    have = cb_budget_bytes(arch, budget_bytes)
     if need > have:
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
                                   residency.fp32_stats, budget_bytes=budget_bytes)
@@ -230,7 +236,7 @@ def max_block_tiles(
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
-    have = available_l1_bytes(arch) if budget_bytes is None else budget_bytes
+    have = cb_budget_bytes(arch, budget_bytes)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats)) - base
     if base > have:

@@ -198,6 +198,7 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -345,19 +346,17 @@ class RunReport:
         return sum(s.dram_write_bytes for s in self.cores.values())
 
 
-def runtime_args_digest(program: Any) -> str:
-    """sha256 (hex) over every kernel's per-core runtime args (cores in row-major order) and common
-    runtime args, kernels in descriptor order (:attr:`RunReport.runtime_args_sha256`)."""
+def runtime_args_digest(kernel_args: Sequence[tuple[Sequence[int], dict[tuple[int, int], Sequence[int]]]]) -> str:
+    """sha256 (hex) over each kernel's common runtime args and its per-core runtime args (cores in
+    row-major order), kernels in descriptor order (:attr:`RunReport.runtime_args_sha256`).
+
+    ``kernel_args``: per kernel, ``(common args, {core: args})``, as ``Emulator.run`` reads them.
+    """
     h = hashlib.sha256()
-    for index, kd in enumerate(program.kernels):
-        h.update(f"kernel {index} common {[int(v) for v in kd.common_runtime_args]}\n".encode())
-        rta = kd.runtime_args
-        for x, y in sorted(_cores_of(kd.core_ranges), key=lambda c: (c[1], c[0])):
-            try:  # (the descriptor's runtime_args does not end its iteration: index by core)
-                words = [int(v) for v in rta[x][y]]
-            except IndexError:
-                words = []
-            h.update(f"kernel {index} core {x},{y} {words}\n".encode())
+    for index, (common, per_core) in enumerate(kernel_args):
+        h.update(f"kernel {index} common {list(common)}\n".encode())
+        for x, y in sorted(per_core, key=lambda c: (c[1], c[0])):
+            h.update(f"kernel {index} core {x},{y} {list(per_core[x, y])}\n".encode())
     return h.hexdigest()
 
 
@@ -556,8 +555,7 @@ class Emulator:
         does not compile.
         """
         t0 = time.perf_counter()
-        plan_words, strings = self._plan(program)
-        digest = runtime_args_digest(program)
+        plan_words, strings, digest = self._plan(program)
         c_strings = (ctypes.c_char_p * len(strings))(*[s.encode() for s in strings])
         arr = (ctypes.c_uint32 * len(plan_words))(*plan_words)
         setup = time.perf_counter() - t0
@@ -579,7 +577,7 @@ class Emulator:
                          program_hash=None if program_hash is None else int(program_hash), runtime_args_sha256=digest)
 
     # ------------------------------------------------------------------ plan
-    def _plan(self, program: Any) -> tuple[list[int], list[str]]:
+    def _plan(self, program: Any) -> tuple[list[int], list[str], str]:
         import ttnn
 
         spec = self.spec
@@ -621,14 +619,18 @@ class Emulator:
         so_paths = build_kernels(builds)
 
         per_core: dict[tuple[int, int], dict[str, list]] = {}
+        kernel_args = []  # per kernel: (common args, {core: args}), for the run report's digest
         for (role, name, cores, kd, crt, compute), so in zip(kernels, so_paths):
             rta = kd.runtime_args
+            args_of = {}
             for c in cores:
-                try:
+                try:  # (indexed by core: the descriptor's runtime_args never ends an iteration)
                     rt = [int(v) for v in rta[c[0]][c[1]]]
                 except IndexError:
                     rt = []
+                args_of[c] = rt
                 per_core.setdefault(c, {"k": [], "cb": [], "sem": []})["k"].append((role, so, name, rt, crt, compute))
+            kernel_args.append((crt, args_of))
 
         # CBs: in descriptor order, each at the max of its cores' current tops (one address for all)
         top: dict[tuple[int, int], int] = {}
@@ -693,4 +695,4 @@ class Emulator:
         for w in words:
             if not 0 <= w <= 0xFFFFFFFF:
                 raise EmulatorError(f"argument {w} does not fit a uint32")
-        return words, strings
+        return words, strings, runtime_args_digest(kernel_args)
