@@ -12,8 +12,11 @@
 //   OUT = O * (1 / L)
 //
 // Compile-time args: named dim_tiles, block_tiles, dst_tiles (DST tiles per acquire for this
-// compute config), exp_approx (approximate exp). Runtime args: request count, then 16 words per request.
-// CBs in (from the reader): QSTAGE dim_tiles, CONST 4, K and V block_tiles*dim_tiles per block.
+// compute config), exp_approx (approximate exp). Runtime args: as the reader (request count, POSITIONS
+// address -- unused here -- then 16 words per request).
+// CBs in (from the reader): POSITIONS 1 page once (an int32 per user: each request's kv_positions,
+// attention_protocol.hpp kv_positions_at), then per request QSTAGE dim_tiles, CONST 4, K and V
+// block_tiles*dim_tiles per block.
 // CB out (to the writer): OUT dim_tiles. The rest are internal (residency.py lists them).
 // Row statistics (M, L, LSUM, C) live in column 0 of their tile, where REDUCE_ROW leaves them; the
 // other columns hold whatever the packer leaves there, and every step either broadcasts column 0
@@ -561,12 +564,16 @@ void attend(const Params& p) {
 
 void kernel_main() {
     compute_kernel_hw_startup(kCbQStage, kCbConst, kCbQs);
-    const uint32_t requests = get_arg_val<uint32_t>(kArgRequestCount);
+    const uint32_t requests = served_requests(get_arg_val<uint32_t>(kArgRequestCount));
+    cb_wait_front(kCbPositions, 1);
     for (uint32_t r = 0; r < requests; ++r) {
-        const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
-        if (!p.valid_for(kDimTiles, kBlockTiles)) {
+        Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        if (!p.valid_layout(kDimTiles, kBlockTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
+        // The same value the reader read (UNPACK reads it and shares it with MATH and PACK).
+        p.kv_positions = p.kv_positions_at(static_cast<int32_t>(read_tile_value(kCbPositions, 0, p.user)));
         attend(p);
     }
+    cb_pop_front(kCbPositions, 1);
 }

@@ -15,14 +15,28 @@ constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
 constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles");
 static_assert(kTileBytes == 2048, "the data-movement kernels move bfloat16 tile rows");
+// Bytes of the POSITIONS operand's one page: one int32 per user (batch * 4).
+constexpr uint32_t kPositionsBytes = get_named_compile_time_arg_val("positions_bytes");
 
 // The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
-// program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT.
+// program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS.
 constexpr auto kQArgs = TensorAccessorArgs<0>();
 constexpr auto kKArgs = TensorAccessorArgs<kQArgs.next_compile_time_args_offset()>();
 constexpr auto kVArgs = TensorAccessorArgs<kKArgs.next_compile_time_args_offset()>();
 constexpr auto kConstArgs = TensorAccessorArgs<kVArgs.next_compile_time_args_offset()>();
 constexpr auto kOutArgs = TensorAccessorArgs<kConstArgs.next_compile_time_args_offset()>();
+constexpr auto kPositionsArgs = TensorAccessorArgs<kOutArgs.next_compile_time_args_offset()>();
+
+// Word `index` of the uint32 array at L1 address `addr` on this core. On a device a plain load
+// (the kernel idiom); the emulator never dereferences L1 addresses, so its build (TT_EMULATOR)
+// asks the runtime, which also checks the word lies in CB pages this kernel holds.
+inline uint32_t l1_word(uint32_t addr, uint32_t index) {
+#ifdef TT_EMULATOR
+    return emu::l1_read_word(addr + index * sizeof(uint32_t));
+#else
+    return reinterpret_cast<volatile tt_l1_ptr uint32_t*>(addr)[index];
+#endif
+}
 
 // NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
 // split program hold the table).

@@ -17,7 +17,13 @@
 //                     q_rows * positions <= 32 (e.g. verifying draft tokens).
 // Stage row s is Q row query_row + row of Q head (the first page's head) + head; rows past 31
 // continue in the next row tiles of Q (q_width_tiles pages on), and the output takes the same rows.
-// Positions: KV_POSITIONS is the LAST row's live count. Row `row` (of every head) attends to
+// Word 2 (USER): the request's user (decode, ROWS) or sequence (CHUNK): its index into the
+// POSITIONS operand. Positions are not runtime args: the kernels read them on device from the
+// POSITIONS operand (one int32 per user, ttnn's cur_pos_tensor), so a traced program replays with
+// new positions. Each entry is the user's last row's position (decode, ROWS: cur_pos) or its
+// chunk's first position (CHUNK: chunk start); kv_positions_at() turns it into kv_positions,
+// clamped into the cache (see there).
+// Positions: kv_positions is the LAST row's live count. Row `row` (of every head) attends to
 // positions 0 .. kv_positions - rows_per_head() + row, so the first row attends at least position 0.
 // Masks: in window tile T row `row` is live for columns c < row_width(T, row) =
 // clamp(kv_positions - rows_per_head() + row + 1 - 32 T, 0, 32). Only the last live tile and the
@@ -42,7 +48,7 @@
 // tiles: the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
 // tail to whole double blocks; the partials are combined up a binary tree (tree_levels) in two
 // passes (maxima, then sums; see partial_pages) whose root, slice 0, normalises.
-// Live tiles and tail width are derived from KV_POSITIONS here and in protocol.py, never sent.
+// Live tiles and tail width are derived from kv_positions here and in protocol.py, never sent.
 // A COORD word with bit 31 set marks a DRAM-interleaved operand addressed through its
 // TensorAccessor: low 31 bits = first page (tile) id, BASE = buffer address. Otherwise COORD is a
 // NoC coordinate (y << 16) | x and BASE an L1 byte address.
@@ -55,7 +61,7 @@ namespace flashdecode {
 enum Field : uint32_t {
     kWordHeads = 0,
     kWordDimTiles = 1,
-    kWordKvPositions = 2,
+    kWordUser = 2,
     kWordBlockTiles = 3,
     kWordCapacityTiles = 4,
     kWordSplit = 5,
@@ -97,6 +103,7 @@ enum Cb : uint32_t {
     kCbMaxInbox = 19,   // split-K only: this core's inbox of its children's subtree maxima
     kCbMaxOut = 20,     // split-K only: this subtree's max, for the parent (slice 0: the request's)
     kCbMaxGlobal = 21,  // split-K only, slices 1..: the request's max, copied from the parent
+    kCbPositions = 22,  // the POSITIONS operand's one page (int32 per user): reader -> compute
 };
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
@@ -201,7 +208,8 @@ struct Params {
     uint32_t flags;
     uint32_t positions;
     uint32_t dim_tiles;
-    uint32_t kv_positions;
+    uint32_t user;          // word 2: index into the POSITIONS operand
+    uint32_t kv_positions;  // not on the wire: set from the POSITIONS operand (kv_positions_at)
     uint32_t block_tiles;
     uint32_t capacity_tiles;
     uint32_t split_index;       // word 5 byte 0: this core's split-K slice
@@ -318,14 +326,39 @@ struct Params {
         return tile >= slice_begin() && tile < slice_end() ? mask_tile(tile) : kNoMask;
     }
     // The checks every kernel repeats before touching a request; the host refuses the same cases.
+    // valid_layout needs no position, so the writer (which never reads positions) and the two
+    // kernels that do skip exactly the same requests; kv_positions_at() keeps every position valid.
     constexpr bool valid_kind() const {
         return flags <= (kFlagChunk | kFlagRows) && !(chunk() && rows()) && (rows() ? positions >= 1 : positions == 0) &&
-               stage_rows() <= kTilePositions && kv_positions >= rows_per_head();
+               stage_rows() <= kTilePositions;
+    }
+    // capacity_tiles a whole number of double blocks: the longest padded read window (at the
+    // cache's last position) stays inside the cache.
+    constexpr bool valid_layout(uint32_t residency_dim_tiles, uint32_t residency_block_tiles) const {
+        return q_rows >= 1 && q_rows <= 32 && query_row <= 31 && dim_tiles == residency_dim_tiles &&
+               block_tiles == residency_block_tiles && block_tiles != 0 && capacity_tiles != 0 &&
+               capacity_tiles % (2 * block_tiles) == 0 && split_index < slices() && valid_kind();
+    }
+    // The position-dependent half, true for every kv_positions_at() result of a valid layout.
+    constexpr bool valid_positions() const {
+        return kv_positions >= rows_per_head() && padded_tiles() <= capacity_tiles;
     }
     constexpr bool valid_for(uint32_t residency_dim_tiles, uint32_t residency_block_tiles) const {
-        return q_rows >= 1 && q_rows <= 32 && query_row <= 31 && dim_tiles == residency_dim_tiles &&
-               block_tiles == residency_block_tiles && block_tiles != 0 && kv_positions != 0 &&
-               padded_tiles() <= capacity_tiles && split_index < slices() && valid_kind();
+        return valid_layout(residency_dim_tiles, residency_block_tiles) && valid_positions();
+    }
+    // kv_positions for this request's POSITIONS entry `position` (int32): decode / ROWS position +
+    // 1 (the last row attends to 0..position), CHUNK position + C. A device-side value the host
+    // could not check is clamped so that no kernel reads outside the cache: to at least
+    // rows_per_head() (the first row attends position 0) and at most the cache's last position
+    // (capacity_tiles * 32; the host keeps positions below its capacity).
+    constexpr uint32_t kv_positions_at(int32_t position) const {
+        const int64_t live = int64_t(position) + (chunk() ? q_rows : 1);
+        const int64_t low = rows_per_head(), high = int64_t(capacity_tiles) * kTilePositions;
+        return uint32_t(live < low ? low : live > high ? high : live);
+    }
+    // True when kv_positions_at(position) had to clamp `position` (the emulator reports it).
+    constexpr bool position_clamped(int32_t position) const {
+        return int64_t(kv_positions_at(position)) != int64_t(position) + (chunk() ? q_rows : 1);
     }
 };
 
@@ -336,7 +369,8 @@ constexpr Params decode_words(const uint32_t* w) {
     p.flags = (w[kWordHeads] >> 16) & 0xFFu;
     p.positions = (w[kWordHeads] >> 24) & 0xFFu;
     p.dim_tiles = w[kWordDimTiles];
-    p.kv_positions = w[kWordKvPositions];
+    p.user = w[kWordUser];
+    p.kv_positions = 0;
     p.block_tiles = w[kWordBlockTiles];
     p.capacity_tiles = w[kWordCapacityTiles];
     p.split_index = w[kWordSplit] & 0xFFu;
@@ -350,9 +384,19 @@ constexpr Params decode_words(const uint32_t* w) {
     return p;
 }
 
-// Runtime-arg layout of every kernel: word 0 is the request count, then kWords words per request.
+// Runtime-arg layout of every kernel: word 0 is the request count, word 1 the POSITIONS
+// operand's buffer address, then kWords words per request.
 constexpr uint32_t kArgRequestCount = 0;
-constexpr uint32_t request_arg_offset(uint32_t request) { return 1 + request * kWords; }
+constexpr uint32_t kArgPositionsBase = 1;
+constexpr uint32_t kArgHeader = 2;
+constexpr uint32_t request_arg_offset(uint32_t request) { return kArgHeader + request * kWords; }
+// Most requests a core can run: tt-metal guarantees 341 runtime args per kernel per core
+// (program_factory.MAX_RUNTIME_ARGS); the reader keeps one position per request.
+constexpr uint32_t kMaxRuntimeArgs = 341;
+constexpr uint32_t kMaxRequestsPerCore = (kMaxRuntimeArgs - kArgHeader) / kWords;
+// Requests the kernels run for request-count word `count`: never more than a core can hold, so
+// the reader's per-request array stays in bounds and all three kernels agree.
+constexpr uint32_t served_requests(uint32_t count) { return count < kMaxRequestsPerCore ? count : kMaxRequestsPerCore; }
 
 // Reads request `request` through `arg` (a callable uint32_t(uint32_t index), e.g. a lambda over
 // get_arg_val<uint32_t>), so the header needs no kernel API.

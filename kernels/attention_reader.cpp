@@ -2,12 +2,14 @@
 // tile, fetches the constants each request needs, and streams the live K/V position tiles into the
 // double-buffered K and V circular buffers, one block at a time.
 //
-// Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT (chained, in that
-// order, same list for all three kernels); named = dim_tiles, block_tiles, tile_bytes,
-// q_width_tiles (tiles per row tile of Q and the output), inbox_slots.
-// Runtime args: request count, then 16 parameter-block words per request (attention_protocol.hpp).
+// Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS (chained,
+// in that order, same list for all three kernels); named = dim_tiles, block_tiles, tile_bytes,
+// q_width_tiles (tiles per row tile of Q and the output), inbox_slots, positions_bytes.
+// Runtime args: request count, the POSITIONS buffer address, then 16 parameter-block words per
+// request (attention_protocol.hpp).
 //
-// Per request it pushes: QSTAGE dim_tiles pages (the request's stage rows, attention_protocol.hpp
+// First, once: the POSITIONS operand's one page (an int32 per user) into POSITIONS, pushed for
+// compute; the reader keeps each of its requests' kv_positions. Then per request it pushes: QSTAGE dim_tiles pages (the request's stage rows, attention_protocol.hpp
 // "Request kinds"); CONST 4 pages (scaler, scale and the masks it needs); then for each block of the
 // slice's window (its live tiles rounded up to whole double blocks), K and V
 // block_tiles*dim_tiles pages each; and for a split slice, its children's subtree maxima as they
@@ -200,6 +202,22 @@ void fetch_request_max(const Params& p, uint32_t split_items) {
     cb_push_back(kCbMaxGlobal, 1);
 }
 
+// Reads the POSITIONS page, derives kv_positions of each of this core's requests into
+// `kv_positions` (attention_protocol.hpp kv_positions_at), then hands the page to compute.
+void read_positions(uint32_t requests, uint32_t* kv_positions) {
+    cb_reserve_back(kCbPositions, 1);
+    const uint32_t page = get_write_ptr(kCbPositions);
+    const auto positions_reader =
+        TensorAccessor(kPositionsArgs, get_arg_val<uint32_t>(kArgPositionsBase), kPositionsBytes);
+    noc_async_read_page(0, positions_reader, page);
+    noc_async_read_barrier();
+    for (uint32_t r = 0; r < requests; ++r) {
+        const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        kv_positions[r] = p.kv_positions_at(static_cast<int32_t>(l1_word(page, p.user)));
+    }
+    cb_push_back(kCbPositions, 1);
+}
+
 }  // namespace
 
 void kernel_main() {
@@ -210,12 +228,15 @@ void kernel_main() {
     const uint32_t const_base = get_write_ptr(kCbConst);
     uint32_t split_items = 0;  // split slices served so far: the *_READY semaphores count them
 
-    const uint32_t requests = get_arg_val<uint32_t>(kArgRequestCount);
+    const uint32_t requests = served_requests(get_arg_val<uint32_t>(kArgRequestCount));
+    uint32_t kv_positions[kMaxRequestsPerCore];
+    read_positions(requests, kv_positions);
     for (uint32_t r = 0; r < requests; ++r) {
-        const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
-        if (!p.valid_for(kDimTiles, kBlockTiles)) {
+        Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        if (!p.valid_layout(kDimTiles, kBlockTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
+        p.kv_positions = kv_positions[r];
         const auto q_reader = TensorAccessor(kQArgs, p.q.base, kTileBytes);
         const auto k_reader = TensorAccessor(kKArgs, p.k.base, kTileBytes);
         const auto v_reader = TensorAccessor(kVArgs, p.v.base, kTileBytes);

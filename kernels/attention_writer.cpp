@@ -1,8 +1,10 @@
 // Flash-decode attention, writer (data movement): scatters the group's normalised output rows from
 // the OUT circular buffer back into the output tensor, which has Q's activation layout.
 //
-// Compile-time args: as the reader (TensorAccessorArgs of Q, K, V, CONST, OUT; named dim_tiles,
-// block_tiles, tile_bytes, q_width_tiles). Runtime args: request count, then 16 words per request.
+// Compile-time args: as the reader (TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS; named
+// dim_tiles, block_tiles, tile_bytes, q_width_tiles). Runtime args: as the reader (request count,
+// POSITIONS address, then 16 words per request). It never reads positions: what it writes does not
+// depend on them (the stage rows, the split tree), so it checks only the request's layout.
 //
 // Other rows of the same output tile belong to other users or heads (other requests), so only the
 // request's stage rows are written: two 32-byte face-row writes per (stage row, dim tile), never a
@@ -76,10 +78,10 @@ void scatter_rows(const Params& p, const Accessor& out_writer) {
 void kernel_main() {
     uint32_t split_items = 0;  // split slices served so far: kSemInboxReady counts them
 
-    const uint32_t requests = get_arg_val<uint32_t>(kArgRequestCount);
+    const uint32_t requests = served_requests(get_arg_val<uint32_t>(kArgRequestCount));
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
-        if (!p.valid_for(kDimTiles, kBlockTiles)) {
+        if (!p.valid_layout(kDimTiles, kBlockTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
         split_items += p.split() ? 1 : 0;

@@ -18,8 +18,14 @@ from ttnn_flashdecode.residency import Residency, cb_plan
 from ttnn_flashdecode.schedule import schedule
 
 DRAM_ACCESSOR = [2, 2048]  # TensorAccessorArgs of a DRAM-interleaved bf16 tile tensor (TT_FACTS §3)
-ACCESSORS = [DRAM_ACCESSOR] * 5
-ADDRESSES = Addresses(q=0x1000, k=0x20000, v=0x40000, constants=0x60000, out=0x70000)
+POSITIONS_ACCESSOR = [2, 12]  # any list: the factory copies the six operands' args in order
+ACCESSORS = [DRAM_ACCESSOR] * 5 + [POSITIONS_ACCESSOR]
+ADDRESSES = Addresses(q=0x1000, k=0x20000, v=0x40000, constants=0x60000, out=0x70000, positions=0x78000)
+HEADER = protocol.ARG_HEADER  # [request count, POSITIONS address] before the parameter blocks
+
+
+def _build(plan, positions, addresses=ADDRESSES):
+    return build_program(plan, decode_requests(plan, positions, addresses), addresses.positions)
 
 
 def _noc_xy(x, y):
@@ -34,7 +40,7 @@ def _plan(batch=2, n_q=16, n_kv=2, head_dim=128, capacity=8192, block=16, grid=(
     plan_schedule = schedule(kv, grid[0] * grid[1], max_split=max(max_split, 1), split=split,
                              max_slices_per_core=21 if max_split == 1 else 17)
     largest = max(plan_schedule.split_count(r) for r in range(len(kv)))
-    residency = Residency(shape.q_rows, shape.dim_tiles, block, max_split=largest)
+    residency = Residency(shape.q_rows, shape.dim_tiles, block, max_split=largest, batch=batch)
     return plan_decode(shape, residency, grid=grid, arch="wormhole_b0", compute=compute, accessor_args=ACCESSORS,
                        schedule=plan_schedule, noc_xy=_noc_xy)
 
@@ -45,24 +51,27 @@ def _runtime_args(kernel, core):
 
 def test_descriptor_has_the_residency_cbs():
     plan = _plan()
-    program = build_program(plan, decode_requests(plan, [100, 8000], ADDRESSES))
+    program = _build(plan, [100, 8000])
     assert program.semaphores == [] or len(program.semaphores) == 0
     got = {(cb.format_descriptors[0].buffer_index, cb.format_descriptors[0].page_size, cb.total_size,
             cb.format_descriptors[0].data_format_as_uint8) for cb in program.cbs}
     want = {(spec.index, spec.page_bytes, spec.total_bytes, spec.data_format) for spec in cb_plan(plan.residency)}
-    assert got == want and len(program.cbs) == 16
+    assert got == want and len(program.cbs) == 17  # the seed's 16 and POSITIONS
+    positions = next(cb for cb in program.cbs if cb.format_descriptors[0].buffer_index == protocol.CB.POSITIONS)
+    assert positions.total_size == positions.format_descriptors[0].page_size == 32  # 2 users' int32, aligned
+    assert positions.format_descriptors[0].data_format_as_uint8 == 8  # tt::DataFormat::Int32
 
 
 def test_kernels_have_absolute_paths_and_shared_compile_time_args():
     plan = _plan()
-    program = build_program(plan, decode_requests(plan, [100, 8000], ADDRESSES))
+    program = _build(plan, [100, 8000])
     sources = [k.kernel_source for k in program.kernels]
     assert sources == [str(kernel_dir() / n) for n in ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")]
     for kernel in program.kernels:
-        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5
+        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR
         assert dict(kernel.named_compile_time_args) == {
             "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0,
-            "inbox_slots": 0, "q_width_tiles": 16 * 4}
+            "inbox_slots": 0, "q_width_tiles": 16 * 4, "positions_bytes": 2 * 4}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
@@ -71,7 +80,7 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
 def test_compute_config_is_overridable():
     options = ComputeOptions.from_config(ttnn.ComputeConfigDescriptor(math_fidelity=ttnn.MathFidelity.LoFi, fp32_dest_acc_en=False))
     plan = _plan(compute=options)
-    program = build_program(plan, decode_requests(plan, [1, 1], ADDRESSES))
+    program = _build(plan, [1, 1])
     assert program.kernels[1].config.math_fidelity == ttnn.MathFidelity.LoFi
     assert dict(program.kernels[1].named_compile_time_args)["dst_tiles"] == 8
 
@@ -79,7 +88,7 @@ def test_compute_config_is_overridable():
 def test_approximate_exp_reaches_the_compute_kernel_as_a_named_arg():
     # tt-metal declares APPROX for the MATH and PACK threads only; the kernel takes exp_approx instead.
     plan = _plan(compute=ComputeOptions(math_approx_mode=True))
-    program = build_program(plan, decode_requests(plan, [1, 1], ADDRESSES))
+    program = _build(plan, [1, 1])
     assert program.kernels[1].config.math_approx_mode
     assert dict(program.kernels[1].named_compile_time_args)["exp_approx"] == 1
 
@@ -87,15 +96,15 @@ def test_approximate_exp_reaches_the_compute_kernel_as_a_named_arg():
 def test_every_core_decodes_to_its_request():
     positions = [0, 511, 8191]
     plan = _plan(batch=3, n_q=32, n_kv=8, head_dim=128, positions=positions)
-    program = build_program(plan, decode_requests(plan, positions, ADDRESSES))
+    program = _build(plan, positions)
     assert len(plan.cores) == 24 and sorted(s.request for (s,) in plan.schedule.cores) == list(range(24))
     for core, (item,) in zip(plan.cores, plan.schedule.cores):
         user, group = divmod(item.request, 8)
         for kernel in program.kernels:
             args = _runtime_args(kernel, core)
-            assert args[0] == 1 and len(args) == 1 + protocol.WORDS
-            request = protocol.decode(args[1:])
-            assert request.kv_positions == positions[user] + 1
+            assert args[:HEADER] == [1, ADDRESSES.positions] and len(args) == HEADER + protocol.WORDS
+            request = protocol.decode(args[HEADER:])
+            assert request.user == user  # its POSITIONS entry; the position itself is not a runtime arg
             assert request.q_rows == 4 and request.query_row == user and request.dim_tiles == 4
             assert request.k.first_page == (user * 8 + group) * 256 * 4 and request.k.base == ADDRESSES.k
             assert request.v.first_page == request.k.first_page and request.v.base == ADDRESSES.v
@@ -106,11 +115,11 @@ def test_every_core_decodes_to_its_request():
 def test_more_requests_than_cores_share_cores_in_sequence():
     plan = _plan(batch=32, n_q=32, n_kv=8, positions=list(range(32)))  # 256 requests on 64 cores
     assert len(plan.cores) == 64 and set(plan.requests_per_core) == {4}
-    program = build_program(plan, decode_requests(plan, list(range(32)), ADDRESSES))
+    program = _build(plan, list(range(32)))
     for core, slices in zip(plan.cores, plan.schedule.cores):
         args = _runtime_args(program.kernels[0], core)
-        assert args[0] == 4 and len(args) == 1 + 4 * protocol.WORDS
-        decoded = [protocol.decode(args[1 + i * 16: 17 + i * 16]) for i in range(4)]
+        assert args[0] == 4 and len(args) == HEADER + 4 * protocol.WORDS
+        decoded = [protocol.decode(args[HEADER + i * 16: HEADER + 16 + i * 16]) for i in range(4)]
         want = [divmod(item.request, 8) for item in slices]  # (user, group) of each scheduled request
         assert [(r.query_row, r.k.first_page // (256 * 4) % 8) for r in decoded] == want
 
@@ -123,8 +132,8 @@ def test_requests_past_runtime_arg_capacity_are_refused():
 
 def test_split_program_has_semaphores_noc_table_and_split_words():
     plan = _plan(batch=1, n_q=16, n_kv=2, positions=[8191], split=3, max_split=3)
-    program = build_program(plan, decode_requests(plan, [8191], ADDRESSES))
-    assert len(program.cbs) == 21 and sorted(s.id for s in program.semaphores) == [0, 1, 2, 3, 4, 5, 6]  # 2 arrival slots
+    program = _build(plan, [8191])
+    assert len(program.cbs) == 22 and sorted(s.id for s in program.semaphores) == [0, 1, 2, 3, 4, 5, 6]  # 2 arrival slots
     assert dict(program.kernels[0].named_compile_time_args)["inbox_slots"] == 2  # ceil(log2(3))
     assert plan.noc_table == tuple(((y + 16) << 16) | (x + 1) for x, y in plan.cores)
     for kernel in program.kernels:
@@ -132,7 +141,7 @@ def test_split_program_has_semaphores_noc_table_and_split_words():
         assert list(kernel.common_runtime_args) == want
     splits = []
     for core in plan.cores:
-        request = protocol.decode(_runtime_args(program.kernels[0], core)[1:])
+        request = protocol.decode(_runtime_args(program.kernels[0], core)[HEADER:])
         splits.append((request.split_index, request.split_count, request.split_first_core, request.k.first_page))
     # group 0's slices on cores 0..2 (reducer core 0), group 1's on cores 3..5 (reducer core 3)
     assert splits == [(0, 3, 0, 0), (1, 3, 0, 0), (2, 3, 0, 0),
@@ -143,14 +152,14 @@ def test_residency_must_hold_the_largest_split():
     shape = DecodeShape(1, 16, 2, 128, 8192)
     plan_schedule = schedule([8192, 8192], 64, max_split=4, split=4)
     with pytest.raises(ValueError, match="max_split"):
-        plan_decode(shape, Residency(8, 4, 16, max_split=2), grid=(8, 8), arch="wormhole_b0", compute=ComputeOptions(),
+        plan_decode(shape, Residency(8, 4, 16, max_split=2, batch=1), grid=(8, 8), arch="wormhole_b0", compute=ComputeOptions(),
                     accessor_args=ACCESSORS, schedule=plan_schedule, noc_xy=_noc_xy)
 
 
 def test_program_hash_ignores_positions_and_addresses_but_not_structure():
     plan = _plan()
-    one = build_program(plan, decode_requests(plan, [1, 2], ADDRESSES))
-    two = build_program(plan, decode_requests(plan, [500, 7000], Addresses(1, 2, 3, 4, 5)))
+    one = _build(plan, [1, 2])
+    two = _build(plan, [500, 7000], Addresses(1, 2, 3, 4, 5, 6))
     assert one.custom_program_hash == two.custom_program_hash == plan.program_hash
     assert _plan(block=8).program_hash != plan.program_hash
     assert _plan(batch=3).program_hash != plan.program_hash
@@ -168,7 +177,7 @@ def _kind_plan(kind, rows, batch=3, n_q=12, n_kv=4, positions=None):
     shape = DecodeShape(batch, n_q, n_kv, 64, 1024, kind=kind, rows=rows)
     kv = shape.kv_positions(positions)
     plan_schedule = schedule(kv, 64, max_split=1)
-    return plan_decode(shape, Residency(shape.q_rows, shape.dim_tiles, 4), grid=(8, 8), arch="wormhole_b0",
+    return plan_decode(shape, Residency(shape.q_rows, shape.dim_tiles, 4, batch=batch), grid=(8, 8), arch="wormhole_b0",
                        compute=ComputeOptions(), accessor_args=ACCESSORS, schedule=plan_schedule, noc_xy=_noc_xy)
 
 
@@ -189,7 +198,7 @@ def test_chunk_requests_are_one_per_sequence_and_q_head():
         assert request.q.first_page % width == head * 2 and request.out == protocol.Operand.interleaved(ADDRESSES.out, request.q.first_page)
         assert request.k.first_page == (user * 4 + head // 3) * 32 * 2
         protocol.encode(request, plan.residency)
-    program = build_program(plan, requests)
+    program = build_program(plan, requests, ADDRESSES.positions)
     assert dict(program.kernels[0].named_compile_time_args)["q_width_tiles"] == width
 
 

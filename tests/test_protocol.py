@@ -10,6 +10,7 @@ from ttnn_flashdecode.protocol import Field, Operand, Request
 from ttnn_flashdecode.residency import Residency
 
 RESIDENCY = Residency(q_rows=8, dim_tiles=4, block_tiles=16)
+CHUNK, ROWS = protocol.Flag.CHUNK, protocol.Flag.ROWS
 
 
 def _request(**overrides):
@@ -22,11 +23,12 @@ def _request(**overrides):
 
 
 def test_encode_places_every_field_in_its_word():
-    words = protocol.encode(_request(query_row=5), RESIDENCY)
+    words = protocol.encode(_request(query_row=5, user=7), RESIDENCY)
     assert len(words) == protocol.WORDS
     assert words[Field.HEADS] == 8 | 5 << 8
     assert words[Field.DIM_TILES] == 4
-    assert words[Field.KV_POSITIONS] == 1000
+    assert words[Field.USER] == 7
+    assert 1000 not in words  # kv_positions is not on the wire (the POSITIONS operand holds it)
     assert words[Field.BLOCK_TILES] == 16
     assert words[Field.CAPACITY_TILES] == 256
     assert words[Field.SPLIT] == 0
@@ -45,8 +47,8 @@ def test_rows_mode_positions_live_in_byte_three():
        base=st.integers(0, 2**32 - 1), page=st.integers(0, 2**31 - 1))
 def test_decode_inverts_encode(q_rows, query_row, kv, base, page):
     capacity = protocol.padded_tiles(kv, 16)
-    request = _request(q_rows=q_rows, query_row=query_row, kv_positions=kv, capacity_tiles=capacity,
-                       k=Operand.interleaved(base, page))
+    request = _request(q_rows=q_rows, query_row=query_row, kv_positions=0, capacity_tiles=capacity,
+                       k=Operand.interleaved(base, page), user=kv)
     assert protocol.decode(protocol.encode(request, RESIDENCY)) == request
 
 
@@ -55,11 +57,12 @@ def test_decode_inverts_encode(q_rows, query_row, kv, base, page):
     (dict(q_rows=33), "q_rows"),
     (dict(query_row=32), "query_row"),
     (dict(dim_tiles=0), "dim_tiles"),
-    (dict(kv_positions=0), "kv_positions"),
+    (dict(capacity_tiles=0), "capacity_tiles"),
+    (dict(capacity_tiles=48), "capacity_tiles"),  # not whole double blocks of 16 tiles
+    (dict(user=2**32), "user"),
     (dict(tile_bytes=1088), "tile_bytes"),
     (dict(block_tiles=8), "block_tiles"),
     (dict(dim_tiles=2), "dim_tiles"),
-    (dict(kv_positions=256 * 32 + 1), "kv_positions"),  # padded window 288 tiles > capacity 256
     (dict(positions=3), "positions"),  # positions without the ROWS flag
     (dict(flags=4), "flags"),
     (dict(split_count=256), "split_count"),
@@ -76,14 +79,26 @@ def test_encode_refuses_with_field_value_and_bound(overrides, field):
     assert "expected" in message and "got" in message
 
 
-def test_encode_refuses_padded_window_past_capacity_naming_both():
+def test_encode_refuses_a_cache_of_partial_double_blocks_naming_both():
     with pytest.raises(ValueError) as info:
-        protocol.encode(_request(kv_positions=4097, capacity_tiles=128), RESIDENCY)
-    assert "160 tiles" in str(info.value) and "capacity_tiles 128" in str(info.value)
+        protocol.encode(_request(capacity_tiles=144), RESIDENCY)
+    assert "2 * block_tiles = 32" in str(info.value) and "got 144" in str(info.value)
 
 
-def test_padded_window_exactly_at_capacity_is_accepted():
-    protocol.encode(_request(kv_positions=256 * 32, capacity_tiles=256), RESIDENCY)
+@pytest.mark.parametrize("flags, q_rows, positions, position, want", [
+    (0, 8, 0, 99, 100),          # decode: the last row attends 0..position
+    (0, 8, 0, 256 * 32 - 1, 256 * 32),
+    (0, 8, 0, 256 * 32, 256 * 32),  # past the cache: clamped to its last position
+    (0, 8, 0, -5, 1),            # below 0: clamped to position 0
+    (ROWS, 2, 4, 10, 11),
+    (ROWS, 2, 4, 1, 4),          # ROWS' first row must attend position 0
+    (CHUNK, 7, 0, 40, 47),       # CHUNK: start + C
+    (CHUNK, 7, 0, 256 * 32 - 3, 256 * 32),
+    (CHUNK, 7, 0, -2**31, 7),
+])
+def test_kv_positions_at_derives_and_clamps(flags, q_rows, positions, position, want):
+    request = _request(q_rows=q_rows, flags=flags, positions=positions)
+    assert protocol.kv_positions_at(request, position) == want
 
 
 def test_operand_interleaved_refuses_pages_past_31_bits():
@@ -154,7 +169,6 @@ def test_combine_tree_reaches_every_slice_once_within_its_depth(count):
 
 # ------------------------------------------------------------------ CHUNK and ROWS request kinds
 
-CHUNK, ROWS = protocol.Flag.CHUNK, protocol.Flag.ROWS
 
 
 @pytest.mark.parametrize("overrides, field", [
@@ -163,8 +177,6 @@ CHUNK, ROWS = protocol.Flag.CHUNK, protocol.Flag.ROWS
     (dict(flags=ROWS, q_rows=8, positions=5), "positions"),  # 40 rows > one tile
     (dict(flags=ROWS, q_rows=3, positions=11), "positions"),  # 33 rows
     (dict(flags=CHUNK, q_rows=33), "q_rows"),  # a chunk longer than 32
-    (dict(flags=CHUNK, q_rows=8, kv_positions=7), "kv_positions"),  # 8 rows ending at position 6
-    (dict(flags=ROWS, q_rows=2, positions=4, kv_positions=3), "kv_positions"),
 ])
 def test_encode_refuses_bad_chunk_and_rows_requests(overrides, field):
     with pytest.raises(ValueError, match=field) as info:
@@ -184,7 +196,7 @@ def test_decode_inverts_encode_for_chunk_and_rows(flags, q_rows, query_row, extr
     positions = data.draw(st.integers(1, 32 // q_rows)) if flags == ROWS else 0
     rows = q_rows if flags == CHUNK else positions
     kv = rows + extra
-    request = _request(q_rows=q_rows, query_row=query_row, flags=int(flags), positions=positions, kv_positions=kv,
+    request = _request(q_rows=q_rows, query_row=query_row, flags=int(flags), positions=positions, kv_positions=0,
                        capacity_tiles=protocol.padded_tiles(kv, 16))
     decoded = protocol.decode(protocol.encode(request, RESIDENCY))
     assert decoded == request

@@ -1,23 +1,24 @@
 """The pinned off-hardware pair: kernels/attention_protocol.hpp decodes what protocol.encode writes.
 
-The header is compiled by the system C++ compiler into a small host program; over a thousand
+The header is compiled by the system C++ compiler into a small host program; several thousand
 hypothesis-generated requests are encoded in Python, decoded in C++, and every field and derived
 count is compared with the Python side's.
 """
 
+import dataclasses
 import pathlib
 import re
 import shutil
 import subprocess
 
 import numpy as np
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ttnn_flashdecode import protocol, tiles
 from ttnn_flashdecode.paths import kernel_dir
+from ttnn_flashdecode.program_factory import MAX_REQUESTS_PER_CORE, MAX_RUNTIME_ARGS
 from ttnn_flashdecode.residency import Residency
 
 HERE = pathlib.Path(__file__).parent
@@ -56,7 +57,14 @@ def requests(draw):
     rows_per_head = q_rows if flags & protocol.Flag.CHUNK else max(positions, 1)
     kv_positions = draw(st.one_of(st.integers(rows_per_head, 4096), st.integers(rows_per_head, 2**24)))
     window = protocol.padded_tiles(kv_positions, block_tiles)
+    double_block = 2 * block_tiles
     split_count = draw(st.sampled_from([0, 1, 2, 3, 7, 64, 255]))
+    capacity_tiles = draw(st.integers(window // double_block, (window + 10_000) // double_block)) * double_block
+    # The POSITIONS entry: mostly the one that gives kv_positions, sometimes anything an int32 holds
+    # (idle -1, negative, past the cache), which the kernels clamp.
+    offset = q_rows if flags & protocol.Flag.CHUNK else 1
+    position = draw(st.one_of(st.just(kv_positions - offset), st.integers(-2**31, 2**31 - 1),
+                              st.integers(-40, 40), st.just(capacity_tiles * 32 - offset + 1)))
     request = protocol.Request(
         q_rows=q_rows,
         query_row=draw(st.integers(0, 31)),
@@ -65,13 +73,14 @@ def requests(draw):
         dim_tiles=draw(st.integers(1, 16)),
         kv_positions=kv_positions,
         block_tiles=block_tiles,
-        capacity_tiles=draw(st.integers(window, min(2**32 - 1, window + 10_000))),
+        capacity_tiles=capacity_tiles,
         split_count=split_count,
         split_index=draw(st.integers(0, max(split_count, 1) - 1)),
         split_first_core=draw(st.integers(0, 0xFFFF)),
+        user=draw(u32),
         q=draw(operands), k=draw(operands), v=draw(operands), constants=draw(operands), out=draw(operands),
     )
-    return request
+    return request, position
 
 
 def _kind_fields(request):
@@ -91,7 +100,13 @@ def _kind_fields(request):
     return fields
 
 
-def _expected_line(request):
+def _expected_line(request, position):
+    """What decode_main prints for ``request`` (its ``kv_positions`` ignored) and POSITIONS entry
+    ``position``: kv_positions comes from :func:`protocol.kv_positions_at`, as on device."""
+    kv = protocol.kv_positions_at(request, position)
+    offset = request.q_rows if request.flags & protocol.Flag.CHUNK else 1
+    head = [f"u{request.user}", "l1", f"c{int(kv != position + offset)}"]
+    request = dataclasses.replace(request, kv_positions=kv)
     live = protocol.live_tiles(request.kv_positions)
     window = protocol.padded_tiles(request.kv_positions, request.block_tiles)
     begin, end = protocol.slice_tiles(request.kv_positions, request.split_index, request.split_count)
@@ -114,7 +129,7 @@ def _expected_line(request):
         f"b{max(0, min(request.block_tiles, end - begin - b * request.block_tiles))}"
         for b in range(slice_window // request.block_tiles)
     ]
-    return " ".join(map(str, fields + tree + masks + blocks + _kind_fields(request)))
+    return " ".join(map(str, head + fields + tree + masks + blocks + _kind_fields(request)))
 
 
 # 40 x 40 = 1,600 requests: the expected line walks every window tile in Python (~70 ms a request);
@@ -124,11 +139,11 @@ def _expected_line(request):
 def test_header_decodes_what_encode_writes(decoder, batch):
     stdin = []
     expected = []
-    for request in batch:
+    for request, position in batch:
         residency = Residency(q_rows=request.q_rows, dim_tiles=request.dim_tiles, block_tiles=request.block_tiles)
         words = protocol.encode(request, residency)
-        stdin.append(" ".join(map(str, words)))
-        expected.append(_expected_line(request))
+        stdin.append(" ".join(map(str, words + [position])))
+        expected.append(_expected_line(request, position))
     result = subprocess.run([str(decoder)], input="\n".join(stdin) + "\n", capture_output=True, text=True, check=True)
     got = result.stdout.splitlines()
     assert len(got) == len(expected)
@@ -149,11 +164,17 @@ def test_header_constants_match_python(decoder):
                 "M_A": "kCbMA", "M_B": "kCbMB", "L": "kCbL", "LSUM": "kCbLsum", "C": "kCbC", "O": "kCbO",
                 "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut",
                 "PARTIALS": "kCbPartials", "OUTBOX": "kCbOutbox", "MAX_INBOX": "kCbMaxInbox", "MAX_OUT": "kCbMaxOut",
-                "MAX_GLOBAL": "kCbMaxGlobal"}
+                "MAX_GLOBAL": "kCbMaxGlobal", "POSITIONS": "kCbPositions"}
     assert set(cb_names) == {cb.name for cb in protocol.CB}
     for cb in protocol.CB:
         assert header[cb_names[cb.name]] == cb.value, cb
     assert header["kWords"] == protocol.WORDS
+    assert header["kArgRequestCount"] == protocol.ARG_REQUEST_COUNT
+    assert header["kArgPositionsBase"] == protocol.ARG_POSITIONS_BASE
+    assert header["kArgHeader"] == protocol.ARG_HEADER
+    assert header["kMaxRuntimeArgs"] == MAX_RUNTIME_ARGS
+    assert re.search(r"kMaxRequestsPerCore = \(kMaxRuntimeArgs - kArgHeader\) / kWords;", text)
+    assert (MAX_RUNTIME_ARGS - protocol.ARG_HEADER) // protocol.WORDS == MAX_REQUESTS_PER_CORE
     for sem in protocol.Semaphore:
         assert header["kSem" + "".join(part.capitalize() for part in sem.name.split("_"))] == sem.value, sem
     assert header["kFlagChunk"] == protocol.Flag.CHUNK and header["kFlagRows"] == protocol.Flag.ROWS
@@ -166,27 +187,28 @@ def test_header_constants_match_python(decoder):
 
 
 def _words(request, **patch):
-    """``request``'s words with word 0 / word 2 fields replaced (bypassing encode's refusals)."""
+    """``request``'s words with word 0 fields replaced (bypassing encode's refusals)."""
     words = protocol.encode(request, Residency(q_rows=request.q_rows, dim_tiles=request.dim_tiles,
                                                block_tiles=request.block_tiles))
     fields = dict(q_rows=request.q_rows, query_row=request.query_row, flags=request.flags,
-                  positions=request.positions) | patch
+                  positions=request.positions) | {k: v for k, v in patch.items() if k != "capacity_tiles"}
     words[protocol.Field.HEADS] = fields["q_rows"] | fields["query_row"] << 8 | fields["flags"] << 16 | fields["positions"] << 24
-    words[protocol.Field.KV_POSITIONS] = patch.get("kv_positions", request.kv_positions)
     return words
 
 
 ROWS, CHUNK = int(protocol.Flag.ROWS), int(protocol.Flag.CHUNK)
 
 
-REFUSED_PATCHES = [
+KIND_REFUSALS = [
     dict(flags=CHUNK | ROWS, positions=2),  # both kinds at once
     dict(flags=ROWS, positions=0),  # ROWS without positions
     dict(flags=ROWS, q_rows=8, positions=5),  # 40 stage rows > 32
     dict(flags=0, positions=3),  # positions without ROWS
-    dict(flags=CHUNK, q_rows=8, kv_positions=7),  # a chunk of 8 rows ending at position 6
-    dict(flags=ROWS, q_rows=2, positions=4, kv_positions=3),
     dict(flags=4),  # unknown flag
+]
+REFUSED_PATCHES = KIND_REFUSALS + [
+    dict(capacity_tiles=63),  # not whole double blocks: the last position's window leaves the cache
+    dict(capacity_tiles=0),
 ]
 
 
@@ -194,11 +216,12 @@ REFUSED_PATCHES = [
 def test_header_refuses_what_encode_refuses(decoder, patch):
     request = protocol.Request(q_rows=2, dim_tiles=2, kv_positions=100, block_tiles=1, capacity_tiles=64)
     words = _words(request, **patch)
+    words[protocol.Field.CAPACITY_TILES] = patch.get("capacity_tiles", request.capacity_tiles)
     with pytest.raises(ValueError):
         protocol.encode(protocol.decode(words), Residency(q_rows=2, dim_tiles=2, block_tiles=1))
-    result = subprocess.run([str(decoder)], input=" ".join(map(str, words)) + "\n", capture_output=True, text=True,
-                            check=True)
-    assert result.stdout.split()[28] == "0", f"the header accepts {patch}: {result.stdout[:200]}"
+    result = subprocess.run([str(decoder)], input=" ".join(map(str, words + [99])) + "\n", capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.split()[1] == "l0", f"the header accepts {patch}: {result.stdout[:200]}"
 
 
 # Every function of the header, one at a time (tests/protocol_pair/functions_main.cpp evaluates a
@@ -261,13 +284,23 @@ FREE_FUNCTIONS = {
     "mask_row_tile": lambda: [(("mask_row_tile", w), protocol.mask_row_source(w)[0]) for w in range(33)],
     "mask_row_row": lambda: [(("mask_row_row", w), protocol.mask_row_source(w)[1]) for w in range(33)],
     # Word 0 of a core's runtime args is the request count; request r's block follows.
-    "request_arg_offset": lambda: [(("request_arg_offset", r), 1 + r * protocol.WORDS) for r in range(64)],
+    "request_arg_offset": lambda: [(("request_arg_offset", r), protocol.ARG_HEADER + r * protocol.WORDS)
+                                   for r in range(64)],
+    # The request-count word as the kernels honour it: never more blocks than a core's args hold.
+    "served_requests": lambda: [(("served_requests", c), min(c, MAX_REQUESTS_PER_CORE))
+                                for c in [*range(0, 40), 2**31, 2**32 - 1]],
 }
 
 
-def _method_cases(request, words):
-    """(query, expected) pairs for every Params / Operand method of one valid request."""
+def _method_cases(request, words, position):
+    """(query, expected) pairs for every Params / Operand method of one valid request whose
+    POSITIONS entry is ``position``. A query's block is the 16 words, then the kv_positions the
+    kernels would have derived (functions_main.cpp sets it: it is not on the wire)."""
     kv, block, index = request.kv_positions, request.block_tiles, request.split_index
+    words = [*words, kv]
+    offset = request.q_rows if request.flags & protocol.Flag.CHUNK else 1
+    probes = {position, -1, 0, -2**31, 2**31 - 1, kv - offset, request.capacity_tiles * 32 - offset,
+              request.capacity_tiles * 32 - offset + 1}
     count = max(request.split_count, 1)
     live = protocol.live_tiles(kv)
     begin, end = protocol.slice_tiles(kv, index, request.split_count)
@@ -321,12 +354,19 @@ def _method_cases(request, words):
         "slice_mask_tile": [((page,), protocol.slice_mask_tile(request, page))
                             for page in (protocol.MASK_PAGE, protocol.MASK_BEFORE_PAGE)],
         "valid_kind": [((), True)],
+        "valid_layout": [((request.dim_tiles, block), True), ((request.dim_tiles + 1, block), False),
+                         ((request.dim_tiles, block + 1), False)],
+        "valid_positions": [((), True)],
         "valid_for": [((request.dim_tiles, block), True), ((request.dim_tiles + 1, block), False),
                       ((request.dim_tiles, block + 1), False)],
+        # int32 positions travel as their two's-complement words (functions_main reads int32_t).
+        "kv_positions_at": [((p & 0xFFFFFFFF,), protocol.kv_positions_at(request, p)) for p in sorted(probes)],
+        "position_clamped": [((p & 0xFFFFFFFF,), protocol.kv_positions_at(request, p) != p + offset)
+                             for p in sorted(probes)],
         "decode_words": [((field,), getattr(request, name)) for field, name in enumerate(
-            ("q_rows", "query_row", "flags", "positions", "dim_tiles", "kv_positions", "block_tiles",
+            ("q_rows", "query_row", "flags", "positions", "dim_tiles", "user", "block_tiles",
              "capacity_tiles", "split_index", "split_count", "split_first_core"))],
-        "read_request": [((r,), kv) for r in (0, 1, 20)],
+        "read_request": [((r,), request.user) for r in (0, 1, 20)],
     }
     out = [((name, *words, *args), want) for name, pairs in cases.items() for args, want in pairs]
     for position, name in enumerate(("q", "k", "v", "constants", "out")):
@@ -341,8 +381,8 @@ METHODS = {
     "tree_children", "tree_child", "tree_slot", "tree_parent", "round_to_double_blocks", "padded_tiles",
     "slice_padded_tiles", "blocks", "block_first_tile", "live_tiles_in_block", "chunk", "rows", "heads",
     "rows_per_head", "stage_rows", "stage_head", "stage_row", "query_row_of", "query_page", "row_width",
-    "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_for", "decode_words",
-    "read_request", "interleaved", "first_page",
+    "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_layout", "valid_positions",
+    "valid_for", "kv_positions_at", "position_clamped", "decode_words", "read_request", "interleaved", "first_page",
 }
 
 
@@ -368,10 +408,10 @@ def test_header_free_function_matches_its_twin(functions, name):
 def test_header_methods_match_their_twins(functions, batch):
     cases = []
     asked = set()
-    for request in batch:
+    for request, position in batch:
         words = protocol.encode(request, Residency(q_rows=request.q_rows, dim_tiles=request.dim_tiles,
                                                    block_tiles=request.block_tiles))
-        pairs = _method_cases(request, words)
+        pairs = _method_cases(request, words, position)
         asked |= {query[0] for query, _ in pairs}
         cases += pairs
     _compare(functions, cases)
@@ -385,10 +425,13 @@ def test_header_methods_cover_every_method_on_some_request():
     request = protocol.Request(q_rows=4, dim_tiles=2, kv_positions=1000, block_tiles=2, capacity_tiles=64,
                                split_count=7, split_index=2)
     words = protocol.encode(request, Residency(q_rows=4, dim_tiles=2, block_tiles=2))
-    assert {query[0] for query, _ in _method_cases(request, words)} == METHODS
+    assert {query[0] for query, _ in _method_cases(request, words, 999)} == METHODS
 
 
 @pytest.mark.parametrize("patch", REFUSED_PATCHES)
-def test_header_valid_kind_refuses_what_encode_refuses(functions, patch):
+def test_header_valid_layout_refuses_what_encode_refuses(functions, patch):
     request = protocol.Request(q_rows=2, dim_tiles=2, kv_positions=100, block_tiles=1, capacity_tiles=64)
-    assert _ask(functions, [("valid_kind", *_words(request, **patch))]) == [0], patch
+    words = _words(request, **patch)
+    words[protocol.Field.CAPACITY_TILES] = patch.get("capacity_tiles", request.capacity_tiles)
+    asked = [("valid_layout", *words, 100, 2, 1)] + ([("valid_kind", *words, 100)] if patch in KIND_REFUSALS else [])
+    assert _ask(functions, asked) == [0] * len(asked), patch

@@ -15,7 +15,13 @@ def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
     split_only = {protocol.CB.PARTIALS, protocol.CB.OUTBOX, protocol.CB.MAX_INBOX, protocol.CB.MAX_OUT,
                   protocol.CB.MAX_GLOBAL}
     assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only)
-    assert len({cb.index for cb in plan}) == 16
+    assert len({cb.index for cb in plan}) == 17  # the seed's 16 and POSITIONS
+
+
+@pytest.mark.parametrize("batch, page", [(1, 32), (8, 32), (9, 64), (32, 128)])
+def test_positions_cb_is_one_int32_page_of_the_whole_vector(batch, page):
+    (positions,) = [cb for cb in cb_plan(Residency(8, 4, 16, batch=batch)) if cb.index == protocol.CB.POSITIONS]
+    assert (positions.pages, positions.page_bytes, positions.data_format) == (1, page, 8)  # tt::DataFormat::Int32
 
 
 def test_plan_page_counts():
@@ -26,13 +32,14 @@ def test_plan_page_counts():
     assert all(pages[name] == 1 for name in ["M_A", "M_B", "L", "LSUM", "C"])
     assert pages["Q"] == 1
     assert all(pages[name] == 4 for name in ["O", "PV", "QSTAGE", "QS", "OUT"])
-    assert all(cb.page_bytes == 2048 and cb.data_format == 5 for cb in cb_plan(SEED))
+    assert pages["POSITIONS"] == 1
+    assert all(cb.page_bytes == 2048 and cb.data_format == 5 for cb in cb_plan(SEED) if cb.name != "POSITIONS")
 
 
 def test_l1_bytes_is_the_sum_of_the_cbs_and_flat_in_context():
-    assert l1_bytes(SEED) == sum(cb.pages for cb in cb_plan(SEED)) * 2048
+    assert l1_bytes(SEED) == sum(cb.total_bytes for cb in cb_plan(SEED))
     # the context length is not an input: a residency serves any kv_positions
-    assert l1_bytes(SEED) == (2 * 2 * 16 * 4 + 2 * 16 + 1 + 4 + 5 + 5 * 4) * 2048
+    assert l1_bytes(SEED) == (2 * 2 * 16 * 4 + 2 * 16 + 1 + 4 + 5 + 5 * 4) * 2048 + 32  # + the POSITIONS page
 
 
 @pytest.mark.parametrize("arch", ARCHES)
@@ -76,7 +83,7 @@ def test_split_programs_add_an_inbox_slot_per_tree_level_and_an_outbox():
     assert plan["PARTIALS"] == 3 * (4 + 1)  # ceil(log2(7)) levels of (O, L)
     assert plan["OUTBOX"] == 4 + 1
     assert plan["MAX_INBOX"] == 3 and plan["MAX_OUT"] == plan["MAX_GLOBAL"] == 1
-    assert len(plan) == 21
+    assert len(plan) == 22  # with POSITIONS
     assert l1_bytes(Residency(8, 4, 16, max_split=7)) == l1_bytes(SEED) + (4 * 5 + 3 + 1 + 1) * 2048
 
 

@@ -23,7 +23,8 @@ def test_run_report_identity_is_stable_for_the_same_call_and_data_independent():
     assert (first.program_hash, first.runtime_args_sha256) == (other_data.program_hash, other_data.runtime_args_sha256)
 
 
-def test_run_report_identity_sees_positions_in_the_runtime_args():
-    # Today positions travel in the parameter blocks (runtime args): a new position is a new digest.
-    # (Trace-safe decode, issue 12, reads them from a tensor instead; this test then inverts.)
-    assert _call([100, 200]).runtime_args_sha256 != _call([101, 200]).runtime_args_sha256
+def test_run_report_identity_does_not_see_positions():
+    # Positions travel in the POSITIONS operand, not in the runtime args (issue 12): a new position
+    # within the same schedule runs the very same program with the very same args.
+    one, other = _call([100, 200]), _call([101, 200])
+    assert (one.program_hash, one.runtime_args_sha256) == (other.program_hash, other.runtime_args_sha256)

@@ -475,11 +475,11 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     """
     from ttnn_flashdecode import operation
     from ttnn_flashdecode.emulator.arch import ArchSpec
-    from ttnn_flashdecode.program_factory import ComputeOptions, DecodeShape
+    from ttnn_flashdecode.program_factory import OPERANDS, ComputeOptions, DecodeShape
 
     decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity)
     spec = ArchSpec.for_name(arch)
-    accessor_args = tuple((2, TILE_BYTES) for _ in range(5))
+    accessor_args = tuple((2, TILE_BYTES) for _ in range(len(OPERANDS)))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
         lambda x, y: (x % 64, y % 64))
     return operation.plan_program(decode, tuple(p - 1 for p in kv_positions), block_tiles, split, ComputeOptions(),

@@ -436,6 +436,12 @@ def _heads_unpadded(out: np.ndarray, shape: DecodeShape) -> np.ndarray:
     return heads.reshape(*out.shape[:3], shape.n_q_heads * shape.head_dim)
 
 
+def _positions_page(positions: Sequence[int]) -> np.ndarray:
+    """The POSITIONS operand's one page: ``positions`` (per user: cur_pos, or the chunk start) as
+    little-endian int32, ``4 * batch`` bytes."""
+    return np.asarray(positions, dtype="<i4")
+
+
 # ---------------------------------------------------------------- emulator backend
 
 @functools.lru_cache(maxsize=4)
@@ -471,7 +477,7 @@ def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: Com
         compute: compute-kernel options.
         arch: ``"wormhole_b0"`` or ``"blackhole"``.
         grid: compute grid ``(x, y)`` in cores.
-        accessor_args: the five operands' TensorAccessorArgs compile-time args.
+        accessor_args: the six operands' TensorAccessorArgs compile-time args (``program_factory.OPERANDS``).
         noc_xy: logical core -> NoC coordinate.
         l1_budget: L1 bytes for CBs (on a device, what its allocator leaves:
             :func:`ttnn_flashdecode.residency.device_cb_budget_bytes`); default: the arch's whole free L1.
@@ -508,7 +514,8 @@ def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: Com
             blocks = _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats, l1_budget)
         else:
             blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
-    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats)
+    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
+                          batch=shape.batch)
     return _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy, l1_budget)
 
 
@@ -544,12 +551,15 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
         out_buffer = emu.allocate_dram(len(q_pages), q_pages.shape[1])
         buffers.append(out_buffer)
         emu.write_pages(out_buffer, np.zeros_like(q_pages))
+        positions = _positions_page(inputs.positions)
+        buffers.append(emu.allocate_dram(1, positions.nbytes))  # one page: the whole vector
+        emu.write_pages(buffers[-1], positions)
         accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in buffers)
         plan = plan_program(shape, inputs.positions, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
                      emu.worker_core_from_logical_core)
         _check_windows(plan)
         addresses = Addresses(*(b.address for b in buffers))
-        program = build_program(plan, decode_requests(plan, inputs.positions, addresses))
+        program = build_program(plan, decode_requests(plan, inputs.positions, addresses), addresses.positions)
         report = emu.run(program)
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), (1, 1, shape.q_height, shape.q_width_tiles * 32))
     finally:
@@ -574,18 +584,22 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
     out = ttnn.allocate_tensor_on_device(
         q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device, memory_config or ttnn.DRAM_MEMORY_CONFIG
     )
-    operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out)
+    # The POSITIONS operand as ttnn's cur_pos_tensor: int32 [batch], ROW_MAJOR, DRAM (one page).
+    positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=device,
+                            layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out, positions)
     accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
     plan = plan_program(shape, inputs.positions, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                         _device_noc_xy(device), device_cb_budget_bytes(device))
     _check_windows(plan)
     addresses = Addresses(*(t.buffer_address() for t in operands))
-    program = build_program(plan, decode_requests(plan, inputs.positions, addresses))
+    program = build_program(plan, decode_requests(plan, inputs.positions, addresses), addresses.positions)
     # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
     # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
     ttnn.tracy_message(f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                        f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
-    return ttnn.generic_op(list(operands), program)
+    # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
+    return ttnn.generic_op([q, k, v, operands[3], positions, out], program)
 
 
 @functools.lru_cache(maxsize=8)

@@ -15,13 +15,15 @@ Work split: one request per (user, KV group) for decode and rows, per (sequence,
 chunk; a :class:`~ttnn_flashdecode.schedule.Schedule`
 cuts long requests into split-K slices on dedicated cores and packs the others, several per core
 when there are more requests than cores. Every kernel's runtime args on a core are
-``[request_count, words(request 0), words(request 1), ...]``; a split program adds the NoC
+``[request_count, positions_address, words(request 0), words(request 1), ...]`` (positions are
+not runtime args: the kernels read them from the POSITIONS operand, ``protocol`` module
+docstring); a split program adds the NoC
 coordinate table of its cores as common runtime args of the reader and the writer, and the
 semaphores of ``protocol.semaphore_ids`` (five handshakes, one arrival per inbox slot).
 
 Runtime-arg limit relied on: tt-metal's ``max_runtime_args = 341`` uint32 per kernel per core
 (unique + common; "0 to 341" in the kernel API docs, TT_FACTS §3), so a core serves at most
-``(341 - 1 - table) // 16`` requests (21 without a table); more is refused at plan time.
+``(341 - 2 - table) // 16`` requests (21 without a table); more is refused at plan time.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import ttnn
 from ttnn_flashdecode import protocol
 from ttnn_flashdecode.paths import kernel_dir
 from ttnn_flashdecode.protocol import Operand, Request
-from ttnn_flashdecode.residency import FLOAT16_B, FLOAT32, Residency, cb_plan, check_fits
+from ttnn_flashdecode.residency import FLOAT16_B, FLOAT32, INT32, Residency, cb_plan, check_fits
 from ttnn_flashdecode.schedule import Schedule
 
 __all__ = [
@@ -57,13 +59,15 @@ __all__ = [
 MAX_RUNTIME_ARGS = 341
 """uint32 runtime args per kernel per core that tt-metal guarantees (TT_FACTS §3)."""
 
-MAX_REQUESTS_PER_CORE = (MAX_RUNTIME_ARGS - 1) // protocol.WORDS
+MAX_REQUESTS_PER_CORE = (MAX_RUNTIME_ARGS - protocol.ARG_HEADER) // protocol.WORDS
 
 KERNEL_FILES = {"reader": "attention_reader.cpp", "compute": "attention_compute.cpp", "writer": "attention_writer.cpp"}
 """Kernel sources under :func:`ttnn_flashdecode.paths.kernel_dir`; names appear in profiler reports."""
 
-OPERANDS = ("q", "k", "v", "constants", "out")
-"""Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args."""
+OPERANDS = ("q", "k", "v", "constants", "out", "positions")
+"""Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args
+(``attention_dataflow.hpp``). ``positions``: one int32 per user, a ROW_MAJOR DRAM-interleaved
+buffer of one page (ttnn's ``cur_pos_tensor``)."""
 
 
 KINDS = ("decode", "chunk", "rows")
@@ -215,7 +219,8 @@ class Plan:
         noc_table: split programs: ``(noc_y << 16) | noc_x`` of every core (the common runtime
             args of the reader and writer); empty when nothing is split.
         compute: the :class:`ComputeOptions`.
-        accessor_args: positional compile-time args (TensorAccessorArgs of Q, K, V, CONST, OUT).
+        accessor_args: positional compile-time args (TensorAccessorArgs of Q, K, V, CONST, OUT,
+            POSITIONS).
         program_hash: ``custom_program_hash``: structure only (shapes, residency, cores,
             schedule, compute options, accessor args), so new positions within the same schedule
             or new buffer addresses never recompile.
@@ -247,12 +252,13 @@ class Plan:
         return [("q_rows", r.q_rows), ("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
                 ("exp_approx", int(self.compute.math_approx_mode)),
-                ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles)]
+                ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
+                ("positions_bytes", r.positions_bytes)]
 
 
 def max_requests_per_core(table_words: int) -> int:
     """Parameter blocks a core may run when ``table_words`` common runtime args are in use."""
-    return (MAX_RUNTIME_ARGS - 1 - table_words) // protocol.WORDS
+    return (MAX_RUNTIME_ARGS - protocol.ARG_HEADER - table_words) // protocol.WORDS
 
 
 def plan_decode(
@@ -277,7 +283,7 @@ def plan_decode(
             ``(i % x, i // x)``.
         arch: ``"wormhole_b0"`` or ``"blackhole"`` (for the L1 check).
         compute: compute-kernel options.
-        accessor_args: five lists, the TensorAccessorArgs compile-time args of Q, K, V, CONST, OUT.
+        accessor_args: six lists, the TensorAccessorArgs compile-time args of :data:`OPERANDS`.
         schedule: slices per core (:func:`ttnn_flashdecode.schedule.schedule`), one request per
             (user, KV group) -- per (sequence, Q head) for chunk -- in user-major order.
         noc_xy: logical core ``(x, y)`` -> its NoC coordinate (``worker_core_from_logical_core``).
@@ -289,10 +295,10 @@ def plan_decode(
             more parameter blocks on a core than the runtime-arg limit allows; wrong number of
             accessor arg lists.
     """
-    if (residency.q_rows, residency.dim_tiles) != (shape.q_rows, shape.dim_tiles):
+    if (residency.q_rows, residency.dim_tiles, residency.batch) != (shape.q_rows, shape.dim_tiles, shape.batch):
         raise ValueError(
-            f"residency: expected q_rows {shape.q_rows} and dim_tiles {shape.dim_tiles} for {shape}, "
-            f"got q_rows {residency.q_rows} and dim_tiles {residency.dim_tiles}"
+            f"residency: expected q_rows {shape.q_rows}, dim_tiles {shape.dim_tiles} and batch {shape.batch} for "
+            f"{shape}, got q_rows {residency.q_rows}, dim_tiles {residency.dim_tiles} and batch {residency.batch}"
         )
     check_fits(residency, arch, l1_budget_bytes)
     if len(accessor_args) != len(OPERANDS):
@@ -325,13 +331,14 @@ def plan_decode(
 
 @dataclasses.dataclass(frozen=True)
 class Addresses:
-    """Buffer addresses (bytes) of the five DRAM-interleaved operands of one call."""
+    """Buffer addresses (bytes) of the six DRAM-interleaved operands of one call (:data:`OPERANDS`)."""
 
     q: int
     k: int
     v: int
     constants: int
     out: int
+    positions: int
 
 
 def decode_requests(plan: Plan, positions: Sequence[int], addresses: Addresses) -> list[Request]:
@@ -377,6 +384,7 @@ def decode_requests(plan: Plan, positions: Sequence[int], addresses: Addresses) 
                 query_row=query_row,
                 flags=int(flags),
                 positions=shape.rows if shape.kind == "rows" else 0,
+                user=user,
                 q=Operand.interleaved(addresses.q, q_page),
                 k=Operand.interleaved(addresses.k, kv_page),
                 v=Operand.interleaved(addresses.v, kv_page),
@@ -387,18 +395,26 @@ def decode_requests(plan: Plan, positions: Sequence[int], addresses: Addresses) 
     return requests
 
 
-def runtime_args(plan: Plan, requests: Sequence[Request]) -> list[list[int]]:
-    """Per-core runtime args ``[count, words...]`` in ``plan.cores`` order: each scheduled slice's
-    request, with its split fields (word 5) filled in from the schedule.
+def runtime_args(plan: Plan, requests: Sequence[Request], positions_address: int) -> list[list[int]]:
+    """Per-core runtime args ``[count, positions_address, words...]`` in ``plan.cores`` order: each
+    scheduled slice's request, with its split fields (word 5) filled in from the schedule.
+
+    Args:
+        plan: the plan.
+        requests: this call's requests (:func:`decode_requests`).
+        positions_address: the POSITIONS operand's buffer address (bytes), runtime arg 1.
 
     Raises:
-        ValueError: a request fails :func:`protocol.encode`'s checks, or the count differs from the plan's.
+        ValueError: a request fails :func:`protocol.encode`'s checks, the count differs from the
+            plan's, or ``positions_address`` does not fit 32 bits.
     """
     if len(requests) != plan.shape.requests:
         raise ValueError(f"requests: expected {plan.shape.requests}, got {len(requests)}")
+    if not 0 <= positions_address <= 0xFFFFFFFF:
+        raise ValueError(f"positions_address: expected a uint32 byte address, got {positions_address}")
     per_core = []
     for slices in plan.schedule.cores:
-        args = [len(slices)]
+        args = [len(slices), positions_address]
         for item in slices:
             request = requests[item.request]
             if item.count > 1:
@@ -411,22 +427,23 @@ def runtime_args(plan: Plan, requests: Sequence[Request]) -> list[list[int]]:
     return per_core
 
 
-_DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32}
+_DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int32}
 
 
 def _core_range_set(cores: Sequence[tuple[int, int]]) -> ttnn.CoreRangeSet:
     return ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(x, y), ttnn.CoreCoord(x, y)) for x, y in cores])
 
 
-def build_program(plan: Plan, requests: Sequence[Request]) -> ttnn.ProgramDescriptor:
-    """The ``ttnn.ProgramDescriptor`` for one call: 16 CBs, reader / compute / writer kernels with
-    absolute source paths, compile-time args from the plan, runtime args from ``requests``.
+def build_program(plan: Plan, requests: Sequence[Request], positions_address: int) -> ttnn.ProgramDescriptor:
+    """The ``ttnn.ProgramDescriptor`` for one call: the CBs of :func:`cb_plan`, reader / compute /
+    writer kernels with absolute source paths, compile-time args from the plan, runtime args from
+    ``requests`` and the POSITIONS operand's address ``positions_address`` (bytes).
 
     Raises:
         ValueError: as :func:`runtime_args`.
     """
     core_ranges = _core_range_set(plan.cores)
-    args = runtime_args(plan, requests)
+    args = runtime_args(plan, requests, positions_address)
     cbs = [
         ttnn.CBDescriptor(
             total_size=spec.total_bytes,

@@ -9,7 +9,8 @@ Layout (DESIGN.md §3)::
     word 0  HEADS           byte 0 q_rows (1..32), byte 1 query_row (0..31),
                             byte 2 flags (bit0 CHUNK, bit1 ROWS), byte 3 positions (ROWS mode, else 0)
     word 1  DIM_TILES       head_dim tiles, ceil(head_dim / 32)
-    word 2  KV_POSITIONS    live positions attended to (live tiles and tail width are derived)
+    word 2  USER            the request's user (sequence for CHUNK): its entry in the POSITIONS
+                            operand, from which the kernels derive kv_positions (:func:`kv_positions_at`)
     word 3  BLOCK_TILES     position tiles per K/V block; equals the residency's
     word 4  CAPACITY_TILES  position tiles the K (and V) region holds
     word 5  SPLIT           split-K slice: byte 0 slice index, byte 1 slice count (0 or 1: the
@@ -29,7 +30,12 @@ tile: stage row ``s = head * rows_per_head + row`` (``s < stage_rows = heads * r
 
 Stage row ``s`` is Q row ``query_row + row`` of Q head (the first page's head) ``+ head``; rows past
 31 continue in Q's next row tiles (:func:`query_page`), and the output takes the same rows.
-``kv_positions`` is the LAST row's live count: row ``row`` (of every head) attends to positions
+Positions are not runtime args. The POSITIONS operand (one int32 per user, ttnn's
+``cur_pos_tensor``; a DRAM-interleaved ROW_MAJOR buffer whose one page is the whole vector) holds
+each user's last row's position (decode, ROWS: ``cur_pos``) or its chunk's first position
+(CHUNK); the kernels read it on device, so one program (and a captured trace) serves every
+position vector. Its address is runtime arg 1 of every kernel (:data:`ARG_POSITIONS_BASE`).
+``kv_positions`` (:func:`kv_positions_at`) is the LAST row's live count: row ``row`` (of every head) attends to positions
 ``0 .. kv_positions - rows_per_head + row``.
 
 Masks (CONST pages 2 and 3). In window tile ``T`` row ``row`` is live for columns ``c <
@@ -72,6 +78,9 @@ from collections.abc import Sequence
 
 __all__ = [
     "WORDS",
+    "ARG_REQUEST_COUNT",
+    "ARG_POSITIONS_BASE",
+    "ARG_HEADER",
     "TILE_POSITIONS",
     "INTERLEAVED_BIT",
     "NO_MASK",
@@ -93,6 +102,7 @@ __all__ = [
     "Request",
     "encode",
     "decode",
+    "kv_positions_at",
     "live_tiles",
     "tail_width",
     "padded_tiles",
@@ -107,6 +117,16 @@ __all__ = [
 
 WORDS = 16
 """Words in one parameter block."""
+
+ARG_REQUEST_COUNT = 0
+"""Runtime arg 0 of every kernel: the core's request count."""
+
+ARG_POSITIONS_BASE = 1
+"""Runtime arg 1 of every kernel: the POSITIONS operand's buffer address (bytes)."""
+
+ARG_HEADER = 2
+"""Runtime args before the first parameter block (``kArgHeader``); request ``r``'s block starts at
+``ARG_HEADER + r * WORDS``."""
 
 TILE_POSITIONS = 32
 """Positions (rows) per tile on the position axis (a 32x32 tile)."""
@@ -137,7 +157,7 @@ class Field(enum.IntEnum):
 
     HEADS = 0
     DIM_TILES = 1
-    KV_POSITIONS = 2
+    USER = 2
     BLOCK_TILES = 3
     CAPACITY_TILES = 4
     SPLIT = 5
@@ -184,6 +204,7 @@ class CB(enum.IntEnum):
     MAX_INBOX = 19  # split-K only: a core's inbox of its children's subtree maxima
     MAX_OUT = 20  # split-K only: a subtree's max for the parent (slice 0: the request's, for its children)
     MAX_GLOBAL = 21  # split-K only, slices 1..: the request's max, copied from the parent
+    POSITIONS = 22  # the POSITIONS operand's one page (an int32 per user), reader -> compute
 
 
 class Semaphore(enum.IntEnum):
@@ -293,8 +314,9 @@ class Request:
         q_rows: Q heads in the KV group (decode, ROWS), or chunk length C (CHUNK); 1..32.
         dim_tiles: head_dim in tiles, ``ceil(head_dim / 32)``; >= 1.
         kv_positions: live positions the LAST query row attends to (``0..kv_positions-1``); row
-            ``row`` of every head attends to ``0..kv_positions - rows_per_head + row``; >=
-            ``rows_per_head``.
+            ``row`` of every head attends to ``0..kv_positions - rows_per_head + row``. Not on the
+            wire: the kernels derive it from the POSITIONS operand (:func:`kv_positions_at`); the
+            host keeps it for its own accounting (schedule, masks); 0 after :func:`decode`.
         block_tiles: position tiles per K/V block; must equal the residency's.
         capacity_tiles: position tiles the K (and V) region of this KV head holds.
         query_row: row of Q (and the output) holding this request's first query row, 0..31 within
@@ -305,6 +327,8 @@ class Request:
         split_index: split-K slice this request covers, 0..split_count-1 (0 when not split).
         split_count: slices the request is cut into; 0 or 1 means not split; <= 255.
         split_first_core: core-table index of slice 0 (the reducer); < 65536; 0 when not split.
+        user: word 2, the request's user (CHUNK: sequence), its index into the POSITIONS operand;
+            0..2**32-1.
         q, k, v, constants, out: operand locations (:class:`Operand`).
         tile_bytes: bytes per tile of the operands (2048 for bfloat16); not on the wire.
     """
@@ -320,6 +344,7 @@ class Request:
     split_index: int = 0
     split_count: int = 0
     split_first_core: int = 0
+    user: int = 0
     q: Operand = Operand()
     k: Operand = Operand()
     v: Operand = Operand()
@@ -384,6 +409,16 @@ def slice_tiles(kv_positions: int, index: int, count: int) -> tuple[int, int]:
         raise ValueError(f"index: expected 0 <= index < {count}, got {index}")
     live = live_tiles(kv_positions)
     return -(-index * live // count), -(-(index + 1) * live // count)
+
+
+def kv_positions_at(request: Request, position: int) -> int:
+    """``kv_positions`` the kernels derive for ``request`` from its POSITIONS entry ``position``
+    (int32): decode / ROWS ``position + 1`` (the last row attends to ``0..position``), CHUNK
+    ``position + C``; clamped to ``rows_per_head .. capacity_tiles * 32`` so that a device-side
+    value the host could not check never makes a kernel read outside the cache
+    (``Params::kv_positions_at``)."""
+    live = int(position) + (request.q_rows if request.flags & Flag.CHUNK else 1)
+    return min(max(live, request.rows_per_head), request.capacity_tiles * TILE_POSITIONS)
 
 
 def row_width(kv_positions: int, tile: int, row: int, *, rows_per_head: int = 1) -> int:
@@ -477,13 +512,13 @@ def encode(request: Request, residency) -> list[int]:
         ValueError: naming the field, the value and the bound, when ``q_rows`` is not in 1..32,
             ``query_row`` is past 31, ``dim_tiles`` or ``kv_positions`` is 0, ``positions`` is set
             without the ROWS flag, or with it is 0 or makes ``q_rows * positions`` exceed 32,
-            ``flags`` has unknown bits or both CHUNK and ROWS, ``kv_positions`` is below
-            ``rows_per_head`` (C for CHUNK, ``positions`` for ROWS),
-            ``tile_bytes`` differs from the residency's (the cache's), ``block_tiles`` or
+            ``flags`` has unknown bits or both CHUNK and ROWS, ``tile_bytes`` differs from the residency's (the cache's), ``block_tiles`` or
             ``dim_tiles`` differs from the residency's, the split fields are out of range
             (``split_count`` > 255, ``split_index`` >= ``split_count``, ``split_first_core`` >
-            65535), the padded read window
-            (:func:`padded_tiles`) runs past ``capacity_tiles``, or any word does not fit 32 bits.
+            65535), ``capacity_tiles`` is 0 or not a multiple of ``2 * block_tiles`` (the padded
+            read window of the cache's last position, :func:`padded_tiles`, would leave the cache),
+            or any word does not fit 32 bits. ``kv_positions`` is not checked: it is not on the
+            wire, and the kernels clamp what they read (:func:`kv_positions_at`).
     """
     _require("q_rows", request.q_rows, 1, MAX_Q_ROWS)
     _require("query_row", request.query_row, 0, MAX_QUERY_ROW)
@@ -501,12 +536,7 @@ def encode(request: Request, residency) -> list[int]:
                 f"q_rows {request.q_rows}), got {request.positions}"
             )
     _require("dim_tiles", request.dim_tiles, 1, _U32)
-    _require("kv_positions", request.kv_positions, 1, _U32)
-    if request.kv_positions < request.rows_per_head:
-        raise ValueError(
-            f"kv_positions: expected >= rows_per_head {request.rows_per_head} (the last of that many consecutive "
-            f"query rows; the first attends at least position 0), got {request.kv_positions}"
-        )
+    _require("user", request.user, 0, _U32)
     _require("split_count", request.split_count, 0, MAX_SPLIT)
     _require("split_index", request.split_index, 0, max(request.split_count, 1) - 1)
     _require("split_first_core", request.split_first_core, 0, 0xFFFF)
@@ -520,18 +550,18 @@ def encode(request: Request, residency) -> list[int]:
         )
     if request.dim_tiles != residency.dim_tiles:
         raise ValueError(f"dim_tiles: expected the residency's {residency.dim_tiles}, got {request.dim_tiles}")
-    _require("capacity_tiles", request.capacity_tiles, 0, _U32)
-    window = padded_tiles(request.kv_positions, request.block_tiles)
-    if window > request.capacity_tiles:
+    _require("capacity_tiles", request.capacity_tiles, 1, _U32)
+    double_block = 2 * request.block_tiles
+    if request.capacity_tiles % double_block:
         raise ValueError(
-            f"kv_positions: expected a padded read window <= capacity_tiles {request.capacity_tiles}, got "
-            f"{window} tiles (kv_positions {request.kv_positions}, block_tiles {request.block_tiles})"
+            f"capacity_tiles: expected a multiple of 2 * block_tiles = {double_block} (the padded read window at the "
+            f"cache's last position stays inside it), got {request.capacity_tiles}"
         )
     heads = request.q_rows | request.query_row << 8 | request.flags << 16 | request.positions << 24
     words = [0] * WORDS
     words[Field.HEADS] = heads
     words[Field.DIM_TILES] = request.dim_tiles
-    words[Field.KV_POSITIONS] = request.kv_positions
+    words[Field.USER] = request.user
     words[Field.BLOCK_TILES] = request.block_tiles
     words[Field.CAPACITY_TILES] = request.capacity_tiles
     words[Field.SPLIT] = request.split_index | request.split_count << 8 | request.split_first_core << 16
@@ -577,7 +607,8 @@ def decode(words: Sequence[int], tile_bytes: int = 2048) -> Request:
         flags=heads >> 16 & 0xFF,
         positions=heads >> 24 & 0xFF,
         dim_tiles=int(words[Field.DIM_TILES]),
-        kv_positions=int(words[Field.KV_POSITIONS]),
+        kv_positions=0,  # not on the wire: the kernels read it from the POSITIONS operand
+        user=int(words[Field.USER]),
         block_tiles=int(words[Field.BLOCK_TILES]),
         capacity_tiles=int(words[Field.CAPACITY_TILES]),
         split_index=int(words[Field.SPLIT]) & 0xFF,

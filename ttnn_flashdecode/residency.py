@@ -51,6 +51,12 @@ FLOAT16_B = 5
 FLOAT32 = 0
 """tt::DataFormat code of float32 (``tensix_types.h``): the statistics CBs with ``fp32_stats``."""
 
+INT32 = 8
+"""tt::DataFormat code of int32 (``tensix_types.h``): the POSITIONS CB (one int32 per user)."""
+
+POSITIONS_PAGE_ALIGNMENT = 32
+"""The POSITIONS CB's page is the POSITIONS operand's page (``4 * batch`` bytes) rounded up to this."""
+
 STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.OUTBOX, CB.MAX_INBOX, CB.MAX_OUT,
              CB.MAX_GLOBAL)
 """CBs holding the online softmax's running state (m, l, O) and its per-block updates. In float32
@@ -76,6 +82,8 @@ class Residency:
         tile_bytes: bytes per tile of every CB; 2048 (bfloat16), the KV cache's.
         max_split: most split-K slices of any request in the program (1: no split; no PARTIALS CB).
         fp32_stats: keep :data:`STATS_CBS` in float32 (4096-byte pages) instead of bfloat16.
+        batch: users (sequences) of the call: the POSITIONS operand holds one int32 per user, and
+            the POSITIONS CB one page of them (:attr:`positions_page_bytes`).
     """
 
     q_rows: int
@@ -84,6 +92,18 @@ class Residency:
     tile_bytes: int = BFLOAT16_TILE_BYTES
     max_split: int = 1
     fp32_stats: bool = False
+    batch: int = 1
+
+    @property
+    def positions_bytes(self) -> int:
+        """Bytes of the POSITIONS operand's one page: an int32 per user (``4 * batch``)."""
+        return 4 * self.batch
+
+    @property
+    def positions_page_bytes(self) -> int:
+        """Bytes of the POSITIONS CB's one page: :attr:`positions_bytes` rounded up to
+        :data:`POSITIONS_PAGE_ALIGNMENT`."""
+        return -(-self.positions_bytes // POSITIONS_PAGE_ALIGNMENT) * POSITIONS_PAGE_ALIGNMENT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +128,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
     return {
         CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
-        CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim,
+        CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
     } | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
@@ -132,6 +152,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
     """
     _validate(residency)
     def spec(cb: CB, pages: int) -> CbSpec:
+        if cb == CB.POSITIONS:
+            return CbSpec(int(cb), cb.name, INT32, residency.positions_page_bytes, pages)
         if residency.fp32_stats and cb in STATS_CBS:
             return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
         return CbSpec(int(cb), cb.name, FLOAT16_B, residency.tile_bytes, pages)

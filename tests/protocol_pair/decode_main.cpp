@@ -1,5 +1,6 @@
-// Host program for tests/test_protocol_pair.py: reads parameter blocks (16 words per line) from
-// stdin and prints what kernels/attention_protocol.hpp decodes and derives from each.
+// Host program for tests/test_protocol_pair.py: reads parameter blocks (16 words, then the
+// request's POSITIONS entry as an int32, per line) from stdin and prints what
+// kernels/attention_protocol.hpp decodes and derives from each.
 #include <cstdio>
 
 #include "attention_protocol.hpp"
@@ -13,7 +14,14 @@ int main() {
                 return 0;
             }
         }
-        const Params p = read_request([&](uint32_t index) { return words[index - request_arg_offset(0)]; }, 0);
+        int32_t position = 0;
+        if (std::scanf("%d", &position) != 1) {
+            return 1;
+        }
+        Params p = read_request([&](uint32_t index) { return words[index - request_arg_offset(0)]; }, 0);
+        const bool layout = p.valid_layout(p.dim_tiles, p.block_tiles);
+        p.kv_positions = p.kv_positions_at(position);
+        std::printf("u%u l%u c%u ", p.user, layout ? 1u : 0u, p.position_clamped(position) ? 1u : 0u);
         std::printf(
             "%u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u",
             p.q_rows, p.query_row, p.flags, p.positions, p.dim_tiles, p.kv_positions, p.block_tiles,

@@ -23,12 +23,16 @@ uint32_t next() {
     return value;
 }
 
+// A block's 16 words, then the kv_positions the kernels derive from the POSITIONS operand (not
+// on the wire; decode_words leaves it 0).
 Params next_params() {
     uint32_t words[kWords];
     for (uint32_t i = 0; i < kWords; ++i) {
         words[i] = next();
     }
-    return decode_words(words);
+    Params p = decode_words(words);
+    p.kv_positions = next();
+    return p;
 }
 
 Operand next_operand() {
@@ -46,6 +50,7 @@ Operand next_operand() {
 #define METHOD1(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const uint32_t a = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a))); continue; }
 #define METHOD2(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const uint32_t a = next(); const uint32_t b = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a, b))); continue; }
 #define METHOD3(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const uint32_t a = next(); const uint32_t b = next(); const uint32_t c = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a, b, c))); continue; }
+#define METHOD1_INT32(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const int32_t a = static_cast<int32_t>(next()); std::printf("%u\n", static_cast<uint32_t>(p.fn(a))); continue; }
 #define OPERAND0(fn) if (std::strcmp(name, #fn) == 0) { const Operand o = next_operand(); std::printf("%u\n", static_cast<uint32_t>(o.fn())); continue; }
 
 int main() {
@@ -60,6 +65,7 @@ int main() {
         FREE1(mask_row_tile)
         FREE1(mask_row_row)
         FREE1(request_arg_offset)
+        FREE1(served_requests)
         OPERAND0(interleaved)
         OPERAND0(first_page)
         METHOD0(live_tiles)
@@ -95,13 +101,17 @@ int main() {
         METHOD1(page_mask_tile)
         METHOD1(slice_mask_tile)
         METHOD0(valid_kind)
+        METHOD0(valid_positions)
+        METHOD2(valid_layout)
         METHOD2(valid_for)
+        METHOD1_INT32(kv_positions_at)
+        METHOD1_INT32(position_clamped)
         // decode_words: one field of the decoded block (the field's index in Params order:
-        // q_rows, query_row, flags, positions, dim_tiles, kv_positions, block_tiles,
+        // q_rows, query_row, flags, positions, dim_tiles, user, block_tiles,
         // capacity_tiles, split_index, split_count, split_first_core).
         if (std::strcmp(name, "decode_words") == 0) {
             const Params p = next_params();
-            const uint32_t fields[] = {p.q_rows, p.query_row, p.flags, p.positions, p.dim_tiles, p.kv_positions,
+            const uint32_t fields[] = {p.q_rows, p.query_row, p.flags, p.positions, p.dim_tiles, p.user,
                                        p.block_tiles, p.capacity_tiles, p.split_index, p.split_count,
                                        p.split_first_core};
             const uint32_t field = next();
@@ -109,20 +119,20 @@ int main() {
             continue;
         }
         // read_request: request `r` of a runtime-arg array of r + 1 requests (word 0 the count,
-        // every block but the last zero), read through an arg callable; prints its kv_positions.
+        // every block but the last zero), read through an arg callable; prints its user (word 2).
         if (std::strcmp(name, "read_request") == 0) {
             const Params p = next_params();
             const uint32_t r = next();
             const uint32_t words[kWords] = {p.q_rows | p.query_row << 8 | p.flags << 16 | p.positions << 24,
-                                            p.dim_tiles, p.kv_positions};
+                                            p.dim_tiles, p.user};
             auto arg = [&](uint32_t index) -> uint32_t {
                 if (index == kArgRequestCount) {
                     return r + 1;
                 }
-                const uint32_t block = (index - 1) / kWords;
-                return block == r ? words[(index - 1) % kWords] : 0u;
+                const uint32_t block = (index - kArgHeader) / kWords;
+                return block == r ? words[(index - kArgHeader) % kWords] : 0u;
             };
-            std::printf("%u\n", read_request(arg, r).kv_positions);
+            std::printf("%u\n", read_request(arg, r).user);
             continue;
         }
         std::printf("unknown %s\n", name);

@@ -526,6 +526,16 @@ void cb_push_back(uint32_t cb, uint32_t n) {
     enter("cb_push_back", false);
     emu::cb_push_back(cb, n);
 }
+uint32_t read_tile_value(uint32_t cb, uint32_t tile, uint32_t element_offset) {
+    enter("read_tile_value", false);
+    const PageRef page = front_page(cb, tile);  // fails unless the page is waited for
+    if (uint64_t(element_offset) * 4 + 4 > page.page_bytes)
+        failf("read_tile_value", "element_offset " + std::to_string(element_offset) + " is past the " +
+                                     std::to_string(page.page_bytes) + "-byte page of CB " + std::to_string(cb));
+    uint32_t value;
+    std::memcpy(&value, page.bytes + element_offset * 4, sizeof value);
+    return value;
+}
 
 // =============================================================================================
 // Copy.

@@ -852,6 +852,19 @@ uint8_t* l1_ptr(uint32_t addr, uint32_t bytes) {
     return k.core->l1 + addr;
 }
 
+uint32_t l1_read_word(uint32_t addr) {
+    Kernel& k = me();
+    bump(k, "l1_read_word");
+    std::lock_guard<std::mutex> g(t_k->run->mu);
+    if (addr % 4) raise(fmt("a uint32 L1 load at 0x%x is not 4-byte aligned", addr));
+    check_l1_range(addr, 4, "a uint32 L1 load");
+    check_cb_read(*k.core, &k, addr, 4, "a uint32 L1 load");
+    check_in_flight(*k.core, addr, 4, Access::kReads, "a uint32 L1 load");
+    uint32_t value;
+    std::memcpy(&value, k.core->l1 + addr, sizeof value);
+    return value;
+}
+
 // ----- args / coordinates ----------------------------------------------------------------
 uint32_t arg(uint32_t idx) {
     Kernel& k = me();

@@ -55,6 +55,8 @@ void cb_wait_front(uint32_t cb, uint32_t n);
 void cb_pop_front(uint32_t cb, uint32_t n);
 void cb_reserve_back(uint32_t cb, uint32_t n);
 void cb_push_back(uint32_t cb, uint32_t n);
+// read_tile_value: uint32 `element_offset` of page `tile` of `cb`, which must be waited for.
+uint32_t read_tile_value(uint32_t cb, uint32_t tile, uint32_t element_offset);
 
 // Unpack -> DST copy (tile_move_copy.h).
 void copy_init(const char* api, uint32_t cb, uint32_t transpose, uint32_t transpose_within_face,

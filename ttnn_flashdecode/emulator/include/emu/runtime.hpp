@@ -54,6 +54,10 @@ uint32_t& pack_cursor(uint32_t cb);
 
 // L1 of the calling core: host pointer for [addr, addr+bytes), fail()s when out of range.
 uint8_t* l1_ptr(uint32_t addr, uint32_t bytes);
+// What a dataflow kernel's `*(volatile uint32_t*)addr` load of its own L1 returns; fails unless
+// the word is 4-byte aligned, inside CB pages the kernel holds (waited for or reserved), and not
+// the destination of a transfer still in flight.
+uint32_t l1_read_word(uint32_t addr);
 
 // ---------------------------------------------------------------------------------------------
 // Added by the runtime (dataflow API, args, NoC, semaphores, profiling). Implemented in

@@ -16,4 +16,11 @@ ALWI void cb_reserve_back(uint32_t cbid, uint32_t ntiles) { emu::compute::cb_res
 
 ALWI void cb_push_back(uint32_t cbid, uint32_t ntiles) { emu::compute::cb_push_back(cbid, ntiles); }
 
+// The uint32 at `element_offset` of page `tile_index` of `cb_id` from the read pointer (tt-metal:
+// UNPACK loads it and hands it to MATH and PACK by mailbox, so all threads see one value). The
+// emulator fails unless the page is waited for and the offset lies inside it.
+ALWI uint32_t read_tile_value(uint32_t cb_id, uint32_t tile_index, uint32_t element_offset) {
+    return emu::compute::read_tile_value(cb_id, tile_index, element_offset);
+}
+
 }  // namespace ckernel
