@@ -278,7 +278,7 @@ void rescale_output() {
 }
 
 // OUT = O * (1 / L); frees O, L and the final running max.
-void normalise(uint32_t m_final) {
+void normalise(uint32_t m_final, bool idle) {
     DeviceZoneScopedN("fd-compute-normalise");
     cb_wait_front(kCbL, 1);
     formats(kCbL, kCbL, kCbLsum);
@@ -286,7 +286,9 @@ void normalise(uint32_t m_final) {
     recip_tile_init();
     tile_regs_acquire();
     copy_tile(kCbL, 0, 0);
-    recip_tile(0);
+    if (!idle) {
+        recip_tile(0);  // an idle slot's L is 0 (and O is 0): OUT = O * L = 0, never 0 / 0
+    }
     pack_to(kCbLsum, 1);
     cb_pop_front(kCbL, 1);
 
@@ -447,9 +449,6 @@ void add_children(uint32_t children, bool to_outbox) {
 // has left their partial (O unnormalised, L; relative to the request's max) in OUTBOX for the
 // writer. `m_own` holds this slice's M; `m_spare` is free.
 void combine(const Params& p, uint32_t m_own, uint32_t m_spare) {
-    if (p.slice_live_tiles() == 0) {
-        empty_state(m_own);
-    }
     const bool root = p.reducer();
     const uint32_t children = p.tree_children();
     share_max(children, m_own, root, m_spare);
@@ -457,7 +456,7 @@ void combine(const Params& p, uint32_t m_own, uint32_t m_spare) {
     rescale_state(m_own, m_request, StateOut{!root && children == 0});
     add_children(children, !root);
     if (root) {
-        normalise(m_request);
+        normalise(m_request, p.idle());
     } else {
         cb_pop_front(kCbMaxGlobal, 1);
     }
@@ -505,7 +504,7 @@ void attend_max_first(const Params& p) {
     formats(kCbO, kCbPartials, kCbO);  // add_children expects the statistics formats
     add_children(children, !root);
     if (root) {
-        normalise(m_request);
+        normalise(m_request, p.idle());
     } else {
         cb_pop_front(kCbMaxGlobal, 1);
     }
@@ -551,10 +550,13 @@ void attend(const Params& p) {
         m_old = m_new;
         m_new = swap;
     }
+    if (p.slice_live_tiles() == 0) {
+        empty_state(m_old);  // an empty slice, or an idle slot's: O = 0, L = 0, M = the kill value
+    }
     if (p.split()) {
         combine(p, m_old, m_new);
     } else {
-        normalise(m_old);
+        normalise(m_old, p.idle());
     }
     cb_pop_front(kCbQs, kDimTiles);
     cb_pop_front(kCbConst, kConstPages);

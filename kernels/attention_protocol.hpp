@@ -341,23 +341,33 @@ struct Params {
     }
     // The position-dependent half, true for every kv_positions_at() result of a valid layout.
     constexpr bool valid_positions() const {
-        return kv_positions >= rows_per_head() && padded_tiles() <= capacity_tiles;
+        return idle() || (kv_positions >= rows_per_head() && padded_tiles() <= capacity_tiles);
     }
+    // An idle slot (POSITIONS entry negative): no live position, so every slice is empty, no K/V
+    // tile is read, and the output rows are zero (compute skips the 1/L of an empty state).
+    constexpr bool idle() const { return kv_positions == 0; }
     constexpr bool valid_for(uint32_t residency_dim_tiles, uint32_t residency_block_tiles) const {
         return valid_layout(residency_dim_tiles, residency_block_tiles) && valid_positions();
     }
     // kv_positions for this request's POSITIONS entry `position` (int32): decode / ROWS position +
-    // 1 (the last row attends to 0..position), CHUNK position + C. A device-side value the host
-    // could not check is clamped so that no kernel reads outside the cache: to at least
-    // rows_per_head() (the first row attends position 0) and at most the cache's last position
-    // (capacity_tiles * 32; the host keeps positions below its capacity).
+    // 1 (the last row attends to 0..position), CHUNK position + C; 0 (idle) for a negative entry
+    // (-1 marks an idle slot, as in ttnn's cur_pos_tensor). A device-side value the host could not
+    // check is clamped so that no kernel reads outside the cache: to at least rows_per_head() (the
+    // first row attends position 0) and at most the cache's last position (capacity_tiles * 32).
     constexpr uint32_t kv_positions_at(int32_t position) const {
+        if (position < 0) {
+            return 0;
+        }
         const int64_t live = int64_t(position) + (chunk() ? q_rows : 1);
         const int64_t low = rows_per_head(), high = int64_t(capacity_tiles) * kTilePositions;
         return uint32_t(live < low ? low : live > high ? high : live);
     }
-    // True when kv_positions_at(position) had to clamp `position` (the emulator reports it).
+    // True when `position` is neither -1 (idle) nor a position kv_positions_at() takes as it is:
+    // the kernels clamp (or, below -1, idle) it, and the reader reports it (DPRINT "ERROR ...").
     constexpr bool position_clamped(int32_t position) const {
+        if (position < 0) {
+            return position != -1;
+        }
         return int64_t(kv_positions_at(position)) != int64_t(position) + (chunk() ? q_rows : 1);
     }
 };

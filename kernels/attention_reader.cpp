@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "api/dataflow/dataflow_api.h"
+#include "api/debug/dprint.h"
 #include "api/debug/kernel_profiler.hpp"
 #include "attention_dataflow.hpp"
 #include "attention_protocol.hpp"
@@ -213,7 +214,15 @@ void read_positions(uint32_t requests, uint32_t* kv_positions) {
     noc_async_read_barrier();
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
-        kv_positions[r] = p.kv_positions_at(static_cast<int32_t>(l1_word(page, p.user)));
+        const int32_t position = static_cast<int32_t>(l1_word(page, p.user));
+        kv_positions[r] = p.kv_positions_at(position);
+        if (p.position_clamped(position)) {
+            // A device-side value the host never saw: clamped (or idled) above, so nothing is read
+            // outside the cache; reported where DPRINT reaches (the emulator's RunReport.errors).
+            DPRINT << "ERROR ttnn_flashdecode: POSITIONS[" << p.user << "] = " << position
+                   << " is outside the cache of " << p.capacity_tiles * kTilePositions << " positions; clamped to "
+                   << kv_positions[r] << " live" << ENDL();
+        }
     }
     cb_push_back(kCbPositions, 1);
 }

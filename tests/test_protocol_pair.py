@@ -104,8 +104,7 @@ def _expected_line(request, position):
     """What decode_main prints for ``request`` (its ``kv_positions`` ignored) and POSITIONS entry
     ``position``: kv_positions comes from :func:`protocol.kv_positions_at`, as on device."""
     kv = protocol.kv_positions_at(request, position)
-    offset = request.q_rows if request.flags & protocol.Flag.CHUNK else 1
-    head = [f"u{request.user}", "l1", f"c{int(kv != position + offset)}"]
+    head = [f"u{request.user}", "l1", f"c{int(protocol.position_clamped(request, position))}"]
     request = dataclasses.replace(request, kv_positions=kv)
     live = protocol.live_tiles(request.kv_positions)
     window = protocol.padded_tiles(request.kv_positions, request.block_tiles)
@@ -361,14 +360,20 @@ def _method_cases(request, words, position):
                       ((request.dim_tiles, block + 1), False)],
         # int32 positions travel as their two's-complement words (functions_main reads int32_t).
         "kv_positions_at": [((p & 0xFFFFFFFF,), protocol.kv_positions_at(request, p)) for p in sorted(probes)],
-        "position_clamped": [((p & 0xFFFFFFFF,), protocol.kv_positions_at(request, p) != p + offset)
-                             for p in sorted(probes)],
+        "position_clamped": [((p & 0xFFFFFFFF,), protocol.position_clamped(request, p)) for p in sorted(probes)],
+        "idle": [((), False)],
         "decode_words": [((field,), getattr(request, name)) for field, name in enumerate(
             ("q_rows", "query_row", "flags", "positions", "dim_tiles", "user", "block_tiles",
              "capacity_tiles", "split_index", "split_count", "split_first_core"))],
         "read_request": [((r,), request.user) for r in (0, 1, 20)],
     }
     out = [((name, *words, *args), want) for name, pairs in cases.items() for args, want in pairs]
+    # The same block as an idle slot (kv_positions 0): valid, idle, every slice empty.
+    idle_words = [*words[:-1], 0]
+    out += [(("idle", *idle_words), True), (("valid_positions", *idle_words), True),
+            (("slice_live_tiles", *idle_words), 0), (("blocks", *idle_words), 0),
+            (("slice_mask_tile", *idle_words, protocol.MASK_PAGE), protocol.ConstTile.TAIL_MASK),
+            (("slice_mask_tile", *idle_words, protocol.MASK_BEFORE_PAGE), protocol.NO_MASK)]
     for position, name in enumerate(("q", "k", "v", "constants", "out")):
         operand = getattr(request, name)
         out.append((("interleaved", *words, position), operand.is_interleaved))
@@ -381,7 +386,7 @@ METHODS = {
     "tree_children", "tree_child", "tree_slot", "tree_parent", "round_to_double_blocks", "padded_tiles",
     "slice_padded_tiles", "blocks", "block_first_tile", "live_tiles_in_block", "chunk", "rows", "heads",
     "rows_per_head", "stage_rows", "stage_head", "stage_row", "query_row_of", "query_page", "row_width",
-    "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_layout", "valid_positions",
+    "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_layout", "valid_positions", "idle",
     "valid_for", "kv_positions_at", "position_clamped", "decode_words", "read_request", "interleaved", "first_page",
 }
 

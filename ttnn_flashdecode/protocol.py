@@ -103,6 +103,7 @@ __all__ = [
     "encode",
     "decode",
     "kv_positions_at",
+    "position_clamped",
     "live_tiles",
     "tail_width",
     "padded_tiles",
@@ -414,11 +415,23 @@ def slice_tiles(kv_positions: int, index: int, count: int) -> tuple[int, int]:
 def kv_positions_at(request: Request, position: int) -> int:
     """``kv_positions`` the kernels derive for ``request`` from its POSITIONS entry ``position``
     (int32): decode / ROWS ``position + 1`` (the last row attends to ``0..position``), CHUNK
-    ``position + C``; clamped to ``rows_per_head .. capacity_tiles * 32`` so that a device-side
-    value the host could not check never makes a kernel read outside the cache
+    ``position + C``; 0 (an idle slot: no K/V read, zero output rows) for a negative entry (-1 is
+    ttnn's idle marker); else clamped to ``rows_per_head .. capacity_tiles * 32`` so that a
+    device-side value the host could not check never makes a kernel read outside the cache
     (``Params::kv_positions_at``)."""
+    if position < 0:
+        return 0
     live = int(position) + (request.q_rows if request.flags & Flag.CHUNK else 1)
     return min(max(live, request.rows_per_head), request.capacity_tiles * TILE_POSITIONS)
+
+
+def position_clamped(request: Request, position: int) -> bool:
+    """True when ``position`` is neither -1 (idle) nor taken as it is by :func:`kv_positions_at`:
+    the kernels clamp it (below -1: treat the slot as idle) and the reader reports it in a DPRINT
+    line starting ``ERROR`` (the emulator's :attr:`RunReport.errors`; ``Params::position_clamped``)."""
+    if position < 0:
+        return position != -1
+    return kv_positions_at(request, position) != position + (request.q_rows if request.flags & Flag.CHUNK else 1)
 
 
 def row_width(kv_positions: int, tile: int, row: int, *, rows_per_head: int = 1) -> int:

@@ -102,6 +102,7 @@ int main() {
         METHOD1(slice_mask_tile)
         METHOD0(valid_kind)
         METHOD0(valid_positions)
+        METHOD0(idle)
         METHOD2(valid_layout)
         METHOD2(valid_for)
         METHOD1_INT32(kv_positions_at)

@@ -323,6 +323,12 @@ class RunReport:
     runtime_args_sha256: str = ""
 
     @property
+    def errors(self) -> list[str]:
+        """DPRINT lines whose text starts with ``ERROR``: what a kernel found wrong but survived
+        (e.g. a POSITIONS entry outside the cache, clamped), prefixed like :attr:`log`."""
+        return [line for line in self.log if line.split(": ", 1)[-1].startswith("ERROR")]
+
+    @property
     def cores_used(self) -> list[tuple[int, int]]:
         """Logical cores that ran at least one kernel."""
         return sorted(self.cores)
