@@ -24,8 +24,8 @@ ADDRESSES = Addresses(q=0x1000, k=0x20000, v=0x40000, constants=0x60000, out=0x7
 HEADER = protocol.ARG_HEADER  # [request count, POSITIONS address] before the parameter blocks
 
 
-def _build(plan, positions, addresses=ADDRESSES):
-    return build_program(plan, decode_requests(plan, positions, addresses), addresses.positions)
+def _build(plan, addresses=ADDRESSES):
+    return build_program(plan, decode_requests(plan, addresses), addresses.positions)
 
 
 def _noc_xy(x, y):
@@ -51,7 +51,7 @@ def _runtime_args(kernel, core):
 
 def test_descriptor_has_the_residency_cbs():
     plan = _plan()
-    program = _build(plan, [100, 8000])
+    program = _build(plan)
     assert program.semaphores == [] or len(program.semaphores) == 0
     got = {(cb.format_descriptors[0].buffer_index, cb.format_descriptors[0].page_size, cb.total_size,
             cb.format_descriptors[0].data_format_as_uint8) for cb in program.cbs}
@@ -64,7 +64,7 @@ def test_descriptor_has_the_residency_cbs():
 
 def test_kernels_have_absolute_paths_and_shared_compile_time_args():
     plan = _plan()
-    program = _build(plan, [100, 8000])
+    program = _build(plan)
     sources = [k.kernel_source for k in program.kernels]
     assert sources == [str(kernel_dir() / n) for n in ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")]
     for kernel in program.kernels:
@@ -80,7 +80,7 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
 def test_compute_config_is_overridable():
     options = ComputeOptions.from_config(ttnn.ComputeConfigDescriptor(math_fidelity=ttnn.MathFidelity.LoFi, fp32_dest_acc_en=False))
     plan = _plan(compute=options)
-    program = _build(plan, [1, 1])
+    program = _build(plan)
     assert program.kernels[1].config.math_fidelity == ttnn.MathFidelity.LoFi
     assert dict(program.kernels[1].named_compile_time_args)["dst_tiles"] == 8
 
@@ -88,7 +88,7 @@ def test_compute_config_is_overridable():
 def test_approximate_exp_reaches_the_compute_kernel_as_a_named_arg():
     # tt-metal declares APPROX for the MATH and PACK threads only; the kernel takes exp_approx instead.
     plan = _plan(compute=ComputeOptions(math_approx_mode=True))
-    program = _build(plan, [1, 1])
+    program = _build(plan)
     assert program.kernels[1].config.math_approx_mode
     assert dict(program.kernels[1].named_compile_time_args)["exp_approx"] == 1
 
@@ -96,7 +96,7 @@ def test_approximate_exp_reaches_the_compute_kernel_as_a_named_arg():
 def test_every_core_decodes_to_its_request():
     positions = [0, 511, 8191]
     plan = _plan(batch=3, n_q=32, n_kv=8, head_dim=128, positions=positions)
-    program = _build(plan, positions)
+    program = _build(plan)
     assert len(plan.cores) == 24 and sorted(s.request for (s,) in plan.schedule.cores) == list(range(24))
     for core, (item,) in zip(plan.cores, plan.schedule.cores):
         user, group = divmod(item.request, 8)
@@ -115,7 +115,7 @@ def test_every_core_decodes_to_its_request():
 def test_more_requests_than_cores_share_cores_in_sequence():
     plan = _plan(batch=32, n_q=32, n_kv=8, positions=list(range(32)))  # 256 requests on 64 cores
     assert len(plan.cores) == 64 and set(plan.requests_per_core) == {4}
-    program = _build(plan, list(range(32)))
+    program = _build(plan)
     for core, slices in zip(plan.cores, plan.schedule.cores):
         args = _runtime_args(program.kernels[0], core)
         assert args[0] == 4 and len(args) == HEADER + 4 * protocol.WORDS
@@ -132,7 +132,7 @@ def test_requests_past_runtime_arg_capacity_are_refused():
 
 def test_split_program_has_semaphores_noc_table_and_split_words():
     plan = _plan(batch=1, n_q=16, n_kv=2, positions=[8191], split=3, max_split=3)
-    program = _build(plan, [8191])
+    program = _build(plan)
     assert len(program.cbs) == 22 and sorted(s.id for s in program.semaphores) == [0, 1, 2, 3, 4, 5, 6]  # 2 arrival slots
     assert dict(program.kernels[0].named_compile_time_args)["inbox_slots"] == 2  # ceil(log2(3))
     assert plan.noc_table == tuple(((y + 16) << 16) | (x + 1) for x, y in plan.cores)
@@ -158,8 +158,8 @@ def test_residency_must_hold_the_largest_split():
 
 def test_program_hash_ignores_positions_and_addresses_but_not_structure():
     plan = _plan()
-    one = _build(plan, [1, 2])
-    two = _build(plan, [500, 7000], Addresses(1, 2, 3, 4, 5, 6))
+    one = _build(plan)
+    two = _build(plan, Addresses(1, 2, 3, 4, 5, 6))
     assert one.custom_program_hash == two.custom_program_hash == plan.program_hash
     assert _plan(block=8).program_hash != plan.program_hash
     assert _plan(batch=3).program_hash != plan.program_hash
@@ -186,14 +186,14 @@ def test_chunk_requests_are_one_per_sequence_and_q_head():
     one request per (sequence, Q head), K/V of the head's group, kv_positions = start + C."""
     starts = [0, 45, 100]
     plan = _kind_plan("chunk", 7, positions=starts)
-    requests = decode_requests(plan, starts, ADDRESSES)
+    requests = decode_requests(plan, ADDRESSES)
     assert len(requests) == 3 * 12 == plan.shape.requests
     width = 12 * 2  # Q tile columns: 12 heads x 2 dim tiles
     for index, request in enumerate(requests):
         user, head = divmod(index, 12)
         assert (request.q_rows, request.flags, request.positions) == (7, protocol.Flag.CHUNK, 0)
         assert (request.heads, request.rows_per_head, request.stage_rows) == (1, 7, 7)
-        assert request.kv_positions == starts[user] + 7
+        assert request.kv_positions == plan.shape.capacity  # planned at full capacity; positions come on device
         assert divmod(user * 7, 32) == (request.q.first_page // width, request.query_row)
         assert request.q.first_page % width == head * 2 and request.out == protocol.Operand.interleaved(ADDRESSES.out, request.q.first_page)
         assert request.k.first_page == (user * 4 + head // 3) * 32 * 2
@@ -206,13 +206,13 @@ def test_rows_requests_are_one_per_user_and_kv_group():
     """ROWS: user b's P = 10 rows are Q rows 10b.. (user 3's straddle row tiles 0 and 1)."""
     cur_pos = [9, 40, 500, 1023]
     plan = _kind_plan("rows", 10, batch=4, n_q=6, n_kv=2, positions=cur_pos)
-    requests = decode_requests(plan, cur_pos, ADDRESSES)
+    requests = decode_requests(plan, ADDRESSES)
     assert len(requests) == 4 * 2
     for index, request in enumerate(requests):
         user, group = divmod(index, 2)
         assert (request.q_rows, request.flags, request.positions) == (3, protocol.Flag.ROWS, 10)
         assert (request.heads, request.rows_per_head, request.stage_rows) == (3, 10, 30)
-        assert request.kv_positions == cur_pos[user] + 1
+        assert request.kv_positions == plan.shape.capacity
         assert (request.query_row, request.q.first_page) == (user * 10 % 32, user * 10 // 32 * 12 + group * 3 * 2)
         protocol.encode(request, plan.residency)
 

@@ -89,16 +89,21 @@ def test_encode_refuses_a_cache_of_partial_double_blocks_naming_both():
     (0, 8, 0, 99, 100),          # decode: the last row attends 0..position
     (0, 8, 0, 256 * 32 - 1, 256 * 32),
     (0, 8, 0, 256 * 32, 256 * 32),  # past the cache: clamped to its last position
-    (0, 8, 0, -5, 1),            # below 0: clamped to position 0
+    (0, 8, 0, -1, 0),            # -1: an idle slot, no live position
+    (0, 8, 0, -5, 0),            # below -1: idle too (and reported: position_clamped)
     (ROWS, 2, 4, 10, 11),
     (ROWS, 2, 4, 1, 4),          # ROWS' first row must attend position 0
     (CHUNK, 7, 0, 40, 47),       # CHUNK: start + C
     (CHUNK, 7, 0, 256 * 32 - 3, 256 * 32),
-    (CHUNK, 7, 0, -2**31, 7),
+    (CHUNK, 7, 0, -2**31, 0),
 ])
 def test_kv_positions_at_derives_and_clamps(flags, q_rows, positions, position, want):
     request = _request(q_rows=q_rows, flags=flags, positions=positions)
     assert protocol.kv_positions_at(request, position) == want
+    offset = q_rows if flags == CHUNK else 1
+    assert protocol.position_clamped(request, position) == (position != -1 and want != position + offset)
+    offset = q_rows if flags == CHUNK else 1
+    assert protocol.position_clamped(request, position) == (position != -1 and want != position + offset)
 
 
 def test_operand_interleaved_refuses_pages_past_31_bits():

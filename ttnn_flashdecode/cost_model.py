@@ -468,10 +468,13 @@ def _emulated_grid() -> tuple[int, int]:
 
 def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str, grid: tuple[int, int],
              split: int | None, block_tiles: int | None):
-    """The op's own program plan for these positions (schedule and residency), no device.
+    """The op's own program plan for a batch of ``len(kv_positions)`` users on a cache of
+    ``capacity`` positions (schedule and residency), no device.
 
     Uses the op's planner (``operation.plan_program``) with placeholder operand args, so the schedule,
-    block size and split limit are exactly the ones ``attention()`` would use.
+    block size and split limit are exactly the ones ``attention()`` would use: planned from the
+    capacity (trace-safe), whatever the positions; each slice's share of the live tiles follows
+    from ``kv_positions`` at run time (:func:`work_features`).
     """
     from ttnn_flashdecode import operation
     from ttnn_flashdecode.emulator.arch import ArchSpec
@@ -482,8 +485,7 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     accessor_args = tuple((2, TILE_BYTES) for _ in range(len(OPERANDS)))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
         lambda x, y: (x % 64, y % 64))
-    return operation.plan_program(decode, tuple(p - 1 for p in kv_positions), block_tiles, split, ComputeOptions(),
-                           arch, grid, accessor_args, noc_xy)
+    return operation.plan_program(decode, block_tiles, split, ComputeOptions(), arch, grid, accessor_args, noc_xy)
 
 
 def _fit(features: np.ndarray, values: np.ndarray, what: str) -> tuple[int, ...]:

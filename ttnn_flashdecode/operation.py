@@ -6,11 +6,17 @@ draft tokens to verify) and CHUNK (``chunk_start=``, a causal chunk of up to 32 
 positions per sequence: prefill).
 
 Lifecycle (FlashInfer's plan/run split): the first call for a given (shapes, block size, compute
-config, grid) builds a :class:`~ttnn_flashdecode.program_factory.Plan` and caches it; every call
-then only validates its inputs, encodes per-core runtime args (addresses, positions) and launches
-the same ``ttnn.ProgramDescriptor`` — through ``ttnn.generic_op`` on a device, through
-:mod:`ttnn_flashdecode.emulator` otherwise. ``custom_program_hash`` carries structure only, so a
-new position or buffer address never recompiles.
+config, grid) builds a :class:`~ttnn_flashdecode.program_factory.Plan`, and the first call for a
+plan and a set of buffer addresses builds its ``ttnn.ProgramDescriptor``; both are cached, so a
+decode loop only validates its inputs and launches the same descriptor -- through
+``ttnn.generic_op`` on a device, through :mod:`ttnn_flashdecode.emulator` otherwise.
+
+Trace-safe: positions are not in the program. The kernels read them at run time from the
+POSITIONS operand (``cur_pos_tensor``, one int32 per user, as ttnn's own decode op), and the plan
+assumes every request at full capacity, so cores, CBs, compile-time and runtime args and
+``custom_program_hash`` depend on shapes, dtypes, compute config, grid and addresses only: a
+program captured with ``ttnn.begin_trace_capture`` replays correctly for any positions written to
+the same tensor.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from ttnn_flashdecode.residency import (
 )
 from ttnn_flashdecode.schedule import schedule
 
-__all__ = ["attention", "last_report", "plan_program", "DEFAULT_BLOCK_TILES", "DEFAULT_ARCH"]
+__all__ = ["attention", "last_report", "plan_program", "program_for", "DEFAULT_BLOCK_TILES", "DEFAULT_ARCH", "IDLE"]
 
 DEFAULT_BLOCK_TILES = 16
 """The seed's block size (DESIGN.md §8): 16 position tiles = 512 positions per K/V block."""
@@ -50,6 +56,9 @@ DEFAULT_ARCH = "wormhole_b0"
 """Architecture the emulator models when no device says otherwise (n150 / n300)."""
 
 BACKENDS = ("auto", "device", "emulator")
+
+IDLE = -1
+"""A position that marks an idle batch slot (as in ttnn's ``cur_pos_tensor``): no K/V read, zero output rows."""
 
 _last_report = threading.local()
 
@@ -64,8 +73,11 @@ def last_report():
 @dataclasses.dataclass(frozen=True)
 class _Inputs:
     shape: DecodeShape
-    positions: tuple[int, ...]  # per user: cur_pos (decode, rows) or chunk start (chunk)
+    #: per user: cur_pos (decode, rows; -1 idle) or chunk start (chunk); None when only a device
+    #: tensor holds them (cur_pos_tensor on a device: never read by the host)
+    positions: tuple[int, ...] | None
     kind: str  # "numpy", "host" (ttnn host tensor) or "device"
+    positions_tensor: object = None  # cur_pos_tensor on a device, passed to the kernels as it is
 
 
 def _shape_of(tensor) -> tuple[int, ...]:
@@ -88,7 +100,13 @@ def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def _request_kind(cur_pos, chunk_start, rows) -> str:
+def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
+    if cur_pos is not None and cur_pos_tensor is not None:
+        raise ValueError("cur_pos, cur_pos_tensor: expected one of them (the same positions, as a list or a tensor), got both")
+    if cur_pos_tensor is not None and chunk_start is not None:
+        raise ValueError("chunk_start: cur_pos_tensor is for decode and ROWS; a chunk takes chunk_start= only")
+    if cur_pos is None:
+        cur_pos = cur_pos_tensor
     """``"decode"``, ``"rows"`` or ``"chunk"`` from which of the three arguments are given."""
     if chunk_start is not None:
         if cur_pos is not None:
@@ -106,8 +124,8 @@ def _request_kind(cur_pos, chunk_start, rows) -> str:
     return "rows"
 
 
-def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
-    request_kind = _request_kind(cur_pos, chunk_start, rows)
+def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None) -> _Inputs:
+    request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
     kinds = {_kind(q, "q"), _kind(k, "k"), _kind(v, "v")}
     if len(kinds) != 1:
         raise ValueError(
@@ -149,7 +167,7 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
         per_user = 1
         if height != batch:
             raise ValueError(f"q: expected {batch} rows (one per user, k's batch), got {height}")
-        positions = _positions(cur_pos, batch, capacity)
+        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
     elif request_kind == "rows":
         per_user = int(rows)
         if ratio * per_user > protocol.MAX_Q_ROWS:
@@ -159,9 +177,9 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
             )
         if height != batch * per_user:
             raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}), got {height}")
-        positions = _positions(cur_pos, batch, capacity)
-        for user, position in enumerate(positions):
-            if position < per_user - 1:
+        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
+        for user, position in enumerate(positions or ()):
+            if position != IDLE and position < per_user - 1:
                 raise ValueError(
                     f"cur_pos[{user}]: expected >= rows - 1 = {per_user - 1} (the user's first row is position "
                     f"cur_pos - rows + 1), got {position}"
@@ -177,11 +195,14 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None) -> _Inputs:
     if kind == "device":
         _validate_device_tensors(q, k, v)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user)
-    return _Inputs(shape, positions, kind)
+    device_positions = cur_pos_tensor if positions is None else None
+    return _Inputs(shape, positions, kind, device_positions)
 
 
-def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool) -> tuple[int, ...]:
-    """``value`` as one int per user, each in ``0..high``; ``broadcast``: a single int serves all.
+def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool,
+                   idle: bool = False) -> tuple[int, ...]:
+    """``value`` as one int per user, each in ``0..high`` (or :data:`IDLE` when ``idle``);
+    ``broadcast``: a single int serves all.
 
     Raises:
         TypeError: not a sequence (or int, with ``broadcast``) of ints.
@@ -201,14 +222,62 @@ def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: 
     for user, item in enumerate(values):
         if not _is_int(item):
             raise TypeError(f"{name}[{user}]: expected an int, got {type(item).__name__}")
-        if not 0 <= item <= high:
+        if not (0 <= item <= high or (idle and item == IDLE)):
             raise ValueError(f"{name}[{user}]: expected {rule}, got {item}")
     return tuple(int(item) for item in values)
 
 
-def _positions(cur_pos, batch: int, capacity: int) -> tuple[int, ...]:
-    return _per_user_ints("cur_pos", cur_pos, batch, capacity - 1, noun="positions (one per user)",
-                          rule=f"0 <= position < capacity {capacity}", broadcast=False)
+def _positions(cur_pos, cur_pos_tensor, batch: int, capacity: int, kind: str) -> tuple[int, ...] | None:
+    """The host-visible positions (validated), or None for a device ``cur_pos_tensor``."""
+    name = "cur_pos"
+    if cur_pos_tensor is not None:
+        name = "cur_pos_tensor"
+        cur_pos = _positions_tensor_values(cur_pos_tensor, batch, kind)
+        if cur_pos is None:
+            return None
+    return _per_user_ints(name, cur_pos, batch, capacity - 1, noun="positions (one per user)",
+                          rule=f"0 <= position < capacity {capacity}, or {IDLE} for an idle slot", broadcast=False,
+                          idle=True)
+
+
+def _positions_tensor_values(tensor, batch: int, kind: str) -> list[int] | None:
+    """``cur_pos_tensor``'s values when the host can see them (numpy array, host ttnn.Tensor);
+    None for a device tensor, whose dtype, layout, memory and shape are checked instead.
+
+    Raises:
+        TypeError: not a numpy array or ttnn.Tensor, or (on a device) not int32.
+        ValueError: wrong number of entries, not ROW_MAJOR DRAM interleaved, or a device tensor
+            with host inputs (or a host one with device inputs).
+    """
+    if isinstance(tensor, np.ndarray):
+        if kind == "device":
+            raise ValueError("cur_pos_tensor: expected a device tensor with device q, k, v, got a numpy array")
+        if tensor.dtype.kind not in "iu":
+            raise TypeError(f"cur_pos_tensor: expected an integer array (int32), got dtype {tensor.dtype}")
+        values = tensor.reshape(-1)
+    elif isinstance(tensor, ttnn.Tensor):
+        if tensor.dtype not in (ttnn.int32, ttnn.uint32):
+            raise TypeError(f"cur_pos_tensor: expected dtype int32 (as ttnn's cur_pos_tensor), got {tensor.dtype}")
+        on_device = tensor.storage_type() == ttnn.StorageType.DEVICE
+        if on_device != (kind == "device"):
+            raise ValueError(f"cur_pos_tensor: expected a {'device' if kind == 'device' else 'host'} tensor like q, "
+                             f"got a {'device' if on_device else 'host'} tensor")
+        if tensor.layout != ttnn.ROW_MAJOR_LAYOUT:
+            raise ValueError(f"cur_pos_tensor: expected ROW_MAJOR layout, got {tensor.layout}")
+        volume = math.prod(tuple(tensor.shape))
+        if volume != batch:
+            raise ValueError(f"cur_pos_tensor: expected {batch} positions (one per user), got shape {list(tensor.shape)}")
+        if on_device:
+            config = tensor.memory_config()
+            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+                raise ValueError(f"cur_pos_tensor: expected a DRAM-interleaved tensor, got {config}")
+            return None
+        values = np.asarray(tensor.to_numpy()).reshape(-1)
+    else:
+        raise TypeError(f"cur_pos_tensor: expected a ttnn.Tensor or a numpy int32 array, got {type(tensor).__name__}")
+    if len(values) != batch:
+        raise ValueError(f"cur_pos_tensor: expected {batch} positions (one per user), got {len(values)}")
+    return [int(value) for value in values]
 
 
 def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
@@ -286,6 +355,7 @@ def attention(
     v,
     *,
     cur_pos: Sequence[int] | None = None,
+    cur_pos_tensor=None,
     chunk_start: int | Sequence[int] | None = None,
     rows: int | None = None,
     scale: float | None = None,
@@ -327,7 +397,16 @@ def attention(
             row's own position inside its last tile (they are masked, but a NaN or inf there
             still poisons the row: ``NaN * 0`` is NaN). Allocate caches zero-filled.
         cur_pos: decode and ROWS: one int per user, the position of the user's last query row,
-            ``0 <= cur_pos[b] < capacity`` (ROWS: ``>= rows - 1``). ``None`` for CHUNK.
+            ``0 <= cur_pos[b] < capacity`` (ROWS: ``>= rows - 1``), or -1 for an idle batch slot
+            (no K/V read; its output rows are zero). Uploaded as a POSITIONS tensor: the same
+            path as ``cur_pos_tensor``. ``None`` for CHUNK.
+        cur_pos_tensor: decode and ROWS, instead of ``cur_pos``: the positions as a tensor the
+            kernels read at run time, as ttnn's own op takes them -- trace-safe: one captured
+            program serves every position written to it. On a device: int32, ROW_MAJOR, DRAM
+            interleaved, ``batch`` entries (ttnn's ``cur_pos_tensor``); the host never reads it,
+            so the kernels clamp an entry outside ``-1 .. capacity - 1`` into the cache (below -1:
+            idle) rather than read outside it. On the emulator: a numpy integer array or a host
+            ``ttnn.Tensor`` (int32), validated like ``cur_pos``.
         chunk_start: CHUNK: the chunk's first position, one int for every sequence or one per
             sequence; ``0 <= chunk_start[b] <= capacity - C``. ``None`` (default) otherwise.
         rows: ROWS: query rows per user ``P``, ``1 <= P`` and ``P * (n_q_heads // n_kv_heads)
@@ -351,12 +430,14 @@ def attention(
         ROW_MAJOR), or a numpy array of ``q``'s dtype.
 
     Raises:
-        TypeError: an input is neither a ttnn.Tensor nor a numpy array; neither ``cur_pos`` nor
-            ``chunk_start`` is given; ``cur_pos`` is not a sequence of ints; ``chunk_start`` is
+        TypeError: an input is neither a ttnn.Tensor nor a numpy array; none of ``cur_pos``,
+            ``cur_pos_tensor`` and ``chunk_start`` is given; ``cur_pos_tensor`` is not int32; ``cur_pos`` is not a sequence of ints; ``chunk_start`` is
             not an int or a sequence of ints.
         ValueError: shapes disagree (``q`` rows vs batch x rows per user, ``k`` vs ``v``, width
             not a multiple of head_dim, on a device of the tile-padded head), the GQA ratio is not an integer or exceeds 32, both
-            ``cur_pos`` and ``chunk_start`` (or ``rows`` with ``chunk_start``) are given,
+            ``cur_pos`` and ``chunk_start`` (or ``cur_pos`` and ``cur_pos_tensor``, or ``rows``
+            or ``cur_pos_tensor`` with ``chunk_start``) are given, ``cur_pos_tensor`` has the wrong
+            length, layout, memory or storage (device vs host),
             ``rows`` x GQA ratio exceeds 32, a chunk longer than 32, a position is negative or
             past capacity (ROWS: below ``rows - 1``; CHUNK: the chunk runs past capacity), a cache
             whose capacity is not a whole number of double blocks (its last positions' padded
@@ -388,7 +469,7 @@ def attention(
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if split is not None and (isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 1 <= split <= protocol.MAX_SPLIT):
         raise ValueError(f"split: expected None or an int in 1..{protocol.MAX_SPLIT}, got {split!r}")
-    inputs = _validate(q, k, v, cur_pos, chunk_start, rows)
+    inputs = _validate(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if scale is not None and not (
         isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0
@@ -462,16 +543,20 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
     return 1
 
 
-def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: ComputeOptions, arch: str, grid,
+@functools.lru_cache(maxsize=64)
+def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
                  accessor_args, noc_xy, l1_budget: int | None = None) -> Plan:
-    """The plan :func:`attention` runs for these inputs, without running it (no device needed).
+    """The plan :func:`attention` runs for these shapes, without running it (no device needed).
 
-    Schedules the call's requests (positions decide the split-K counts), sizes the residency
-    (block size, inbox, statistics format) and plans the program; plans are cached by structure.
+    Positions play no part (trace-safe: one program for every position vector): the requests are
+    scheduled as if every one were at the cache's full capacity
+    (:attr:`~ttnn_flashdecode.program_factory.DecodeShape.planned_kv_positions`), so a long cache
+    splits every request into the same number of slices, and on device each slice takes its
+    ``ceil``-balanced share of its request's live tiles. Then sizes the residency (block size,
+    inbox, statistics format) and plans the program; plans are cached.
 
     Args:
         shape: validated shapes (:class:`~ttnn_flashdecode.program_factory.DecodeShape`).
-        positions: per user, ``cur_pos`` (decode, ROWS) or the chunk start (CHUNK).
         block_tiles: ``None`` for the op's default, else the caller's block (position tiles).
         split: ``None`` (by work), 1 (never) or a forced slice count.
         compute: compute-kernel options.
@@ -493,7 +578,7 @@ def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: Com
     max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget)
     if split is not None and split > max_split:
         raise ValueError(f"split: expected <= {max_split} (grid cores, and L1 for the reducer's inbox on {arch}), got {split}")
-    kv_positions = shape.kv_positions(positions)
+    kv_positions = shape.planned_kv_positions
     per_core = max_requests_per_core(grid_cores if max_split > 1 else 0)
     if len(kv_positions) > grid_cores * per_core:
         heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
@@ -517,6 +602,17 @@ def plan_program(shape: DecodeShape, positions, block_tiles, split, compute: Com
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
                           batch=shape.batch)
     return _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy, l1_budget)
+
+
+@functools.lru_cache(maxsize=64)
+def program_for(plan: Plan, addresses: Addresses):
+    """The ``ttnn.ProgramDescriptor`` of ``plan`` for these operand addresses, built once and
+    reused (a decode loop's addresses repeat; its positions live in the POSITIONS operand).
+
+    Raises:
+        ValueError: as :func:`~ttnn_flashdecode.program_factory.build_program`.
+    """
+    return build_program(plan, decode_requests(plan, addresses), addresses.positions)
 
 
 @functools.lru_cache(maxsize=64)
@@ -555,11 +651,10 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
         buffers.append(emu.allocate_dram(1, positions.nbytes))  # one page: the whole vector
         emu.write_pages(buffers[-1], positions)
         accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in buffers)
-        plan = plan_program(shape, inputs.positions, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
-                     emu.worker_core_from_logical_core)
+        plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
+                            emu.worker_core_from_logical_core)
         _check_windows(plan)
-        addresses = Addresses(*(b.address for b in buffers))
-        program = build_program(plan, decode_requests(plan, inputs.positions, addresses), addresses.positions)
+        program = program_for(plan, Addresses(*(b.address for b in buffers)))
         report = emu.run(program)
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), (1, 1, shape.q_height, shape.q_width_tiles * 32))
     finally:
@@ -584,16 +679,18 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
     out = ttnn.allocate_tensor_on_device(
         q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device, memory_config or ttnn.DRAM_MEMORY_CONFIG
     )
-    # The POSITIONS operand as ttnn's cur_pos_tensor: int32 [batch], ROW_MAJOR, DRAM (one page).
-    positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=device,
-                            layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    # The POSITIONS operand: the caller's cur_pos_tensor, or cur_pos uploaded as one (int32 [batch],
+    # ROW_MAJOR, DRAM: one page). Under trace capture only the former works (no host writes).
+    positions = inputs.positions_tensor
+    if positions is None:
+        positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=device,
+                                layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
     operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out, positions)
     accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
-    plan = plan_program(shape, inputs.positions, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
+    plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                         _device_noc_xy(device), device_cb_budget_bytes(device))
     _check_windows(plan)
-    addresses = Addresses(*(t.buffer_address() for t in operands))
-    program = build_program(plan, decode_requests(plan, inputs.positions, addresses), addresses.positions)
+    program = program_for(plan, Addresses(*(t.buffer_address() for t in operands)))
     # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
     # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
     ttnn.tracy_message(f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "

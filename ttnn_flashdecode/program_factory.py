@@ -135,6 +135,16 @@ class DecodeShape:
         return [int(position) + 1 for position in positions for _ in range(self.n_kv_heads)]
 
     @property
+    def planned_kv_positions(self) -> list[int]:
+        """What the program is planned for, per request (plan order): the cache's whole capacity.
+
+        Positions are not known when the program is built (the kernels read them from the
+        POSITIONS operand; under trace capture they change on every replay), so the schedule,
+        residency and runtime args assume every request at full capacity, and each slice works
+        out its own share of the live tiles on device (``Params::slice_begin``)."""
+        return [self.capacity] * self.requests
+
+    @property
     def dim_tiles(self) -> int:
         """``ceil(head_dim / 32)``."""
         return -(-self.head_dim // 32)
@@ -341,33 +351,26 @@ class Addresses:
     positions: int
 
 
-def decode_requests(plan: Plan, positions: Sequence[int], addresses: Addresses) -> list[Request]:
-    """This call's requests, in plan order (user-major), for the plan's request kind.
+def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
+    """The program's requests, in plan order (user-major), for the plan's request kind; no
+    position is needed (the kernels read them from the POSITIONS operand).
 
     decode and rows: one per (user, KV group): ``q_rows`` = the GQA ratio, the group's first Q
-    head's tile column, user ``b``'s first row ``b * rows``, ``kv_positions = positions[b] + 1``
-    (rows: the ROWS flag and ``positions`` = rows). chunk: one per (sequence, Q head): ``q_rows`` =
-    C (the CHUNK flag), the head's tile column, the sequence's first row ``b * C``,
-    ``kv_positions = positions[b] + C``, K/V of the head's KV group.
+    head's tile column, user ``b``'s first row ``b * rows``, ``user = b`` (its POSITIONS entry; rows:
+    the ROWS flag and ``positions`` = rows). chunk: one per (sequence, Q head): ``q_rows`` = C (the
+    CHUNK flag), the head's tile column, the sequence's first row ``b * C``, K/V of the head's KV
+    group. ``kv_positions`` (host accounting only, not on the wire) is the plan's assumption,
+    :attr:`DecodeShape.planned_kv_positions`.
 
     Args:
         plan: the plan.
-        positions: per user, the last position attended to by its last row (decode, rows: user
-            ``b``'s last row attends to ``0..positions[b]``), or the chunk's first position (chunk:
-            row ``r`` of sequence ``b``'s chunk is position ``positions[b] + r``).
         addresses: buffer addresses of this call's operands.
-
-    Raises:
-        ValueError: from :func:`protocol.encode` checks done later; here only a wrong
-            ``positions`` length.
     """
     shape, residency = plan.shape, plan.residency
-    if len(positions) != shape.batch:
-        raise ValueError(f"positions: expected {shape.batch} (one per user), got {len(positions)}")
     chunk = shape.kind == "chunk"
     flags = protocol.Flag.CHUNK if chunk else protocol.Flag.ROWS if shape.kind == "rows" else 0
     heads_per_request = 1 if chunk else shape.q_rows
-    kv_positions = iter(shape.kv_positions(positions))
+    kv_positions = iter(shape.planned_kv_positions)
     requests = []
     for user in range(shape.batch):
         row_tile, query_row = divmod(user * shape.rows, protocol.TILE_POSITIONS)
