@@ -38,7 +38,7 @@ def test_attention_refuses_bad_tensors(mutate, error, words):
 
 @pytest.mark.parametrize("cur_pos, error, words", [
     ([0], ValueError, ["cur_pos", "expected 2 positions", "got 1"]),
-    ([0, -1], ValueError, ["cur_pos[1]", "0 <= position < capacity 256", "got -1"]),
+    ([0, -2], ValueError, ["cur_pos[1]", "0 <= position < capacity 256", "-1 for an idle slot", "got -2"]),
     ([0, 256], ValueError, ["cur_pos[1]", "got 256"]),
     ([0, 1.5], TypeError, ["cur_pos[1]", "expected an int"]),
     (3, TypeError, ["cur_pos", "sequence"]),
@@ -166,3 +166,33 @@ def test_capacity_error_does_not_suggest_a_smaller_block_when_it_is_already_one(
     with pytest.raises(ValueError) as info:
         attention(q, k, v, cur_pos=[5, 0])
     assert "smaller block_tiles" not in str(info.value) and "multiple of 64 positions" in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(cur_pos=[0, 0], cur_pos_tensor=np.zeros(2, np.int32)), ValueError, ["cur_pos, cur_pos_tensor", "got both"]),
+    (dict(cur_pos_tensor=np.zeros(2, np.int32), chunk_start=0), ValueError, ["chunk_start", "cur_pos_tensor"]),
+    (dict(cur_pos_tensor=np.zeros(3, np.int32)), ValueError, ["cur_pos_tensor", "expected 2 positions", "got 3"]),
+    (dict(cur_pos_tensor=np.zeros(2, np.float32)), TypeError, ["cur_pos_tensor", "integer array", "float32"]),
+    (dict(cur_pos_tensor=np.array([0, 256], np.int32)), ValueError, ["cur_pos_tensor[1]", "got 256"]),
+    (dict(cur_pos_tensor=np.array([-3, 0], np.int32)), ValueError, ["cur_pos_tensor[0]", "idle", "got -3"]),
+    (dict(cur_pos_tensor=[0, 0]), TypeError, ["cur_pos_tensor", "ttnn.Tensor or a numpy int32 array", "list"]),
+])
+def test_attention_refuses_bad_cur_pos_tensor(kwargs, error, words):
+    with pytest.raises(error) as info:
+        attention(*_good(), **kwargs)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_attention_refuses_a_host_cur_pos_tensor_of_the_wrong_dtype_or_layout():
+    import ttnn
+
+    floats = ttnn.Tensor(np.zeros(2, np.float32), ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT)
+    with pytest.raises(TypeError, match="cur_pos_tensor: expected dtype int32"):
+        attention(*_good(), cur_pos_tensor=floats)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(a.shape, dtype=np.float32).astype(BF16) for a in _good())
+    ok = ttnn.Tensor(np.array([3, 200], np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT)
+    listed = attention(q, k, v, cur_pos=[3, 200])
+    assert np.abs(listed.astype(np.float32)).sum() > 0
+    assert np.array_equal(attention(q, k, v, cur_pos_tensor=ok), listed)  # the same path, the same bits

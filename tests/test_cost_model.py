@@ -44,7 +44,7 @@ def smol_model(cache):
 def _check_against_emulator(model: cm.CallModel, shape: cm.Shape, kv_per_user, split, block_tiles=None):
     report, plan = cm._run_emulated(shape, kv_per_user, split, block_tiles)
     kv = [p for p in kv_per_user for _ in range(shape.n_kv_heads)]
-    features = cm.work_features(plan.schedule, kv, plan.residency.block_tiles)
+    features = cm.work_features(plan.schedule, kv, plan.residency.block_tiles, users=len(kv_per_user))
     predicted_calls = model.core_calls(features)
     predicted_zone_calls = model.core_zone_calls(features)
     predicted_bytes = model.core_bytes(features)

@@ -94,10 +94,12 @@ def _min_slice_tiles(tiles: int | None):
 
     original = operation.schedule
     operation.schedule = functools.partial(schedule_module.schedule, min_slice_tiles=tiles)
+    operation.plan_program.cache_clear()  # plans are cached: none made under either bound may leak
     try:
         yield
     finally:
         operation.schedule = original
+        operation.plan_program.cache_clear()
 
 
 def run(
@@ -137,7 +139,7 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
             for context in contexts:
                 for batch in batches:
                     plan, kv, block_tiles = cm.op_schedule(shape, [context] * batch, dev, split=split)
-                    est = cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights)
+                    est = cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights, users=batch)
                     source, dram, noc, used = "model", est.dram_read_bytes, est.combine_noc_bytes, est.cores_used
                     emulable = dev.arch == "wormhole_b0" and dev.grid == cm._emulated_grid()
                     if emulable and batch * shape.n_kv_heads * context <= emulate_budget:

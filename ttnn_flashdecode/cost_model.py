@@ -237,6 +237,7 @@ TILE_BYTES = BFLOAT16_TILE_BYTES
 
 FEATURES = (
     "cores",              # 1 per core (kernel start-up)
+    "users",              # POSITIONS entries each core reads (4 bytes per user of the batch)
     "normalised",         # unsplit slices and split roots (slice 0): normalise, write the output rows
     "split_roots",        # split roots (slice 0): both combine passes, share the request's max
     "partials_sent",      # split slices 1..: send a partial (O, l, m) up the combine tree
@@ -281,17 +282,19 @@ def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndar
     return np.array([row.get(name, 0) for name in FEATURES], dtype=np.int64)
 
 
-def work_features(plan: Schedule, kv_positions: Sequence[int], block_tiles: int) -> np.ndarray:
+def work_features(plan: Schedule, kv_positions: Sequence[int], block_tiles: int, users: int = 1) -> np.ndarray:
     """Work features (:data:`FEATURES`) of every used core, ``[cores, len(FEATURES)]`` int64.
 
     Args:
-        plan: the schedule.
-        kv_positions: per request, live positions (the schedule's input).
+        plan: the schedule (planned from the cache's capacity: the slice counts).
+        kv_positions: per request, live positions at run time (each slice's share follows from it).
         block_tiles: the residency's block size (position tiles).
+        users: the batch (entries of the POSITIONS page every core reads).
     """
     rows = np.zeros((plan.used_cores, len(FEATURES)), dtype=np.int64)
     for core, slices in enumerate(plan.cores):
         rows[core, 0] = 1
+        rows[core, 1] = users
         for item in slices:
             rows[core] += _slice_features(int(kv_positions[item.request]), item, block_tiles)
     return rows
@@ -530,7 +533,7 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
         run_shape = dataclasses.replace(shape, n_q_heads=q_rows * n_kv, n_kv_heads=n_kv)
         report, plan = _run_emulated(run_shape, kv[:batch], split, block_tiles)
         kv_requests = [p for p in kv[:batch] for _ in range(n_kv)]
-        feature_rows.append(work_features(plan.schedule, kv_requests, plan.residency.block_tiles))
+        feature_rows.append(work_features(plan.schedule, kv_requests, plan.residency.block_tiles, users=batch))
         stats.extend(_report_rows(report, plan))
     features = np.concatenate(feature_rows)
     if np.linalg.matrix_rank(features) < len(FEATURES):
@@ -682,6 +685,7 @@ def estimate(
     dev: Device,
     *,
     weights: str = "uniform",
+    users: int = 1,
 ) -> Estimate:
     """Model one call that runs ``plan`` on ``dev`` (see the module docstring for the terms).
 
@@ -694,8 +698,9 @@ def estimate(
             per-call cost.
         dev: the device.
         weights: per-call weighting, ``"uniform"`` (default) or ``"tile-ops"``.
+        users: the batch (the POSITIONS page each core reads).
     """
-    features = work_features(plan, kv_positions, block_tiles)
+    features = work_features(plan, kv_positions, block_tiles, users)
     per_call = cost_per_call_s(seed_model, dev, weights)
     column = {name: features[:, i] for i, name in enumerate(FEATURES)}
     zone_s = {zone: model.weighted_zone_calls(features, zone, weights) * per_call for zone in COMBINE_ZONES}

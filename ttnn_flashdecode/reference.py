@@ -47,7 +47,8 @@ def attention_reference(
     * Exactly one of:
 
       - ``cur_pos`` (decode, ``R = 1``): ``B`` ints; user ``b``'s row attends to positions
-        ``0 .. cur_pos[b]`` inclusive, ``0 <= cur_pos[b] < S``;
+        ``0 .. cur_pos[b]`` inclusive, ``0 <= cur_pos[b] < S``, or ``-1``: an idle slot, whose
+        rows are zero (also with ``rows``);
       - ``cur_pos`` and ``rows`` (``R = rows``): user ``b``'s row ``j`` sits at position
         ``cur_pos[b] - R + 1 + j`` and attends to ``0`` .. that position; ``cur_pos[b] >= R - 1``;
       - ``chunk_start`` (a causal chunk, ``R = C = q rows / B``): an int for every user or ``B``
@@ -116,9 +117,9 @@ def attention_reference(
             raise ValueError(f"cur_pos: expected {batch} entries (one per user), got {len(pos)}")
         last = []
         for b, p in enumerate(pos):
-            if isinstance(p, bool) or int(p) != p or not per_user - 1 <= int(p) < cap:
-                raise ValueError(f"cur_pos[{b}]: expected an int in [{per_user - 1}, {cap - 1}], got {p!r}")
-            last.append([int(p) - per_user + 1 + j for j in range(per_user)])
+            if isinstance(p, bool) or int(p) != p or not (per_user - 1 <= int(p) < cap or int(p) == -1):
+                raise ValueError(f"cur_pos[{b}]: expected an int in [{per_user - 1}, {cap - 1}] or -1 (idle), got {p!r}")
+            last.append([] if int(p) == -1 else [int(p) - per_user + 1 + j for j in range(per_user)])
     width = q64.shape[3]
     if width == 0 or width % hd != 0:
         raise ValueError(f"q: expected last dim a positive multiple of head_dim {hd}, got {width}")
@@ -133,7 +134,7 @@ def attention_reference(
 
     group = n_q // n_kv
     qh = q64.reshape(batch, per_user, n_kv, group, hd)  # row j of user b, head h = g*group + r -> kv head g
-    out = np.empty((batch, per_user, n_kv, group, hd), dtype=np.float64)
+    out = np.zeros((batch, per_user, n_kv, group, hd), dtype=np.float64)  # an idle user's rows stay 0
     for b in range(batch):
         for j, p in enumerate(last[b]):
             live = p + 1
