@@ -65,6 +65,22 @@ class Mutation:
 
 
 MUTATIONS = [
+    # Trace-safe decode (issue 12): positions are read on device, per request, per replay.
+    Mutation("positions-entry-of-user-0", "attention_reader.cpp",
+             "const int32_t position = static_cast<int32_t>(l1_word(page, p.user));",
+             "const int32_t position = static_cast<int32_t>(l1_word(page, 0));",
+             "every request reads user 0's POSITIONS entry (the reader; compute still reads its own)",
+             tests=("tests/test_trace_safe.py::test_replay_same_program_over_tokens_matches_float64[decode-1-1]",)),
+    Mutation("idle-slot-normalised", "attention_compute.cpp",
+             "    if (!idle) {\n        recip_tile(0);",
+             "    if (true) {\n        recip_tile(0);",
+             "an idle slot's empty state is normalised: 0 * (1 / 0) is NaN in its output rows",
+             tests=("tests/test_trace_safe.py::test_idle_slots_read_no_kv_and_give_zero_rows[1]",)),
+    Mutation("position-past-cache-not-clamped", "attention_protocol.hpp",
+             "return uint32_t(live < low ? low : live > high ? high : live);",
+             "return uint32_t(live < low ? low : live);",
+             "a device-side position past the cache is not clamped: the reader walks off the end of the cache",
+             tests=("tests/test_trace_safe.py::test_replay_clamps_and_reports_positions_the_host_never_saw",)),
     Mutation("wrong-mask-index", "attention_protocol.hpp",
              "return kConstTailMaskTile + first_row;",
              "return kConstTailMaskTile + first_row - 1;",

@@ -187,3 +187,43 @@ def test_idle_slots_read_no_kv_and_give_zero_rows(split):
     kv_tile_bytes = 2 * N_KV * (HEAD_DIM // 32) * 2048  # K and V, each KV head, position tile 0
     assert at_zero.totals.dram_read_bytes - report.totals.dram_read_bytes == 2 * kv_tile_bytes
     assert report.errors == []
+
+
+@pytest.mark.requires_device
+@pytest.mark.parametrize("device_params", [{"trace_region_size": 1 << 20}], indirect=True)
+def test_trace_capture_replays_over_tokens_on_a_card(device):
+    """On a card: compile once, capture one call under ``ttnn.begin_trace_capture``, then for 16
+    tokens write only tensor contents (POSITIONS, Q, the cache) and ``execute_trace``; every token
+    matches float64. Skips without a card (never run here)."""
+    import ttnn
+
+    rng = np.random.default_rng(3)
+
+    def upload(array, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT):
+        return ttnn.Tensor(np.asarray(array, np.float32 if dtype == ttnn.bfloat16 else np.int32), dtype, layout=layout)
+
+    k_host = _bf16(rng, (BATCH, N_KV, CAPACITY, HEAD_DIM))
+    v_host = _bf16(rng, (BATCH, N_KV, CAPACITY, HEAD_DIM))
+    q_host = _bf16(rng, (1, 1, BATCH, N_Q * HEAD_DIM))
+    k, v, q = (upload(a).to(device, ttnn.DRAM_MEMORY_CONFIG) for a in (k_host, v_host, q_host))
+    positions = upload(_positions_at(0, 1), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT).to(device, ttnn.DRAM_MEMORY_CONFIG)
+    attention(q, k, v, cur_pos_tensor=positions)  # compiles outside the capture
+    trace = ttnn.begin_trace_capture(device, cq_id=0)
+    out = attention(q, k, v, cur_pos_tensor=positions)
+    ttnn.end_trace_capture(device, trace, cq_id=0)
+    try:
+        for token in range(TOKENS):
+            cur_pos = _positions_at(token, 1)
+            for user, position in enumerate(cur_pos):
+                if position != IDLE:
+                    k_host[user, :, position] = _bf16(rng, (N_KV, HEAD_DIM))
+                    v_host[user, :, position] = _bf16(rng, (N_KV, HEAD_DIM))
+            q_host = _bf16(rng, q_host.shape)
+            for host, target in ((k_host, k), (v_host, v), (q_host, q)):
+                ttnn.copy_host_to_device_tensor(upload(host), target)
+            ttnn.copy_host_to_device_tensor(upload(cur_pos, ttnn.int32, ttnn.ROW_MAJOR_LAYOUT), positions)
+            ttnn.execute_trace(device, trace, cq_id=0, blocking=True)
+            got = np.asarray(ttnn.to_layout(out.cpu(), ttnn.ROW_MAJOR_LAYOUT).to_list(), dtype=np.float64)
+            _assert_close(got, attention_reference(q_host, k_host, v_host, cur_pos=cur_pos), f"trace token {token}")
+    finally:
+        ttnn.release_trace(device, trace)
