@@ -219,9 +219,8 @@ void read_positions(uint32_t requests, uint32_t* kv_positions) {
         if (p.position_clamped(position)) {
             // A device-side value the host never saw: clamped (or idled) above, so nothing is read
             // outside the cache; reported where DPRINT reaches (the emulator's RunReport.errors).
-            DPRINT << "ERROR ttnn_flashdecode: POSITIONS[" << p.user << "] = " << position
-                   << " is outside the cache of " << p.capacity_tiles * kTilePositions << " positions; clamped to "
-                   << kv_positions[r] << " live" << ENDL();
+            DPRINT("ERROR ttnn_flashdecode: POSITIONS[{}] = {} is outside the cache of {} positions; clamped to {} live\n",
+                   p.user, position, p.capacity_tiles * kTilePositions, kv_positions[r]);
         }
     }
     cb_push_back(kCbPositions, 1);

@@ -173,7 +173,7 @@ def test_output_is_convex_combination_of_values():
         (dict(q=np.zeros((1, 1, 2, 12)), k=np.zeros((2, 2, 4, 4)), v=np.zeros((2, 2, 4, 4)), cur_pos=[0, 0]), "multiple of n_kv_heads"),
         (dict(q=np.zeros((1, 1, 2, 8)), k=np.zeros((2, 1, 4, 4)), v=np.zeros((2, 1, 4, 4)), cur_pos=[0]), "cur_pos: expected 2 entries"),
         (dict(q=np.zeros((1, 1, 2, 8)), k=np.zeros((2, 1, 4, 4)), v=np.zeros((2, 1, 4, 4)), cur_pos=[0, 4]), r"cur_pos\[1\]: expected an int in \[0, 3\]"),
-        (dict(q=np.zeros((1, 1, 2, 8)), k=np.zeros((2, 1, 4, 4)), v=np.zeros((2, 1, 4, 4)), cur_pos=[-1, 0]), r"cur_pos\[0\]"),
+        (dict(q=np.zeros((1, 1, 2, 8)), k=np.zeros((2, 1, 4, 4)), v=np.zeros((2, 1, 4, 4)), cur_pos=[-2, 0]), r"cur_pos\[0\]"),
         (dict(q=np.zeros((1, 1, 2, 8)), k=np.zeros((2, 1, 4, 4)), v=np.zeros((2, 1, 4, 4)), cur_pos=[0, 0], scale=0.0), "scale: expected"),
         (dict(q=np.zeros((1, 1, 2, 8), dtype=object), k=np.zeros((2, 1, 4, 4)), v=np.zeros((2, 1, 4, 4)), cur_pos=[0, 0]), "q: expected a float array"),
     ],
@@ -210,3 +210,15 @@ def test_max_abs_and_relative_l2():
     assert relative_l2(np.zeros(2), np.zeros(2)) == 0.0
     assert relative_l2(np.ones(2), np.zeros(2)) == float("inf")
     assert max_abs(np.ones(3, dtype=ml_dtypes.bfloat16), np.zeros(3)) == 1.0
+
+
+def test_idle_slot_rows_are_zero_and_leave_the_others_alone():
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 1, 3, 2 * 8))
+    k = rng.standard_normal((3, 1, 16, 8))
+    v = rng.standard_normal((3, 1, 16, 8))
+    out = attention_reference(q, k, v, cur_pos=[4, -1, 9])
+    assert not out[0, 0, 1].any()
+    for user, position in ((0, 4), (2, 9)):
+        alone = attention_reference(q[:, :, user:user + 1], k[user:user + 1], v[user:user + 1], cur_pos=[position])
+        assert np.array_equal(out[0, 0, user], alone[0, 0, 0])

@@ -26,10 +26,7 @@ REAL_API = Path(ttnn.__file__).resolve().parent / "tt_metal" / "hw" / "inc" / "a
 REAL_INTERNAL = REAL_API.parent / "internal"
 
 # name -> reason. Functions the emulator headers define that the installed headers do not.
-EXCEPTIONS: dict[str, str] = {
-    "ENDL": "installed api/debug/dprint.h defines ENDL as a (deprecated) struct; `DPRINT << ENDL()` is the same "
-    "call syntax, so the emulator's ENDL() function accepts exactly the kernels ttnn accepts",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 @dataclass(frozen=True)
 class Func:

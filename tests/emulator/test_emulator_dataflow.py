@@ -369,7 +369,7 @@ DPRINT_ASSERT = r"""
 #include "api/debug/dprint.h"
 void kernel_main() {
     const uint32_t v = get_arg_val<uint32_t>(0);
-    DPRINT << "v=" << v << ENDL();
+    DPRINT("v={}\n", v);
     ASSERT(v < 10);
 }
 """
@@ -391,7 +391,7 @@ PUSH_ONE_AND_SHOW = r"""
 void kernel_main() {
     cb_reserve_back(0, 1);
     cb_push_back(0, 1);
-    DPRINT << "wr=" << get_write_ptr(0) << ENDL();
+    DPRINT("wr={}\n", get_write_ptr(0));
 }
 """
 
@@ -402,7 +402,7 @@ void kernel_main() {
     cb_wait_front(0, 1);
     const uint32_t wr = get_write_ptr(0), before = get_read_ptr(0);
     cb_pop_front(0, 1);
-    DPRINT << "wr=" << wr << " rd=" << before << " rd_after=" << get_read_ptr(0) << ENDL();
+    DPRINT("wr={} rd={} rd_after={}\n", wr, before, get_read_ptr(0));
 }
 """
 

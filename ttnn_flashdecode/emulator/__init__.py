@@ -96,7 +96,7 @@ sharded/L1/runtime-field configs fail with ``static_assert``), ``.next_compile_t
 ``.get_aligned_page_size()``;
 ``get_semaphore(id)``, ``noc_semaphore_set``, ``noc_semaphore_wait``, ``noc_semaphore_wait_min``,
 ``noc_semaphore_inc``, ``noc_semaphore_set_remote``;
-``DeviceZoneScopedN(name)`` (``api/debug/kernel_profiler.hpp``); ``DPRINT << ... << ENDL()``
+``DeviceZoneScopedN(name)`` (``api/debug/kernel_profiler.hpp``); ``DPRINT("fmt {}\\n", args...)``
 (``api/debug/dprint.h``, to ``RunReport.log``); ``ASSERT(cond)`` (``api/debug/assert.h``, always
 checked, fails the run).
 

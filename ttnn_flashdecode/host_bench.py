@@ -1,0 +1,151 @@
+"""Host-path benchmark: ``python -m ttnn_flashdecode host-bench``.
+
+Measures, on this machine's CPU, what one decode call costs the host: our op before
+``ttnn.generic_op`` (validation, the cached plan and descriptor, the tensors it passes), our op
+including ``generic_op``, and ttnn's own ``ttnn.transformer.scaled_dot_product_attention_decode``
+on the same shapes with a ``cur_pos_tensor``. Without a card it runs on a MOCK device (the silicon
+check's fake tt-metal root and mock cluster descriptor, in a subprocess): ``generic_op`` then runs
+tt-metal's whole host pipeline (program cache lookup, runtime-arg override, dispatch commands to a
+mock queue) but nothing executes, so these are host figures only, never device time.
+
+Prints one row per (batch, path): median and p90 microseconds per call over ``--calls`` calls
+after ``--warmup`` calls (the first compiles).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+LINE_PREFIX = "HOSTBENCH "
+#: MiniCPM5-1B's attention (16 Q / 2 KV heads, head_dim 128) on a 2048-position cache.
+N_Q, N_KV, HEAD_DIM, CAPACITY = 16, 2, 128, 2048
+
+
+def _time_calls(call, calls: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        call()
+    seconds = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def measure(device, batch: int, calls: int = 200, warmup: int = 5) -> dict[str, list[float]]:
+    """Seconds per call for each host path at ``batch`` users on ``device`` (see the module docstring)."""
+    import ttnn
+
+    from ttnn_flashdecode import attention, operation
+
+    rng = np.random.default_rng(0)
+
+    def tensor(shape, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, values=None):
+        data = rng.standard_normal(shape, dtype=np.float32) if values is None else values
+        return ttnn.Tensor(data, dtype, layout=layout, device=device, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    q = tensor((1, 1, batch, N_Q * HEAD_DIM))
+    q_1bqd = tensor((1, batch, N_Q, HEAD_DIM))
+    k = tensor((batch, N_KV, CAPACITY, HEAD_DIM))
+    v = tensor((batch, N_KV, CAPACITY, HEAD_DIM))
+    positions = tensor((batch,), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT,
+                       np.arange(batch, dtype=np.int32) * (CAPACITY // max(batch, 1)))
+    results = {}
+    real_generic_op = ttnn.generic_op
+    operation.ttnn.generic_op = lambda tensors, program: tensors[-1]  # stop just before the launch
+    try:
+        results["ours, before generic_op"] = _time_calls(lambda: attention(q, k, v, cur_pos_tensor=positions), calls, warmup)
+    finally:
+        operation.ttnn.generic_op = real_generic_op
+    results["ours, with generic_op"] = _time_calls(lambda: attention(q, k, v, cur_pos_tensor=positions), calls, warmup)
+    scale = HEAD_DIM ** -0.5
+    results["ttnn sdpa_decode, with launch"] = _time_calls(
+        lambda: ttnn.transformer.scaled_dot_product_attention_decode(q_1bqd, k, v, cur_pos_tensor=positions, scale=scale),
+        calls, warmup)
+    return results
+
+
+def _child(batches: Sequence[int], calls: int, warmup: int) -> int:
+    import ttnn
+
+    device = ttnn.open_device(device_id=0)
+    try:
+        for batch in batches:
+            for path, seconds in measure(device, batch, calls, warmup).items():
+                print(LINE_PREFIX + json.dumps({"batch": batch, "path": path, "seconds": seconds}), flush=True)
+    finally:
+        ttnn.close_device(device)
+    return 0
+
+
+def run(batches: Sequence[int] = (1, 32), calls: int = 200, warmup: int = 5, arch: str = "wormhole_b0") -> list[dict]:
+    """Run the benchmark in a subprocess on a card when one is present, else on a mock ``arch``
+    device; returns ``[{"batch", "path", "seconds"}]``.
+
+    Raises:
+        RuntimeError: no card and no RISC-V toolchain for the mock device (the message says how to
+            install it), or the subprocess failed.
+    """
+    from ttnn_flashdecode.devices import detect_devices
+
+    args = [sys.executable, "-m", "ttnn_flashdecode.host_bench", "--child", "--calls", str(calls),
+            "--warmup", str(warmup), "--batches", ",".join(map(str, batches))]
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="ttnn-flashdecode-host-bench-") as work:
+        if detect_devices().count == 0:
+            from ttnn_flashdecode import silicon_check
+            from ttnn_flashdecode.silicon_check.fake_root import build_root
+            from ttnn_flashdecode.silicon_check.toolchain import INSTALL_HINT, missing_toolchain
+
+            missing = missing_toolchain()
+            if missing:
+                raise RuntimeError(f"no card, and the mock device needs {', '.join(missing)}: {INSTALL_HINT}")
+            env = silicon_check._environment(arch, build_root(), Path(work))
+        done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True)
+    rows = [json.loads(line[len(LINE_PREFIX):]) for line in done.stdout.splitlines() if line.startswith(LINE_PREFIX)]
+    if done.returncode != 0 or not rows:
+        raise RuntimeError(f"host-bench subprocess failed ({done.returncode}): {done.stderr[-2000:]}")
+    return rows
+
+
+def format_table(rows: Sequence[dict]) -> str:
+    lines = [f"{'batch':>5}  {'path':32}  {'median us':>9}  {'p90 us':>8}  (host CPU time per call, measured)"]
+    for row in rows:
+        seconds = sorted(row["seconds"])
+        p90 = seconds[int(0.9 * (len(seconds) - 1))]
+        lines.append(f"{row['batch']:>5}  {row['path']:32}  {statistics.median(seconds) * 1e6:9.1f}  {p90 * 1e6:8.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ttnn_flashdecode host-bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", default="1,32", help="comma-separated batch sizes (default 1,32)")
+    parser.add_argument("--calls", type=int, default=200, help="timed calls per path (default 200)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    batches = [int(b) for b in options.batches.split(",") if b]
+    if options.child:
+        return _child(batches, options.calls, options.warmup)
+    try:
+        rows = run(batches, options.calls, options.warmup)
+    except RuntimeError as error:
+        print(f"host-bench: {error}", file=sys.stderr)
+        return 3
+    print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
