@@ -174,3 +174,17 @@ def test_device_refuses_before_launch_when_l1_is_nearly_full(mock_device):
         attention(*inputs, cur_pos=[100])
     hog.deallocate()
     assert tuple(attention(*inputs, cur_pos=[100]).shape) == (1, 1, 1, 16 * 128)
+
+
+def test_host_bench_measures_three_paths_on_a_mock_device():
+    """The host-path benchmark runs end to end (no timing is asserted: it prints what it measured)."""
+    from ttnn_flashdecode import host_bench
+    from ttnn_flashdecode.silicon_check.toolchain import INSTALL_HINT, in_ci, missing_toolchain
+
+    if missing_toolchain() and not in_ci():
+        pytest.skip(f"the mock device needs the RISC-V toolchain: {INSTALL_HINT}")
+    rows = host_bench.run(batches=(2,), calls=3, warmup=1)
+    assert {row["path"] for row in rows} == {"ours, before generic_op", "ours, with generic_op",
+                                              "ttnn sdpa_decode, with launch"}
+    assert all(len(row["seconds"]) == 3 and min(row["seconds"]) > 0 for row in rows)
+    assert "median us" in host_bench.format_table(rows)

@@ -10,6 +10,7 @@ Commands:
     bench           work balance, DRAM bytes and MODELLED device time per call (no card needed).
     profile-report  per-call duration and achieved GB/s from a Tracy ops_perf_results CSV.
     silicon-check   the device path through tt-metal's JIT on mock Wormhole/Blackhole devices.
+    host-bench      MEASURED host CPU time per call, ours vs ttnn's decode op (a mock device without a card).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "bench": "work balance, DRAM bytes and modelled (not measured) device time per call",
     "profile-report": "per-call duration and achieved GB/s from tt-metal's ops_perf_results CSV",
     "silicon-check": "compile the kernels with tt-metal's JIT on mock devices (no card; nothing executes)",
+    "host-bench": "measured host CPU time per call before / with generic_op, and ttnn's own decode op",
 }
 
 
