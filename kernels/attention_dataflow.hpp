@@ -38,6 +38,16 @@ inline uint32_t l1_word(uint32_t addr, uint32_t index) {
 #endif
 }
 
+// Stores `value` into word `index` of the uint32 array at L1 address `addr` (l1_word's twin; the
+// emulator checks the word lies in CB pages this kernel has reserved).
+inline void l1_set_word(uint32_t addr, uint32_t index, uint32_t value) {
+#ifdef TT_EMULATOR
+    emu::l1_write_word(addr + index * sizeof(uint32_t), value);
+#else
+    reinterpret_cast<volatile tt_l1_ptr uint32_t*>(addr)[index] = value;
+#endif
+}
+
 // NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
 // split program hold the table).
 inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {

@@ -141,6 +141,30 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
     }
 }
 
+// Cache slots past the request's last position in its last live tile hold whatever the cache
+// holds (a recycled page: NaN, Inf). Masking does not cancel them (NaN + MASK is NaN, and P = 0
+// times V = NaN is NaN), so their rows are zeroed in L1 (after the read barrier, before the push)
+// in every dim tile of that position tile, K and V alike.
+void zero_stale_rows(uint32_t cb, const Params& p, uint32_t block) {
+    const uint32_t tail = p.tail_width();
+    const uint32_t last = p.live_tiles() - 1;
+    const uint32_t first = p.block_first_tile(block);
+    if (tail == 0 || last < first || last >= first + p.live_tiles_in_block(block)) {
+        return;
+    }
+    const uint32_t tile = get_write_ptr(cb) + (last - first) * kDimTiles * kTileBytes;
+    for (uint32_t d = 0; d < kDimTiles; ++d) {
+        for (uint32_t row = tail; row < kTilePositions; ++row) {
+            for (uint32_t half = 0; half < 2; ++half) {
+                const uint32_t face_row = tile + d * kTileBytes + face_row_offset(row, half);
+                for (uint32_t word = 0; word < kFaceRowBytes / sizeof(uint32_t); ++word) {
+                    l1_set_word(face_row, word, 0);
+                }
+            }
+        }
+    }
+}
+
 template <typename KAccessor, typename VAccessor>
 void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_reader) {
     DeviceZoneScopedN("fd-reader-kv");
@@ -149,10 +173,12 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block);
         noc_async_read_barrier();
+        zero_stale_rows(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block);
         noc_async_read_barrier();
+        zero_stale_rows(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);
     }
 }

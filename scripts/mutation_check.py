@@ -65,6 +65,12 @@ class Mutation:
 
 
 MUTATIONS = [
+    # Poisoned caches (issue 13, item 3): the stale rows of the last live tile are zeroed.
+    Mutation("stale-v-rows-kept", "attention_reader.cpp",
+             "        zero_stale_rows(kCbV, p, block);\n",
+             "",
+             "V's slots past the position keep the cache's NaN/Inf: P = 0 times NaN poisons the row",
+             tests=("tests/test_poisoned_cache.py::test_decode_ignores_poison_past_each_position[cur_pos0-1]",)),
     # Trace-safe decode (issue 12): positions are read on device, per request, per replay.
     Mutation("positions-entry-of-user-0", "attention_reader.cpp",
              "const int32_t position = static_cast<int32_t>(l1_word(page, p.user));",

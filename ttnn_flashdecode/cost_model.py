@@ -250,6 +250,7 @@ FEATURES = (
     "later_blocks",       # live blocks after a slice's first (they rescale the running state)
     "skipped_blocks",     # padding blocks (no live tile) up to a whole double block
     "masked_tiles",       # slices holding the request's partial last tile (tail mask)
+    "stale_rows",         # rows past the position in that tile, zeroed by the reader in K and V
 )
 """Work features of a core; every count the model uses is linear in them."""
 
@@ -278,6 +279,8 @@ def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndar
         later_blocks=max(live_blocks - 1, 0),
         skipped_blocks=blocks - live_blocks,
         masked_tiles=int(live > 0 and end == total_live and protocol.tail_width(kv_positions) != 0),
+        stale_rows=(protocol.TILE_POSITIONS - protocol.tail_width(kv_positions)
+                    if live > 0 and end == total_live and protocol.tail_width(kv_positions) != 0 else 0),
     )
     return np.array([row.get(name, 0) for name in FEATURES], dtype=np.int64)
 

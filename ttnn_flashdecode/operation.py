@@ -393,9 +393,9 @@ def attention(
             ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``.
         k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q``
             (bfloat16 TILE DRAM-interleaved on a device). Tiles past the last live one are never
-            read; every value in the live tiles must be finite, including cache slots past a
-            row's own position inside its last tile (they are masked, but a NaN or inf there
-            still poisons the row: ``NaN * 0`` is NaN). Allocate caches zero-filled.
+            read, and the slots past a request's position in its last live tile are zeroed in L1
+            before compute, so anything there (NaN, inf: a recycled cache) never reaches the
+            output; the positions a row attends must hold finite values.
         cur_pos: decode and ROWS: one int per user, the position of the user's last query row,
             ``0 <= cur_pos[b] < capacity`` (ROWS: ``>= rows - 1``), or -1 for an idle batch slot
             (no K/V read; its output rows are zero). Uploaded as a POSITIONS tensor: the same

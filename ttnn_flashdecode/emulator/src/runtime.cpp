@@ -865,6 +865,17 @@ uint32_t l1_read_word(uint32_t addr) {
     return value;
 }
 
+void l1_write_word(uint32_t addr, uint32_t value) {
+    Kernel& k = me();
+    bump(k, "l1_write_word");
+    std::lock_guard<std::mutex> g(t_k->run->mu);
+    if (addr % 4) raise(fmt("a uint32 L1 store at 0x%x is not 4-byte aligned", addr));
+    check_l1_range(addr, 4, "a uint32 L1 store");
+    check_cb_write(*k.core, &k, addr, 4, "a uint32 L1 store");
+    check_in_flight(*k.core, addr, 4, Access::kModifies, "a uint32 L1 store");
+    std::memcpy(k.core->l1 + addr, &value, sizeof value);
+}
+
 // ----- args / coordinates ----------------------------------------------------------------
 uint32_t arg(uint32_t idx) {
     Kernel& k = me();

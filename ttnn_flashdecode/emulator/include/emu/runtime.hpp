@@ -58,6 +58,10 @@ uint8_t* l1_ptr(uint32_t addr, uint32_t bytes);
 // the word is 4-byte aligned, inside CB pages the kernel holds (waited for or reserved), and not
 // the destination of a transfer still in flight.
 uint32_t l1_read_word(uint32_t addr);
+// A dataflow kernel's `*(volatile uint32_t*)addr = value` store to its own L1; fails unless the
+// word is 4-byte aligned, inside CB pages the kernel has reserved (as producer), and not touched
+// by a transfer still in flight.
+void l1_write_word(uint32_t addr, uint32_t value);
 
 // ---------------------------------------------------------------------------------------------
 // Added by the runtime (dataflow API, args, NoC, semaphores, profiling). Implemented in
