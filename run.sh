@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ttnn-flashdecode's two commands:
 #   ./run.sh demo [args...]         run the main job: python -m ttnn_flashdecode demo ARGS
-#   ./run.sh test [pytest args...]  run the whole test suite: python -m pytest tests ARGS
+#   ./run.sh test [pytest args...]  run the test suite: python -m pytest tests ARGS (the whole of
+#                                   tests/, unless ARGS name test files or folders themselves)
 #                                   (first installing Debian's RISC-V toolchain for the silicon
 #                                   check when run as root with apt-get)
 #
@@ -143,5 +144,11 @@ case "$command" in
     # the demo's report is the output. Set LOGURU_LEVEL / TT_LOGGER_LEVEL yourself to see them.
     demo) LOGURU_LEVEL="${LOGURU_LEVEL:-INFO}" TT_LOGGER_LEVEL="${TT_LOGGER_LEVEL:-warning}" \
         exec "$VENV/bin/python" -m ttnn_flashdecode demo "$@" ;;
-    test) exec "$VENV/bin/python" -m pytest tests "$@" ;;
+    test)
+        # `./run.sh test tests/test_x.py::case -q` runs just that; without a path, all of tests/.
+        targets=(tests)
+        for arg in "$@"; do
+            if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then targets=(); break; fi
+        done
+        exec "$VENV/bin/python" -m pytest "${targets[@]}" "$@" ;;
 esac

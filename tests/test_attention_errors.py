@@ -172,10 +172,12 @@ def test_capacity_error_does_not_suggest_a_smaller_block_when_it_is_already_one(
     (dict(cur_pos=[0, 0], cur_pos_tensor=np.zeros(2, np.int32)), ValueError, ["cur_pos, cur_pos_tensor", "got both"]),
     (dict(cur_pos_tensor=np.zeros(2, np.int32), chunk_start=0), ValueError, ["chunk_start", "cur_pos_tensor"]),
     (dict(cur_pos_tensor=np.zeros(3, np.int32)), ValueError, ["cur_pos_tensor", "expected 2 positions", "got 3"]),
-    (dict(cur_pos_tensor=np.zeros(2, np.float32)), TypeError, ["cur_pos_tensor", "integer array", "float32"]),
+    (dict(cur_pos_tensor=np.zeros(2, np.float32)), TypeError, ["cur_pos_tensor", "int32 array", "float32"]),
     (dict(cur_pos_tensor=np.array([0, 256], np.int32)), ValueError, ["cur_pos_tensor[1]", "got 256"]),
     (dict(cur_pos_tensor=np.array([-3, 0], np.int32)), ValueError, ["cur_pos_tensor[0]", "idle", "got -3"]),
     (dict(cur_pos_tensor=[0, 0]), TypeError, ["cur_pos_tensor", "ttnn.Tensor or a numpy int32 array", "list"]),
+    (dict(cur_pos_tensor=np.zeros((1, 2), np.int32)), ValueError, ["cur_pos_tensor", "expected shape [2]", "[1, 2]"]),
+    (dict(cur_pos_tensor=np.zeros(2, np.int64)), TypeError, ["cur_pos_tensor", "int32", "int64"]),
 ])
 def test_attention_refuses_bad_cur_pos_tensor(kwargs, error, words):
     with pytest.raises(error) as info:
@@ -196,3 +198,9 @@ def test_attention_refuses_a_host_cur_pos_tensor_of_the_wrong_dtype_or_layout():
     listed = attention(q, k, v, cur_pos=[3, 200])
     assert np.abs(listed.astype(np.float32)).sum() > 0
     assert np.array_equal(attention(q, k, v, cur_pos_tensor=ok), listed)  # the same path, the same bits
+
+
+def test_rows_refusal_names_cur_pos_tensor():
+    q, k, v = _good()
+    with pytest.raises(ValueError, match=r"cur_pos_tensor\[1\]: expected >= rows - 1 = 2"):
+        attention(np.repeat(q, 3, axis=2), k, v, cur_pos_tensor=np.array([3, 1], np.int32), rows=3)

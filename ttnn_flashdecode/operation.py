@@ -178,10 +178,11 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
         if height != batch * per_user:
             raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}), got {height}")
         positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
+        name = "cur_pos" if cur_pos is not None else "cur_pos_tensor"
         for user, position in enumerate(positions or ()):
             if position != IDLE and position < per_user - 1:
                 raise ValueError(
-                    f"cur_pos[{user}]: expected >= rows - 1 = {per_user - 1} (the user's first row is position "
+                    f"{name}[{user}]: expected >= rows - 1 = {per_user - 1} (the user's first row is position "
                     f"cur_pos - rows + 1), got {position}"
                 )
     else:
@@ -252,11 +253,13 @@ def _positions_tensor_values(tensor, batch: int, kind: str) -> list[int] | None:
     if isinstance(tensor, np.ndarray):
         if kind == "device":
             raise ValueError("cur_pos_tensor: expected a device tensor with device q, k, v, got a numpy array")
-        if tensor.dtype.kind not in "iu":
-            raise TypeError(f"cur_pos_tensor: expected an integer array (int32), got dtype {tensor.dtype}")
-        values = tensor.reshape(-1)
+        if tensor.dtype != np.int32:
+            raise TypeError(f"cur_pos_tensor: expected an int32 array (as ttnn's cur_pos_tensor), got dtype {tensor.dtype}")
+        if tensor.ndim != 1:
+            raise ValueError(f"cur_pos_tensor: expected shape [{batch}] (one position per user), got {list(tensor.shape)}")
+        values = tensor
     elif isinstance(tensor, ttnn.Tensor):
-        if tensor.dtype not in (ttnn.int32, ttnn.uint32):
+        if tensor.dtype != ttnn.int32:
             raise TypeError(f"cur_pos_tensor: expected dtype int32 (as ttnn's cur_pos_tensor), got {tensor.dtype}")
         on_device = tensor.storage_type() == ttnn.StorageType.DEVICE
         if on_device != (kind == "device"):
@@ -264,9 +267,8 @@ def _positions_tensor_values(tensor, batch: int, kind: str) -> list[int] | None:
                              f"got a {'device' if on_device else 'host'} tensor")
         if tensor.layout != ttnn.ROW_MAJOR_LAYOUT:
             raise ValueError(f"cur_pos_tensor: expected ROW_MAJOR layout, got {tensor.layout}")
-        volume = math.prod(tuple(tensor.shape))
-        if volume != batch:
-            raise ValueError(f"cur_pos_tensor: expected {batch} positions (one per user), got shape {list(tensor.shape)}")
+        if tuple(tensor.shape) != (batch,):
+            raise ValueError(f"cur_pos_tensor: expected shape [{batch}] (one position per user), got {list(tensor.shape)}")
         if on_device:
             config = tensor.memory_config()
             if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
