@@ -245,6 +245,11 @@ class Plan:
     accessor_args: tuple[int, ...]
     program_hash: int
 
+    def __hash__(self) -> int:
+        # The structure hash, computed once: a decode loop looks its descriptor up by (plan,
+        # addresses) on every call, and hashing the whole schedule each time cost ~20 us.
+        return self.program_hash
+
     @property
     def split(self) -> bool:
         """True when some request is cut into split-K slices."""
