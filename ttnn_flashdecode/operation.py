@@ -490,7 +490,9 @@ def attention(
 
 # ---------------------------------------------------------------- host arrays <-> tile pages
 
-def _to_numpy(tensor) -> np.ndarray:
+def to_numpy(tensor) -> np.ndarray:
+    """``tensor`` as a numpy array: itself if it is one, else a ttnn.Tensor's values (float32 for
+    bfloat16; read back from a device first), row-major."""
     if isinstance(tensor, np.ndarray):
         return tensor
     host = tensor.cpu() if tensor.storage_type() == ttnn.StorageType.DEVICE else tensor
@@ -636,7 +638,7 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
 
     shape = inputs.shape
     emu = _emulator(DEFAULT_ARCH)
-    q_np, k_np, v_np = (_to_numpy(t) for t in (q, k, v))
+    q_np, k_np, v_np = (to_numpy(t) for t in (q, k, v))
     q_pages = tiles.to_tile_bytes(_heads_padded(q_np, shape))
     kv_pages = [tiles.to_tile_bytes(t) for t in (k_np, v_np)]
     const_pages = _constant_pages(shape.head_dim, scale)
