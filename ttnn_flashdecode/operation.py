@@ -101,13 +101,14 @@ def _is_int(value) -> bool:
 
 
 def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
+    """``"decode"``, ``"rows"`` or ``"chunk"`` from which of the arguments are given (``cur_pos``
+    and ``cur_pos_tensor`` are the same positions, as a list or a tensor)."""
     if cur_pos is not None and cur_pos_tensor is not None:
         raise ValueError("cur_pos, cur_pos_tensor: expected one of them (the same positions, as a list or a tensor), got both")
     if cur_pos_tensor is not None and chunk_start is not None:
         raise ValueError("chunk_start: cur_pos_tensor is for decode and ROWS; a chunk takes chunk_start= only")
     if cur_pos is None:
         cur_pos = cur_pos_tensor
-    """``"decode"``, ``"rows"`` or ``"chunk"`` from which of the three arguments are given."""
     if chunk_start is not None:
         if cur_pos is not None:
             raise ValueError("cur_pos, chunk_start: expected one of them (cur_pos for decode and rows, chunk_start "
@@ -407,8 +408,8 @@ def attention(
             program serves every position written to it. On a device: int32, ROW_MAJOR, DRAM
             interleaved, ``batch`` entries (ttnn's ``cur_pos_tensor``); the host never reads it,
             so the kernels clamp an entry outside ``-1 .. capacity - 1`` into the cache (below -1:
-            idle) rather than read outside it. On the emulator: a numpy integer array or a host
-            ``ttnn.Tensor`` (int32), validated like ``cur_pos``.
+            idle) rather than read outside it. On the emulator: a numpy int32 array or a host
+            int32 ``ttnn.Tensor``, shape ``[batch]``, validated like ``cur_pos``.
         chunk_start: CHUNK: the chunk's first position, one int for every sequence or one per
             sequence; ``0 <= chunk_start[b] <= capacity - C``. ``None`` (default) otherwise.
         rows: ROWS: query rows per user ``P``, ``1 <= P`` and ``P * (n_q_heads // n_kv_heads)
@@ -605,7 +606,8 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
             blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
                           batch=shape.batch)
-    return _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy, l1_budget)
+    return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
+                       schedule=plan_schedule, noc_xy=noc_xy, l1_budget_bytes=l1_budget)
 
 
 @functools.lru_cache(maxsize=64)
@@ -617,12 +619,6 @@ def program_for(plan: Plan, addresses: Addresses):
         ValueError: as :func:`~ttnn_flashdecode.program_factory.build_program`.
     """
     return build_program(plan, decode_requests(plan, addresses), addresses.positions)
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_plan(shape, residency, compute, arch, grid, accessor_args, plan_schedule, noc_xy, l1_budget) -> Plan:
-    return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
-                       schedule=plan_schedule, noc_xy=noc_xy, l1_budget_bytes=l1_budget)
 
 
 @functools.lru_cache(maxsize=16)

@@ -852,14 +852,25 @@ uint8_t* l1_ptr(uint32_t addr, uint32_t bytes) {
     return k.core->l1 + addr;
 }
 
+// The checks of a dataflow kernel's uint32 load (or store) of its own L1 word at `addr`; the
+// caller holds the run's lock.
+static void check_l1_word(Kernel& k, uint32_t addr, bool store) {
+    const char* what = store ? "a uint32 L1 store" : "a uint32 L1 load";
+    if (addr % 4) raise(fmt("%s at 0x%x is not 4-byte aligned", what, addr));
+    check_l1_range(addr, 4, what);
+    if (store) {
+        check_cb_write(*k.core, &k, addr, 4, what);
+    } else {
+        check_cb_read(*k.core, &k, addr, 4, what);
+    }
+    check_in_flight(*k.core, addr, 4, store ? Access::kModifies : Access::kReads, what);
+}
+
 uint32_t l1_read_word(uint32_t addr) {
     Kernel& k = me();
     bump(k, "l1_read_word");
     std::lock_guard<std::mutex> g(t_k->run->mu);
-    if (addr % 4) raise(fmt("a uint32 L1 load at 0x%x is not 4-byte aligned", addr));
-    check_l1_range(addr, 4, "a uint32 L1 load");
-    check_cb_read(*k.core, &k, addr, 4, "a uint32 L1 load");
-    check_in_flight(*k.core, addr, 4, Access::kReads, "a uint32 L1 load");
+    check_l1_word(k, addr, /*store=*/false);
     uint32_t value;
     std::memcpy(&value, k.core->l1 + addr, sizeof value);
     return value;
@@ -869,10 +880,7 @@ void l1_write_word(uint32_t addr, uint32_t value) {
     Kernel& k = me();
     bump(k, "l1_write_word");
     std::lock_guard<std::mutex> g(t_k->run->mu);
-    if (addr % 4) raise(fmt("a uint32 L1 store at 0x%x is not 4-byte aligned", addr));
-    check_l1_range(addr, 4, "a uint32 L1 store");
-    check_cb_write(*k.core, &k, addr, 4, "a uint32 L1 store");
-    check_in_flight(*k.core, addr, 4, Access::kModifies, "a uint32 L1 store");
+    check_l1_word(k, addr, /*store=*/true);
     std::memcpy(k.core->l1 + addr, &value, sizeof value);
 }
 
