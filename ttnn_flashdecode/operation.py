@@ -117,7 +117,7 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
             raise ValueError(f"rows: expected None with chunk_start (a chunk's rows are q's rows), got {rows!r}")
         return "chunk"
     if cur_pos is None:
-        raise TypeError("attention() needs cur_pos= (decode; with rows=, ROWS) or chunk_start= (a causal chunk)")
+        raise TypeError("attention() needs cur_pos= or cur_pos_tensor= (decode; with rows=, ROWS) or chunk_start= (a causal chunk)")
     if rows is None:
         return "decode"
     if not _is_int(rows) or rows < 1:
