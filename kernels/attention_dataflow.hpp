@@ -17,15 +17,23 @@ constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles"
 static_assert(kTileBytes == 2048, "the data-movement kernels move bfloat16 tile rows");
 // Bytes of the POSITIONS operand's one page: one int32 per user (batch * 4).
 constexpr uint32_t kPositionsBytes = get_named_compile_time_arg_val("positions_bytes");
+// The KV cache's layout (attention_protocol.hpp "Paged KV cache"): all 0 for a contiguous cache.
+constexpr uint32_t kCacheBlockTiles = get_named_compile_time_arg_val("cache_block_tiles");
+constexpr uint32_t kCacheBlockPages = get_named_compile_time_arg_val("cache_block_pages");
+constexpr uint32_t kCacheBlocks = get_named_compile_time_arg_val("cache_blocks");
+constexpr uint32_t kPageTableEntries = get_named_compile_time_arg_val("page_table_entries");
+constexpr bool kPaged = kCacheBlockTiles != 0;
 
 // The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
-// program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS.
+// program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS,
+// PAGE_TABLE (a contiguous cache has none: POSITIONS' args stand in, never used).
 constexpr auto kQArgs = TensorAccessorArgs<0>();
 constexpr auto kKArgs = TensorAccessorArgs<kQArgs.next_compile_time_args_offset()>();
 constexpr auto kVArgs = TensorAccessorArgs<kKArgs.next_compile_time_args_offset()>();
 constexpr auto kConstArgs = TensorAccessorArgs<kVArgs.next_compile_time_args_offset()>();
 constexpr auto kOutArgs = TensorAccessorArgs<kConstArgs.next_compile_time_args_offset()>();
 constexpr auto kPositionsArgs = TensorAccessorArgs<kOutArgs.next_compile_time_args_offset()>();
+constexpr auto kPageTableArgs = TensorAccessorArgs<kPositionsArgs.next_compile_time_args_offset()>();
 
 // Word `index` of the uint32 array at L1 address `addr` on this core. On a device a plain load
 // (the kernel idiom); the emulator never dereferences L1 addresses, so its build (TT_EMULATOR)

@@ -104,6 +104,7 @@ enum Cb : uint32_t {
     kCbMaxOut = 20,     // split-K only: this subtree's max, for the parent (slice 0: the request's)
     kCbMaxGlobal = 21,  // split-K only, slices 1..: the request's max, copied from the parent
     kCbPositions = 22,  // the POSITIONS operand's one page (int32 per user): reader -> compute
+    kCbPageTable = 23,  // paged caches: one chunk of a user's page-table row, the reader's own
 };
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
@@ -193,6 +194,41 @@ constexpr uint32_t mask_row_tile(uint32_t width) {
     return width < kTilePositions ? kConstTailMaskTile + width : kConstCausalMaskTile + kTilePositions - 1;
 }
 constexpr uint32_t mask_row_row(uint32_t width) { return width < kTilePositions ? 0 : kTilePositions - 1; }
+
+// Paged KV cache (ttnn's paged layout): K and V are [cache blocks, n_kv_heads, block_size,
+// head_dim] TILE tensors and an int32 page table [batch, entries] (ROW_MAJOR, one page per user)
+// maps a user's position tile T to cache block table[user][T / cache_block_tiles]. Named
+// compile-time args: cache_block_tiles (block_size / 32; 0 for a contiguous cache [batch,
+// n_kv_heads, capacity, head_dim]), cache_block_pages (pages per cache block, all KV heads),
+// cache_blocks, page_table_entries. A paged request's K/V first page is its KV head's offset
+// inside a cache block (kv_head * cache_block_tiles * dim_tiles); runtime arg 2 is the page
+// table's address. The reader keeps one chunk of a user's row in L1 (CB PAGE_TABLE).
+constexpr uint32_t kPageTableChunkEntries = 256;
+
+// The page-table entry (index into the user's row) that maps position tile `tile`.
+constexpr uint32_t page_table_entry(uint32_t tile, uint32_t cache_block_tiles) { return tile / cache_block_tiles; }
+
+// Page of dim tile 0 of position tile `tile` of a request whose K (or V) region starts at page
+// `first_page`: contiguous, tile `tile` of the region; paged, tile tile % cache_block_tiles of the
+// request's KV head in cache block `cache_block` (its page-table entry).
+constexpr uint32_t cache_tile_page(uint32_t first_page, uint32_t tile, uint32_t cache_block,
+                                   uint32_t cache_block_tiles, uint32_t cache_block_pages, uint32_t dim_tiles) {
+    return cache_block_tiles == 0 ? first_page + tile * dim_tiles
+                                  : cache_block * cache_block_pages + first_page + (tile % cache_block_tiles) * dim_tiles;
+}
+
+// True when a page-table entry names a block of the cache: the reader never reads any other
+// (a device-side table the host never saw).
+constexpr bool cache_block_valid(int32_t entry, uint32_t cache_blocks) {
+    return entry >= 0 && uint32_t(entry) < cache_blocks;
+}
+
+// The chunk of a user's page-table row the reader loads to look up `entry`: its first entry, and
+// how many entries it holds (a row of `entries` entries ends the last chunk early).
+constexpr uint32_t page_table_chunk_first(uint32_t entry) { return entry / kPageTableChunkEntries * kPageTableChunkEntries; }
+constexpr uint32_t page_table_chunk_entries(uint32_t first, uint32_t entries) {
+    return entries - first < kPageTableChunkEntries ? entries - first : kPageTableChunkEntries;
+}
 
 struct Operand {
     uint32_t coord;
@@ -395,10 +431,12 @@ constexpr Params decode_words(const uint32_t* w) {
 }
 
 // Runtime-arg layout of every kernel: word 0 is the request count, word 1 the POSITIONS
-// operand's buffer address, then kWords words per request.
+// operand's buffer address, word 2 the page table's (0 for a contiguous cache), then kWords
+// words per request.
 constexpr uint32_t kArgRequestCount = 0;
 constexpr uint32_t kArgPositionsBase = 1;
-constexpr uint32_t kArgHeader = 2;
+constexpr uint32_t kArgPageTableBase = 2;
+constexpr uint32_t kArgHeader = 3;
 constexpr uint32_t request_arg_offset(uint32_t request) { return kArgHeader + request * kWords; }
 // Most requests a core can run: tt-metal guarantees 341 runtime args per kernel per core
 // (program_factory.MAX_RUNTIME_ARGS); the reader keeps one position per request.

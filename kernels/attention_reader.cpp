@@ -2,11 +2,13 @@
 // tile, fetches the constants each request needs, and streams the live K/V position tiles into the
 // double-buffered K and V circular buffers, one block at a time.
 //
-// Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS (chained,
-// in that order, same list for all three kernels); named = dim_tiles, block_tiles, tile_bytes,
-// q_width_tiles (tiles per row tile of Q and the output), inbox_slots, positions_bytes.
-// Runtime args: request count, the POSITIONS buffer address, then 16 parameter-block words per
-// request (attention_protocol.hpp).
+// Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS, PAGE_TABLE
+// (chained, in that order, same list for all three kernels); named = dim_tiles, block_tiles,
+// tile_bytes, q_width_tiles (tiles per row tile of Q and the output), inbox_slots,
+// positions_bytes, and the cache layout (cache_block_tiles, cache_block_pages, cache_blocks,
+// page_table_entries; attention_protocol.hpp "Paged KV cache").
+// Runtime args: request count, the POSITIONS buffer address, the page table's (0: contiguous),
+// then 16 parameter-block words per request (attention_protocol.hpp).
 //
 // First, once: the POSITIONS operand's one page (an int32 per user) into POSITIONS, pushed for
 // compute; the reader keeps each of its requests' kv_positions. Then per request it pushes: QSTAGE dim_tiles pages (the request's stage rows, attention_protocol.hpp
@@ -130,14 +132,73 @@ void fetch_constants(const Params& p, const Accessor& const_reader, uint32_t pag
     noc_async_read_page(first + kConstScaleTile, const_reader, pages + kConstPageScale * kTileBytes);
 }
 
-// One K or V block: the live tiles of block `block` of this slice, position-major then dim
-// (cache tile order).
+// A paged request's page-table row (its user's), one chunk at a time in the PAGE_TABLE CB page
+// at `page` (reserved once by this kernel, never pushed: no other kernel reads it).
+class PageTableRow {
+public:
+    PageTableRow(uint32_t user, uint32_t page) : user_(user), page_(page) {}
+
+    // The page-table entry of position tile `tile`, its chunk loaded first when it is not the one
+    // in L1 (a long row is never read whole; a slice reads only the chunks its tiles need).
+    int32_t entry_of(uint32_t tile) {
+        const uint32_t entry = page_table_entry(tile, kCacheBlockTiles);
+        if (entry - first_ >= count_) {
+            first_ = page_table_chunk_first(entry);
+            count_ = page_table_chunk_entries(first_, kPageTableEntries);
+            const auto reader = TensorAccessor(kPageTableArgs, get_arg_val<uint32_t>(kArgPageTableBase),
+                                               kPageTableEntries * sizeof(uint32_t));
+            noc_async_read(reader.get_noc_addr(user_, first_ * sizeof(uint32_t)), page_, count_ * sizeof(uint32_t));
+            noc_async_read_barrier();
+        }
+        return static_cast<int32_t>(l1_word(page_, entry - first_));
+    }
+
+    // Reports a bad entry once per row (a device-side table the host never saw).
+    void report(uint32_t tile, int32_t entry) {
+        if (!reported_) {
+            DPRINT("ERROR ttnn_flashdecode: page table [{}][{}] = {} is not a block of the cache ({} blocks); "
+                   "its K/V tiles read as zeros\n", user_, page_table_entry(tile, kCacheBlockTiles), entry, kCacheBlocks);
+            reported_ = true;
+        }
+    }
+
+private:
+    uint32_t user_, page_;
+    uint32_t first_ = 0, count_ = 0;  // the chunk in L1: entries [first_, first_ + count_)
+    bool reported_ = false;
+};
+
+// Zeroes `pages` pages at L1 address `addr` (a tile whose page-table entry is bad: never read).
+void zero_pages(uint32_t addr, uint32_t pages) {
+    for (uint32_t word = 0; word < pages * kTileBytes / sizeof(uint32_t); ++word) {
+        l1_set_word(addr, word, 0);
+    }
+}
+
+// One K or V block: the live tiles of block `block` of this slice, position-major then dim (cache
+// tile order), each position tile from its cache block (attention_protocol.hpp cache_tile_page).
 template <typename Accessor>
-void read_block(uint32_t cb, const Params& p, const Operand& region, const Accessor& reader, uint32_t block) {
+void read_block(uint32_t cb, const Params& p, const Operand& region, const Accessor& reader, uint32_t block,
+                PageTableRow& table) {
     const uint32_t pages = get_write_ptr(cb);
-    const uint32_t first = region.first_page() + p.block_first_tile(block) * kDimTiles;
-    for (uint32_t page = 0; page < p.live_tiles_in_block(block) * kDimTiles; ++page) {
-        noc_async_read_page(first + page, reader, pages + page * kTileBytes);
+    for (uint32_t t = 0; t < p.live_tiles_in_block(block); ++t) {
+        const uint32_t tile = p.block_first_tile(block) + t;
+        const uint32_t dst = pages + t * kDimTiles * kTileBytes;
+        uint32_t cache_block = 0;
+        if constexpr (kPaged) {
+            const int32_t entry = table.entry_of(tile);
+            if (!cache_block_valid(entry, kCacheBlocks)) {
+                table.report(tile, entry);
+                zero_pages(dst, kDimTiles);
+                continue;
+            }
+            cache_block = static_cast<uint32_t>(entry);
+        }
+        const uint32_t first = cache_tile_page(region.first_page(), tile, cache_block, kCacheBlockTiles,
+                                               kCacheBlockPages, kDimTiles);
+        for (uint32_t d = 0; d < kDimTiles; ++d) {
+            noc_async_read_page(first + d, reader, dst + d * kTileBytes);
+        }
     }
 }
 
@@ -166,17 +227,18 @@ void zero_stale_rows(uint32_t cb, const Params& p, uint32_t block) {
 }
 
 template <typename KAccessor, typename VAccessor>
-void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_reader) {
+void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_reader, uint32_t table_page) {
     DeviceZoneScopedN("fd-reader-kv");
+    PageTableRow table(p.user, table_page);
     // K before V: compute starts on a block's scores and softmax while its V is still arriving.
     for (uint32_t block = 0; block < p.blocks(); ++block) {
         cb_reserve_back(kCbK, kBlockPages);
-        read_block(kCbK, p, p.k, k_reader, block);
+        read_block(kCbK, p, p.k, k_reader, block, table);
         noc_async_read_barrier();
         zero_stale_rows(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
         cb_reserve_back(kCbV, kBlockPages);
-        read_block(kCbV, p, p.v, v_reader, block);
+        read_block(kCbV, p, p.v, v_reader, block, table);
         noc_async_read_barrier();
         zero_stale_rows(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);
@@ -265,6 +327,11 @@ void kernel_main() {
     const uint32_t requests = served_requests(get_arg_val<uint32_t>(kArgRequestCount));
     uint32_t kv_positions[kMaxRequestsPerCore];
     read_positions(requests, kv_positions);
+    uint32_t table_page = 0;
+    if constexpr (kPaged) {
+        cb_reserve_back(kCbPageTable, 1);
+        table_page = get_write_ptr(kCbPageTable);
+    }
     for (uint32_t r = 0; r < requests; ++r) {
         Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
         if (!p.valid_layout(kDimTiles, kBlockTiles)) {
@@ -313,7 +380,7 @@ void kernel_main() {
         cb_push_back(kCbQStage, kDimTiles);
         cb_push_back(kCbConst, kConstPages);
 
-        stream_kv(p, k_reader, v_reader);
+        stream_kv(p, k_reader, v_reader, table_page);
 
         if (p.split()) {
             hand_over_inbox(p, kCbMaxInbox, 1, 1);  // combine pass 1: the children's subtree maxima

@@ -163,13 +163,16 @@ def test_header_constants_match_python(decoder):
                 "M_A": "kCbMA", "M_B": "kCbMB", "L": "kCbL", "LSUM": "kCbLsum", "C": "kCbC", "O": "kCbO",
                 "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut",
                 "PARTIALS": "kCbPartials", "OUTBOX": "kCbOutbox", "MAX_INBOX": "kCbMaxInbox", "MAX_OUT": "kCbMaxOut",
-                "MAX_GLOBAL": "kCbMaxGlobal", "POSITIONS": "kCbPositions"}
+                "MAX_GLOBAL": "kCbMaxGlobal", "POSITIONS": "kCbPositions",
+                "PAGE_TABLE": "kCbPageTable"}
     assert set(cb_names) == {cb.name for cb in protocol.CB}
     for cb in protocol.CB:
         assert header[cb_names[cb.name]] == cb.value, cb
     assert header["kWords"] == protocol.WORDS
     assert header["kArgRequestCount"] == protocol.ARG_REQUEST_COUNT
     assert header["kArgPositionsBase"] == protocol.ARG_POSITIONS_BASE
+    assert header["kArgPageTableBase"] == protocol.ARG_PAGE_TABLE_BASE
+    assert header["kPageTableChunkEntries"] == protocol.PAGE_TABLE_CHUNK_ENTRIES
     assert header["kArgHeader"] == protocol.ARG_HEADER
     assert header["kMaxRuntimeArgs"] == MAX_RUNTIME_ARGS
     assert re.search(r"kMaxRequestsPerCore = \(kMaxRuntimeArgs - kArgHeader\) / kWords;", text)
@@ -288,6 +291,21 @@ FREE_FUNCTIONS = {
     # The request-count word as the kernels honour it: never more blocks than a core's args hold.
     "served_requests": lambda: [(("served_requests", c), min(c, MAX_REQUESTS_PER_CORE))
                                 for c in [*range(0, 40), 2**31, 2**32 - 1]],
+    # The page-table walk: tiles of caches with 1, 2, 4 tiles per block (block sizes 32/64/128)
+    # and a 16k-entry row; pages for contiguous and paged caches of 1..4 KV heads.
+    "page_table_entry": lambda: [(("page_table_entry", t, b), protocol.page_table_entry(t, b))
+                                 for b in (1, 2, 4, 7) for t in [*range(0, 70), 2**16 - 1, 2**20 + 3]],
+    "cache_tile_page": lambda: [
+        (("cache_tile_page", first, t, block, bt, bt * heads * d, d), protocol.cache_tile_page(first, t, block, bt, bt * heads * d, d))
+        for bt in (0, 1, 2, 4) for heads in (1, 3) for d in (1, 4) for first in {0, (heads - 1) * bt * d}
+        for t in (0, 1, 5, 63) for block in (0, 1, 999)],
+    "cache_block_valid": lambda: [(("cache_block_valid", e & 0xFFFFFFFF, n), protocol.cache_block_valid(e, n))
+                                  for n in (1, 7, 4096) for e in (-2**31, -2, -1, 0, 1, 6, 7, 4095, 4096, 2**31 - 1)],
+    "page_table_chunk_first": lambda: [(("page_table_chunk_first", e), protocol.page_table_chunk(e, 2**20)[0])
+                                       for e in [*range(0, 600, 7), 255, 256, 257, 16383]],
+    "page_table_chunk_entries": lambda: [
+        (("page_table_chunk_entries", first, n), protocol.page_table_chunk(first, n)[1])
+        for n in (1, 40, 256, 257, 1100, 16384) for first in range(0, n, protocol.PAGE_TABLE_CHUNK_ENTRIES)],
 }
 
 

@@ -157,7 +157,7 @@ def test_device_plan_fits_beside_l1_small_and_a_live_l1_tensor(mock_device):
     assert budget == empty - 32 * 2048
     shape = DecodeShape(1, 16, 2, 128, 8192)
     grid = mock_device.compute_with_storage_grid_size()
-    accessor = tuple((2, 2048) for _ in range(6))  # program_factory.OPERANDS
+    accessor = tuple((2, 2048) for _ in range(7))  # program_factory.OPERANDS
     unaware = plan_program(shape, None, 2, ComputeOptions(), "wormhole_b0", (grid.x, grid.y), accessor, lambda x, y: (x, y))
     assert l1_bytes(unaware.residency) > budget, "the case must need the allocator-aware budget"
     out = attention(*_device_inputs(mock_device), cur_pos=[8191], split=2)

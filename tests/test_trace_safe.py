@@ -74,6 +74,7 @@ class Replay:
         }
         self.emu.write_pages(self.buffers["constants"], self.const_pages)
         accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in self.buffers.values())
+        accessor_args += accessor_args[-1:]  # no page table: POSITIONS' args stand in
         plan = plan_program(self.shape, block_tiles, split, ComputeOptions(), DEFAULT_ARCH, tuple(self.emu.grid),
                             accessor_args, self.emu.worker_core_from_logical_core)
         self.program = program_for(plan, Addresses(*(b.address for b in self.buffers.values())))

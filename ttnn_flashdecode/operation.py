@@ -33,6 +33,7 @@ import ttnn
 
 from ttnn_flashdecode import constants, protocol, tiles
 from ttnn_flashdecode.program_factory import (
+    OPERANDS,
     Addresses,
     ComputeOptions,
     DecodeShape,
@@ -78,6 +79,9 @@ class _Inputs:
     positions: tuple[int, ...] | None
     kind: str  # "numpy", "host" (ttnn host tensor) or "device"
     positions_tensor: object = None  # cur_pos_tensor on a device, passed to the kernels as it is
+    #: paged cache: the page table as int32 [batch, entries] when the host can see it, else None
+    page_table: np.ndarray | None = None
+    page_table_tensor: object = None  # page_table_tensor on a device, passed to the kernels as it is
 
 
 def _shape_of(tensor) -> tuple[int, ...]:
@@ -125,7 +129,7 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
     return "rows"
 
 
-def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None) -> _Inputs:
+def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None) -> _Inputs:
     request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
     kinds = {_kind(q, "q"), _kind(k, "k"), _kind(v, "v")}
     if len(kinds) != 1:
@@ -136,13 +140,25 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
     q_shape, k_shape, v_shape = _shape_of(q), _shape_of(k), _shape_of(v)
     if len(q_shape) != 4 or q_shape[:2] != (1, 1):
         raise ValueError(f"q: expected shape [1, 1, batch, n_q_heads * head_dim], got {list(q_shape)}")
+    layout = ("[cache_blocks, n_kv_heads, block_size, head_dim] (paged: page_table_tensor given)"
+              if page_table_tensor is not None else "[batch, n_kv_heads, capacity, head_dim]")
     if len(k_shape) != 4:
-        raise ValueError(f"k: expected shape [batch, n_kv_heads, capacity, head_dim], got {list(k_shape)}")
+        raise ValueError(f"k: expected shape {layout}, got {list(k_shape)}")
     if v_shape != k_shape:
         raise ValueError(f"v: expected the shape of k {list(k_shape)}, got {list(v_shape)}")
-    batch, n_kv_heads, capacity, head_dim = k_shape
     if min(k_shape) < 1:
         raise ValueError(f"k: expected every dimension >= 1, got {list(k_shape)}")
+    page_table = None
+    cache_block_size = cache_blocks = 0
+    if page_table_tensor is None:
+        batch, n_kv_heads, capacity, head_dim = k_shape
+    else:
+        cache_blocks, n_kv_heads, cache_block_size, head_dim = k_shape
+        if cache_block_size % 32:
+            raise ValueError(f"k: expected a block size (dim 2 of a paged cache) that is a multiple of 32 (whole "
+                             f"position tiles), got {cache_block_size}")
+        batch, entries, page_table = _page_table_values(page_table_tensor, kind)
+        capacity = entries * cache_block_size
     width = q_shape[3]
     # On a device Q is a TILE-layout tensor whose heads start on tile columns (DESIGN.md §5): each
     # head takes head_dim rounded up to 32 columns, zero-padded. The emulator pads host inputs itself.
@@ -196,9 +212,77 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
         positions = _chunk_starts(chunk_start, batch, per_user, capacity)
     if kind == "device":
         _validate_device_tensors(q, k, v)
-    shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user)
+    shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
+                        cache_block_size=cache_block_size, cache_blocks=cache_blocks)
+    if page_table is not None and positions is not None:
+        _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
-    return _Inputs(shape, positions, kind, device_positions)
+    device_table = page_table_tensor if page_table_tensor is not None and page_table is None else None
+    return _Inputs(shape, positions, kind, device_positions, page_table, device_table)
+
+
+def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
+    """``(batch, entries, values)`` of ``page_table_tensor``: ``values`` an int32 ``[batch,
+    entries]`` array when the host can see it (numpy array, host ttnn.Tensor), None for a device
+    tensor (its dtype, layout and memory are checked instead).
+
+    Raises:
+        TypeError: not a numpy array or ttnn.Tensor, or not int32.
+        ValueError: not 2-D, not ROW_MAJOR DRAM interleaved, or a device tensor with host inputs
+            (or a host one with device inputs).
+    """
+    if isinstance(tensor, np.ndarray):
+        if kind == "device":
+            raise ValueError("page_table_tensor: expected a device tensor with device q, k, v, got a numpy array")
+        if tensor.dtype != np.int32:
+            raise TypeError(f"page_table_tensor: expected an int32 array (as ttnn's page_table_tensor), got dtype {tensor.dtype}")
+        values = tensor
+    elif isinstance(tensor, ttnn.Tensor):
+        if tensor.dtype != ttnn.int32:
+            raise TypeError(f"page_table_tensor: expected dtype int32 (as ttnn's page_table_tensor), got {tensor.dtype}")
+        on_device = tensor.storage_type() == ttnn.StorageType.DEVICE
+        if on_device != (kind == "device"):
+            raise ValueError(f"page_table_tensor: expected a {'device' if kind == 'device' else 'host'} tensor like q, "
+                             f"got a {'device' if on_device else 'host'} tensor")
+        if tensor.layout != ttnn.ROW_MAJOR_LAYOUT:
+            raise ValueError(f"page_table_tensor: expected ROW_MAJOR layout (one page per user), got {tensor.layout}")
+        if on_device:
+            config = tensor.memory_config()
+            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+                raise ValueError(f"page_table_tensor: expected a DRAM-interleaved tensor, got {config}")
+            if len(tensor.shape) != 2 or min(tensor.shape) < 1:
+                raise ValueError(f"page_table_tensor: expected shape [batch, blocks_per_user], got {list(tensor.shape)}")
+            return int(tensor.shape[0]), int(tensor.shape[1]), None
+        values = np.asarray(tensor.to_numpy()).astype(np.int64)
+        if values.shape != tuple(tensor.shape):
+            values = values.reshape(tuple(tensor.shape))
+    else:
+        raise TypeError(f"page_table_tensor: expected a ttnn.Tensor or a numpy int32 array, got {type(tensor).__name__}")
+    if values.ndim != 2 or min(values.shape) < 1:
+        raise ValueError(f"page_table_tensor: expected shape [batch, blocks_per_user], got {list(values.shape)}")
+    return int(values.shape[0]), int(values.shape[1]), np.ascontiguousarray(values, dtype=np.int32)
+
+
+def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> None:
+    """Every entry a request will read (the blocks holding its user's positions ``0 .. p``) names
+    a block of the cache. Entries past a user's position are never read and may hold anything
+    (-1 for unused, as serving stacks leave them).
+
+    Raises:
+        ValueError: naming the first entry outside ``0 .. cache_blocks - 1``.
+    """
+    kv = shape.kv_positions(positions)  # an idle slot (-1) reads nothing
+    per_user = len(kv) // shape.batch
+    for user in range(shape.batch):
+        live = max(kv[user * per_user:(user + 1) * per_user])
+        used = -(-live // shape.cache_block_size)
+        row = table[user, :used]
+        bad = np.flatnonzero((row < 0) | (row >= shape.cache_blocks))
+        if bad.size:
+            entry = int(bad[0])
+            raise ValueError(
+                f"page_table_tensor[{user}][{entry}]: expected a block of the cache (0..{shape.cache_blocks - 1}; "
+                f"user {user} reads entries 0..{used - 1}), got {int(row[entry])}")
 
 
 def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool,
@@ -307,7 +391,8 @@ def _validate_device_tensors(q, k, v) -> None:
 def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
                        l1_budget: int | None) -> int:
     """The largest block that fits L1 unsplit; ``requested`` validated against it when given."""
-    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats, budget_bytes=l1_budget)
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats, budget_bytes=l1_budget,
+                          paged=shape.paged)
     if fit == 0:
         where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
         raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1")
@@ -328,6 +413,7 @@ def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: in
     1 when none does."""
     at_least = upto if at_least is None else at_least
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats,
+                          paged=shape.paged,
                           budget_bytes=l1_budget)
     valid = [b for b in range(1, min(upto, fit) + 1) if shape.capacity_tiles % (2 * b) == 0]
     covering = [b for b in valid if b >= at_least]
@@ -359,6 +445,7 @@ def attention(
     *,
     cur_pos: Sequence[int] | None = None,
     cur_pos_tensor=None,
+    page_table_tensor=None,
     chunk_start: int | Sequence[int] | None = None,
     rows: int | None = None,
     scale: float | None = None,
@@ -395,7 +482,9 @@ def attention(
             columns, each head zero-padded to whole tiles; the output likewise). On the host: a numpy array (float32 or
             ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``.
         k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q``
-            (bfloat16 TILE DRAM-interleaved on a device). Tiles past the last live one are never
+            (bfloat16 TILE DRAM-interleaved on a device); with ``page_table_tensor``, a paged
+            cache ``[cache_blocks, n_kv_heads, block_size, head_dim]`` (ttnn's paged layout,
+            ``block_size`` a multiple of 32). Tiles past the last live one are never
             read, and the slots past a request's position in its last live tile are zeroed in L1
             before compute, so anything there (NaN, inf: a recycled cache) never reaches the
             output; the positions a row attends must hold finite values.
@@ -410,6 +499,16 @@ def attention(
             so the kernels clamp an entry outside ``-1 .. capacity - 1`` into the cache (below -1:
             idle) rather than read outside it. On the emulator: a numpy int32 array or a host
             int32 ``ttnn.Tensor``, shape ``[batch]``, validated like ``cur_pos``.
+        page_table_tensor: a paged cache's page table, int32 ``[batch, blocks_per_user]``:
+            user ``b``'s positions ``i * block_size .. (i + 1) * block_size - 1`` live in cache
+            block ``page_table_tensor[b][i]`` (``capacity = blocks_per_user * block_size``). The
+            reader maps each position tile through it on device, a 256-entry chunk at a time
+            (any table length), so a captured trace replays with new tables too. On a device:
+            int32, ROW_MAJOR, DRAM interleaved (ttnn's ``page_table_tensor``); the host never reads
+            it, and an entry outside ``0 .. cache_blocks - 1`` is never read (its tiles read as
+            zeros; the reader reports it). On the emulator: a numpy int32 array or a host int32
+            ``ttnn.Tensor``; the entries a call reads (a user's blocks up to its position) must be
+            blocks of the cache; later entries may hold anything (e.g. -1). Blocks may be shared.
         chunk_start: CHUNK: the chunk's first position, one int for every sequence or one per
             sequence; ``0 <= chunk_start[b] <= capacity - C``. ``None`` (default) otherwise.
         rows: ROWS: query rows per user ``P``, ``1 <= P`` and ``P * (n_q_heads // n_kv_heads)
@@ -439,8 +538,10 @@ def attention(
         ValueError: shapes disagree (``q`` rows vs batch x rows per user, ``k`` vs ``v``, width
             not a multiple of head_dim, on a device of the tile-padded head), the GQA ratio is not an integer or exceeds 32, both
             ``cur_pos`` and ``chunk_start`` (or ``cur_pos`` and ``cur_pos_tensor``, or ``rows``
-            or ``cur_pos_tensor`` with ``chunk_start``) are given, ``cur_pos_tensor`` has the wrong
-            length, layout, memory or storage (device vs host),
+            or ``cur_pos_tensor`` with ``chunk_start``) are given, ``cur_pos_tensor`` or
+            ``page_table_tensor`` has the wrong length, shape, layout, memory or storage (device vs
+            host), a paged block size that is not a multiple of 32, a page-table entry the call
+            reads that is not a block of the cache,
             ``rows`` x GQA ratio exceeds 32, a chunk longer than 32, a position is negative or
             past capacity (ROWS: below ``rows - 1``; CHUNK: the chunk runs past capacity), a cache
             whose capacity is not a whole number of double blocks (its last positions' padded
@@ -472,7 +573,7 @@ def attention(
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if split is not None and (isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 1 <= split <= protocol.MAX_SPLIT):
         raise ValueError(f"split: expected None or an int in 1..{protocol.MAX_SPLIT}, got {split!r}")
-    inputs = _validate(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor)
+    inputs = _validate(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if scale is not None and not (
         isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0
@@ -542,7 +643,8 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
     """Most split-K slices per request: bounded by the grid, word 5's byte, and the L1 left beside
     blocks of ``block_tiles`` for the inbox (one partial per level of the combine tree)."""
     for split in range(min(protocol.MAX_SPLIT, grid_cores), 1, -1):
-        residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats)
+        residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats,
+                              paged=shape.paged)
         if l1_bytes(residency) <= cb_budget_bytes(arch, l1_budget):
             return split
     return 1
@@ -567,7 +669,7 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         compute: compute-kernel options.
         arch: ``"wormhole_b0"`` or ``"blackhole"``.
         grid: compute grid ``(x, y)`` in cores.
-        accessor_args: the six operands' TensorAccessorArgs compile-time args (``program_factory.OPERANDS``).
+        accessor_args: the seven operands' TensorAccessorArgs compile-time args (``program_factory.OPERANDS``).
         noc_xy: logical core -> NoC coordinate.
         l1_budget: L1 bytes for CBs (on a device, what its allocator leaves:
             :func:`ttnn_flashdecode.residency.device_cb_budget_bytes`); default: the arch's whole free L1.
@@ -604,7 +706,7 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
             blocks = _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats, l1_budget)
         else:
             blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
-    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
+    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats, paged=shape.paged,
                           batch=shape.batch)
     return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
                        schedule=plan_schedule, noc_xy=noc_xy, l1_budget_bytes=l1_budget)
@@ -618,7 +720,7 @@ def program_for(plan: Plan, addresses: Addresses):
     Raises:
         ValueError: as :func:`~ttnn_flashdecode.program_factory.build_program`.
     """
-    return build_program(plan, decode_requests(plan, addresses), addresses.positions)
+    return build_program(plan, decode_requests(plan, addresses), addresses.positions, addresses.page_table)
 
 
 @functools.lru_cache(maxsize=16)
@@ -650,11 +752,18 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
         positions = _positions_page(inputs.positions)
         buffers.append(emu.allocate_dram(1, positions.nbytes))  # one page: the whole vector
         emu.write_pages(buffers[-1], positions)
-        accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in buffers)
+        operands = list(buffers)
+        if shape.paged:  # one page per user: its row
+            table = inputs.page_table.astype("<i4")
+            buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
+            emu.write_pages(buffers[-1], table)
+            operands.append(buffers[-1])
+        accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in operands)
+        accessor_args += (accessor_args[-1],) * (len(OPERANDS) - len(accessor_args))  # no page table: POSITIONS' stand in
         plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
                             emu.worker_core_from_logical_core)
         _check_windows(plan)
-        program = program_for(plan, Addresses(*(b.address for b in buffers)))
+        program = program_for(plan, Addresses(*(b.address for b in operands)))
         report = emu.run(program)
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), (1, 1, shape.q_height, shape.q_width_tiles * 32))
     finally:
@@ -686,7 +795,14 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
         positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=device,
                                 layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
     operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out, positions)
+    if shape.paged:
+        table = inputs.page_table_tensor
+        if table is None:
+            table = ttnn.Tensor(inputs.page_table, ttnn.int32, device=device, layout=ttnn.ROW_MAJOR_LAYOUT,
+                                mem_config=ttnn.DRAM_MEMORY_CONFIG)
+        operands += (table,)
     accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
+    accessor_args += (accessor_args[-1],) * (len(OPERANDS) - len(accessor_args))  # no page table: POSITIONS' stand in
     plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                         _device_noc_xy(device), device_cb_budget_bytes(device))
     _check_windows(plan)
@@ -696,7 +812,7 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
     ttnn.tracy_message(f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                        f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
     # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
-    return ttnn.generic_op([q, k, v, operands[3], positions, out], program)
+    return ttnn.generic_op([q, k, v, operands[3], *operands[5:], out], program)
 
 
 @functools.lru_cache(maxsize=8)

@@ -64,10 +64,12 @@ MAX_REQUESTS_PER_CORE = (MAX_RUNTIME_ARGS - protocol.ARG_HEADER) // protocol.WOR
 KERNEL_FILES = {"reader": "attention_reader.cpp", "compute": "attention_compute.cpp", "writer": "attention_writer.cpp"}
 """Kernel sources under :func:`ttnn_flashdecode.paths.kernel_dir`; names appear in profiler reports."""
 
-OPERANDS = ("q", "k", "v", "constants", "out", "positions")
+OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table")
 """Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args
 (``attention_dataflow.hpp``). ``positions``: one int32 per user, a ROW_MAJOR DRAM-interleaved
-buffer of one page (ttnn's ``cur_pos_tensor``)."""
+buffer of one page (ttnn's ``cur_pos_tensor``). ``page_table``: a paged cache's int32 page table
+``[batch, entries]``, ROW_MAJOR, one page per user; a contiguous cache has none, and the
+POSITIONS operand's args stand in (never used)."""
 
 
 KINDS = ("decode", "chunk", "rows")
@@ -83,13 +85,19 @@ class DecodeShape:
         batch: users (sequences); Q rows ``b * rows .. b * rows + rows - 1`` are user ``b``'s.
         n_q_heads, n_kv_heads: head counts; ``n_q_heads % n_kv_heads == 0`` (GQA ratio = q_rows).
         head_dim: elements per head (any >= 1; padded to ``dim_tiles * 32``).
-        capacity: positions the KV cache holds per (user, KV head).
+        capacity: positions the KV cache holds per (user, KV head); paged: the page table's
+            entries per user times ``cache_block_size``.
         kind: one of :data:`KINDS`.
         rows: query rows per user: 1 for decode; the chunk length C (1..32) for chunk; the
             positions P per user for rows (``q_rows * P <= 32``).
+        cache_block_size: paged cache: positions per cache block (a multiple of 32); 0 for a
+            contiguous cache ``[batch, n_kv_heads, capacity, head_dim]``.
+        cache_blocks: paged cache: blocks in K (and V) ``[cache_blocks, n_kv_heads,
+            cache_block_size, head_dim]``; 0 for a contiguous cache.
 
     Raises:
-        ValueError: unknown ``kind``, or ``rows`` out of its kind's range.
+        ValueError: unknown ``kind``, ``rows`` out of its kind's range, or a paged layout whose
+            block size is not a positive multiple of 32 or does not divide ``capacity``.
     """
 
     batch: int
@@ -99,8 +107,16 @@ class DecodeShape:
     capacity: int
     kind: str = "decode"
     rows: int = 1
+    cache_block_size: int = 0
+    cache_blocks: int = 0
 
     def __post_init__(self):
+        if self.cache_block_size or self.cache_blocks:
+            if self.cache_block_size <= 0 or self.cache_block_size % 32 or self.cache_blocks < 1 \
+                    or self.capacity % self.cache_block_size:
+                raise ValueError(f"paged cache: expected a block size that is a positive multiple of 32 dividing "
+                                 f"capacity {self.capacity} and >= 1 block, got block size {self.cache_block_size}, "
+                                 f"{self.cache_blocks} blocks")
         if self.kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
         ratio = self.n_q_heads // self.n_kv_heads if self.n_kv_heads > 0 else 1
@@ -108,6 +124,21 @@ class DecodeShape:
         if not 1 <= self.rows <= most:
             raise ValueError(f"rows: expected 1 <= rows <= {most} for kind {self.kind!r} "
                              f"(GQA ratio {ratio}), got {self.rows}")
+
+    @property
+    def paged(self) -> bool:
+        """True for a paged KV cache (a page table maps position tiles to cache blocks)."""
+        return self.cache_block_size > 0
+
+    @property
+    def cache_block_tiles(self) -> int:
+        """Position tiles per cache block (``cache_block_size / 32``); 0 for a contiguous cache."""
+        return self.cache_block_size // 32
+
+    @property
+    def page_table_entries(self) -> int:
+        """Entries per user of a paged cache's page table (``capacity / cache_block_size``); 0 if contiguous."""
+        return self.capacity // self.cache_block_size if self.paged else 0
 
     @property
     def q_rows(self) -> int:
@@ -268,7 +299,16 @@ class Plan:
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
                 ("exp_approx", int(self.compute.math_approx_mode)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
-                ("positions_bytes", r.positions_bytes)]
+                ("positions_bytes", r.positions_bytes), *self.cache_layout_args]
+
+    @property
+    def cache_layout_args(self) -> list[tuple[str, int]]:
+        """Named compile-time args of the KV cache's layout (``attention_protocol.hpp`` "Paged KV
+        cache"); all 0 for a contiguous cache."""
+        shape = self.shape
+        block_pages = shape.n_kv_heads * shape.cache_block_tiles * shape.dim_tiles
+        return [("cache_block_tiles", shape.cache_block_tiles), ("cache_block_pages", block_pages),
+                ("cache_blocks", shape.cache_blocks), ("page_table_entries", shape.page_table_entries)]
 
 
 def max_requests_per_core(table_words: int) -> int:
@@ -298,7 +338,7 @@ def plan_decode(
             ``(i % x, i // x)``.
         arch: ``"wormhole_b0"`` or ``"blackhole"`` (for the L1 check).
         compute: compute-kernel options.
-        accessor_args: six lists, the TensorAccessorArgs compile-time args of :data:`OPERANDS`.
+        accessor_args: seven lists, the TensorAccessorArgs compile-time args of :data:`OPERANDS`.
         schedule: slices per core (:func:`ttnn_flashdecode.schedule.schedule`), one request per
             (user, KV group) -- per (sequence, Q head) for chunk -- in user-major order.
         noc_xy: logical core ``(x, y)`` -> its NoC coordinate (``worker_core_from_logical_core``).
@@ -315,6 +355,8 @@ def plan_decode(
             f"residency: expected q_rows {shape.q_rows}, dim_tiles {shape.dim_tiles} and batch {shape.batch} for "
             f"{shape}, got q_rows {residency.q_rows}, dim_tiles {residency.dim_tiles} and batch {residency.batch}"
         )
+    if residency.paged != shape.paged:
+        raise ValueError(f"residency: expected paged={shape.paged} (the cache's layout), got paged={residency.paged}")
     check_fits(residency, arch, l1_budget_bytes)
     if len(accessor_args) != len(OPERANDS):
         raise ValueError(f"accessor_args: expected {len(OPERANDS)} lists ({', '.join(OPERANDS)}), got {len(accessor_args)}")
@@ -346,7 +388,8 @@ def plan_decode(
 
 @dataclasses.dataclass(frozen=True)
 class Addresses:
-    """Buffer addresses (bytes) of the six DRAM-interleaved operands of one call (:data:`OPERANDS`)."""
+    """Buffer addresses (bytes) of the DRAM-interleaved operands of one call (:data:`OPERANDS`);
+    ``page_table`` is 0 for a contiguous cache."""
 
     q: int
     k: int
@@ -354,6 +397,7 @@ class Addresses:
     constants: int
     out: int
     positions: int
+    page_table: int = 0
 
 
 def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
@@ -382,7 +426,10 @@ def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
         for first in range(0, shape.n_q_heads, heads_per_request):
             group = first // shape.q_rows
             q_page = row_tile * shape.q_width_tiles + first * shape.dim_tiles
-            kv_page = (user * shape.n_kv_heads + group) * shape.capacity_tiles * shape.dim_tiles
+            if shape.paged:  # the KV head's offset inside a cache block; the page table gives the block
+                kv_page = group * shape.cache_block_tiles * shape.dim_tiles
+            else:
+                kv_page = (user * shape.n_kv_heads + group) * shape.capacity_tiles * shape.dim_tiles
             requests.append(Request(
                 q_rows=shape.request_q_rows,
                 dim_tiles=shape.dim_tiles,
@@ -403,26 +450,33 @@ def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
     return requests
 
 
-def runtime_args(plan: Plan, requests: Sequence[Request], positions_address: int) -> list[list[int]]:
-    """Per-core runtime args ``[count, positions_address, words...]`` in ``plan.cores`` order: each
-    scheduled slice's request, with its split fields (word 5) filled in from the schedule.
+def runtime_args(plan: Plan, requests: Sequence[Request], positions_address: int,
+                 page_table_address: int = 0) -> list[list[int]]:
+    """Per-core runtime args ``[count, positions_address, page_table_address, words...]`` in
+    ``plan.cores`` order: each scheduled slice's request, with its split fields (word 5) filled in
+    from the schedule.
 
     Args:
         plan: the plan.
         requests: this call's requests (:func:`decode_requests`).
         positions_address: the POSITIONS operand's buffer address (bytes), runtime arg 1.
+        page_table_address: a paged cache's page-table buffer address (bytes), runtime arg 2; 0
+            for a contiguous cache.
 
     Raises:
         ValueError: a request fails :func:`protocol.encode`'s checks, the count differs from the
-            plan's, or ``positions_address`` does not fit 32 bits.
+            plan's, an address does not fit 32 bits, or a paged plan has no page table.
     """
     if len(requests) != plan.shape.requests:
         raise ValueError(f"requests: expected {plan.shape.requests}, got {len(requests)}")
-    if not 0 <= positions_address <= 0xFFFFFFFF:
-        raise ValueError(f"positions_address: expected a uint32 byte address, got {positions_address}")
+    for name, address in (("positions_address", positions_address), ("page_table_address", page_table_address)):
+        if not 0 <= address <= 0xFFFFFFFF:
+            raise ValueError(f"{name}: expected a uint32 byte address, got {address}")
+    if plan.shape.paged and page_table_address == 0:
+        raise ValueError("page_table_address: a paged cache needs its page table's address, got 0")
     per_core = []
     for slices in plan.schedule.cores:
-        args = [len(slices), positions_address]
+        args = [len(slices), positions_address, page_table_address]
         for item in slices:
             request = requests[item.request]
             if item.count > 1:
@@ -442,16 +496,18 @@ def _core_range_set(cores: Sequence[tuple[int, int]]) -> ttnn.CoreRangeSet:
     return ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(x, y), ttnn.CoreCoord(x, y)) for x, y in cores])
 
 
-def build_program(plan: Plan, requests: Sequence[Request], positions_address: int) -> ttnn.ProgramDescriptor:
+def build_program(plan: Plan, requests: Sequence[Request], positions_address: int,
+                  page_table_address: int = 0) -> ttnn.ProgramDescriptor:
     """The ``ttnn.ProgramDescriptor`` for one call: the CBs of :func:`cb_plan`, reader / compute /
     writer kernels with absolute source paths, compile-time args from the plan, runtime args from
-    ``requests`` and the POSITIONS operand's address ``positions_address`` (bytes).
+    ``requests``, the POSITIONS operand's address ``positions_address`` and (paged) the page
+    table's ``page_table_address`` (bytes).
 
     Raises:
         ValueError: as :func:`runtime_args`.
     """
     core_ranges = _core_range_set(plan.cores)
-    args = runtime_args(plan, requests, positions_address)
+    args = runtime_args(plan, requests, positions_address, page_table_address)
     cbs = [
         ttnn.CBDescriptor(
             total_size=spec.total_bytes,

@@ -80,7 +80,13 @@ __all__ = [
     "WORDS",
     "ARG_REQUEST_COUNT",
     "ARG_POSITIONS_BASE",
+    "ARG_PAGE_TABLE_BASE",
     "ARG_HEADER",
+    "PAGE_TABLE_CHUNK_ENTRIES",
+    "page_table_entry",
+    "cache_tile_page",
+    "cache_block_valid",
+    "page_table_chunk",
     "TILE_POSITIONS",
     "INTERLEAVED_BIT",
     "NO_MASK",
@@ -125,7 +131,10 @@ ARG_REQUEST_COUNT = 0
 ARG_POSITIONS_BASE = 1
 """Runtime arg 1 of every kernel: the POSITIONS operand's buffer address (bytes)."""
 
-ARG_HEADER = 2
+ARG_PAGE_TABLE_BASE = 2
+"""Runtime arg 2 of every kernel: the page table's buffer address (bytes); 0 for a contiguous cache."""
+
+ARG_HEADER = 3
 """Runtime args before the first parameter block (``kArgHeader``); request ``r``'s block starts at
 ``ARG_HEADER + r * WORDS``."""
 
@@ -206,6 +215,7 @@ class CB(enum.IntEnum):
     MAX_OUT = 20  # split-K only: a subtree's max for the parent (slice 0: the request's, for its children)
     MAX_GLOBAL = 21  # split-K only, slices 1..: the request's max, copied from the parent
     POSITIONS = 22  # the POSITIONS operand's one page (an int32 per user), reader -> compute
+    PAGE_TABLE = 23  # paged caches: one chunk of a user's page-table row (the reader's own)
 
 
 class Semaphore(enum.IntEnum):
@@ -271,6 +281,42 @@ class ConstTile(enum.IntEnum):
     TAIL_MASK = 2  # tail mask t is tile TAIL_MASK + t, t = 0..31 (t = 0 kills the whole tile)
     CAUSAL_MASK = 34  # causal mask for chunk length C is tile CAUSAL_MASK + C - 1
     COUNT = 66
+
+
+PAGE_TABLE_CHUNK_ENTRIES = 256
+"""Page-table entries the reader holds in L1 at a time (CB PAGE_TABLE, 1 KiB; ``kPageTableChunkEntries``)."""
+
+
+def page_table_entry(tile: int, cache_block_tiles: int) -> int:
+    """Index into a user's page-table row of the entry that maps position tile ``tile`` (paged
+    cache of ``cache_block_tiles`` position tiles per block)."""
+    return tile // cache_block_tiles
+
+
+def cache_tile_page(first_page: int, tile: int, cache_block: int, cache_block_tiles: int, cache_block_pages: int,
+                    dim_tiles: int) -> int:
+    """Page (tile id) of dim tile 0 of position tile ``tile`` in a K or V cache.
+
+    Contiguous (``cache_block_tiles == 0``, ``[batch, n_kv_heads, capacity, head_dim]``): tile
+    ``tile`` of the region starting at ``first_page``. Paged (``[cache blocks, n_kv_heads,
+    block_size, head_dim]``, ``cache_block_tiles = block_size / 32``, ``cache_block_pages`` pages
+    per block): tile ``tile % cache_block_tiles`` of the KV head whose offset inside a block is
+    ``first_page``, in block ``cache_block`` (the page-table entry).
+    """
+    if cache_block_tiles == 0:
+        return first_page + tile * dim_tiles
+    return cache_block * cache_block_pages + first_page + (tile % cache_block_tiles) * dim_tiles
+
+
+def cache_block_valid(entry: int, cache_blocks: int) -> bool:
+    """True when page-table ``entry`` names one of the cache's ``cache_blocks`` blocks."""
+    return 0 <= entry < cache_blocks
+
+
+def page_table_chunk(entry: int, entries: int) -> tuple[int, int]:
+    """``(first, count)``: the chunk of a row of ``entries`` entries the reader loads to look up ``entry``."""
+    first = entry // PAGE_TABLE_CHUNK_ENTRIES * PAGE_TABLE_CHUNK_ENTRIES
+    return first, min(PAGE_TABLE_CHUNK_ENTRIES, entries - first)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 
 from ttnn_flashdecode.emulator.arch import ArchSpec
-from ttnn_flashdecode.protocol import CB, MAX_SPLIT, partial_pages, tree_levels
+from ttnn_flashdecode.protocol import CB, MAX_SPLIT, PAGE_TABLE_CHUNK_ENTRIES, partial_pages, tree_levels
 
 __all__ = [
     "Residency", "CbSpec", "cb_plan", "l1_bytes", "max_block_tiles", "check_fits", "available_l1_bytes",
@@ -84,6 +84,8 @@ class Residency:
         fp32_stats: keep :data:`STATS_CBS` in float32 (4096-byte pages) instead of bfloat16.
         batch: users (sequences) of the call: the POSITIONS operand holds one int32 per user, and
             the POSITIONS CB one page of them (:attr:`positions_page_bytes`).
+        paged: the KV cache is paged: the reader holds one chunk of a user's page-table row in
+            the PAGE_TABLE CB (``PAGE_TABLE_CHUNK_ENTRIES`` int32, 1 KiB).
     """
 
     q_rows: int
@@ -93,6 +95,7 @@ class Residency:
     max_split: int = 1
     fp32_stats: bool = False
     batch: int = 1
+    paged: bool = False
 
     @property
     def positions_bytes(self) -> int:
@@ -129,7 +132,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
-    } | ({
+    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
         CB.MAX_INBOX: tree_levels(residency.max_split), CB.MAX_OUT: 1, CB.MAX_GLOBAL: 1,
@@ -154,6 +157,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
     def spec(cb: CB, pages: int) -> CbSpec:
         if cb == CB.POSITIONS:
             return CbSpec(int(cb), cb.name, INT32, residency.positions_page_bytes, pages)
+        if cb == CB.PAGE_TABLE:
+            return CbSpec(int(cb), cb.name, INT32, 4 * PAGE_TABLE_CHUNK_ENTRIES, pages)
         if residency.fp32_stats and cb in STATS_CBS:
             return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
         return CbSpec(int(cb), cb.name, FLOAT16_B, residency.tile_bytes, pages)
@@ -231,7 +236,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
     have = cb_budget_bytes(arch, budget_bytes)
     if need > have:
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
-                                  residency.fp32_stats, budget_bytes=budget_bytes)
+                                  residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -242,7 +247,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
-    budget_bytes: int | None = None,
+    budget_bytes: int | None = None, paged: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -254,13 +259,14 @@ def max_block_tiles(
         max_split: most split-K slices per request (sizes the PARTIALS inbox).
         fp32_stats: statistics CBs in float32.
         budget_bytes: L1 bytes for CBs; default ``available_l1_bytes(arch)`` (an empty L1).
+        paged: a paged KV cache (adds the PAGE_TABLE CB).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats))
-    per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats)) - base
+    base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, paged=paged))
+    per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, paged=paged)) - base
     if base > have:
         return 0
     return 1 + (have - base) // per_block_tile

@@ -133,9 +133,12 @@ headers' (``tests/emulator/test_api_conformance.py`` checks them). Every call is
 ``binary_max_tile_init``, ``binary_max_tile(i0, i1, out, VectorMode)`` (VectorMode RC, R, C);
 ``pack_tile<out_of_order>(idst, cb, index)``; ``reconfig_data_format<SrcOrder>`` (2- and 4-operand),
 ``reconfig_data_format_srca/srcb`` (1- and 2-operand), ``pack_reconfig_data_format`` (1 and 2).
-CB formats: Float16_b and Float32 (in and out), Bfp8_b (input only). Anything else fails to
-compile or fails at run time naming what is unsupported (row broadcast, REDUCE_COL/SCALAR,
-AVG/MIN, transposing copy, pack to Bfp8_b, is_fp32_dest_acc_en template != DST_ACCUM_MODE).
+CB formats: Float16_b and Float32 (in and out), Bfp8_b and Bfp4_b (input only; from a
+``ttnn.bfloat8_b`` / ``ttnn.bfloat4_b`` CBFormatDescriptor, tt::DataFormat codes 6 and 7). Other
+codes (e.g. Int32) reach dataflow kernels unchanged but the compute engine refuses them. Anything
+else fails to compile or fails at run time naming what is unsupported (row broadcast,
+REDUCE_COL/SCALAR, AVG/MIN, transposing copy, pack to Bfp8_b/Bfp4_b, is_fp32_dest_acc_en
+template != DST_ACCUM_MODE).
 
 Checks (each message names the call, the CBs and what the engine is configured for):
 any call before ``compute_kernel_hw_startup`` or a second startup; compile-time DST_ACCUM_MODE /
@@ -159,8 +162,12 @@ scaler, else 0); ``kernel_main`` returning with a DST section held (when the run
 Numerics model: DST holds bf16 (fp32 with fp32_dest_acc_en); release clears the section
 (FPU/packer read 0, MAX reduce reads -inf). Unpack: Float32 CB data enters SrcA/SrcB truncated
 to TF32 (fp32 DST) or BF16 (bf16 DST) -- also for ``copy_tile`` (unpack-to-dest is not modelled);
-bf16/Bfp8_b are exact. FPU results are rounded to nearest even into DST: matmul once per
-16-wide K half (face), reduce SUM once per 16-column half, eltwise once. Products are formed per
+bf16/Bfp8_b/Bfp4_b are exact. Block-float data become BF16 as the hardware unpacker does (isa
+FloatBitPatterns.md "Conversion routines"): magnitude 0 is +0 whatever the exponent, sign with
+magnitude 0 is 0xff80, and the normalising shift wraps the exponent mod 256; ttnn's packer emits
+neither of the last two, so its pages decode to exactly what ``ttnn.Tensor.to_numpy()`` gives
+(TT_FACTS §1). FPU results are rounded to nearest even into DST: matmul once per 16-wide K half
+(face), reduce SUM once per 16-column half, eltwise once. Products are formed per
 math-fidelity phase (isa SrcASrcB.md: SrcA 1+4 / +5 mantissa bits with its LSB ignored, SrcB
 1+6 / rest; LoFi, HiFi2, HiFi3, HiFi4 = 1..4 phases) and summed exactly. matmul: in0 -> SrcB,
 in1 -> SrcA. MAX reduce: GMPOOL scaling by the scaler's exponent only (a zero scaler datum
@@ -177,6 +184,10 @@ Known differences from silicon:
 - FPU accumulation: one rounding per K-half/column-half with exact partial sums; silicon rounds
   per fidelity phase / instruction, so bf16-DST results can differ by ~1 ulp.
 - FP32 -> BF16 unpack (bf16 DST) is modelled as truncation [unverified].
+- Unpacked BF16 bit patterns are read as IEEE: exponent 255 is +-inf/NaN here, +-(1+m)*2^128 to
+  the FPU; exponent 0 with a mantissa is a denormal here, 0 to the FPU (isa FloatBitPatterns.md).
+  Block-float data hit this only in a row with exponent 255 (ttnn packs a row holding inf/NaN
+  so), a sign-only datum (0x80) or an exponent wrap.
 - ComputeConfigDescriptor.unpack_to_dest_mode is not modelled (Float32 copy_tile goes via TF32).
 - Timing, the TRISC overlap, the SFPU's 32-lane layout and DST bank swapping are not modelled.
 - Operand routing of reduce SUM (scaler -> SrcA) follows 0.81's state_configure ordering.

@@ -65,20 +65,23 @@ inline float sfpu_store_bf16(float f) {
     return u2f(u & 0xffff0000u);
 }
 
-const char* fmt_name(DataFormat f) {
+std::string fmt_name(DataFormat f) {
     switch (f) {
         case DataFormat::Float32: return "Float32";
         case DataFormat::Float16_b: return "Float16_b";
         case DataFormat::Bfp8_b: return "Bfp8_b";
+        case DataFormat::Bfp4_b: return "Bfp4_b";
     }
-    return "unknown-format";
+    return "DataFormat(" + std::to_string(static_cast<unsigned>(f)) + ")";
 }
 
+// Bytes of one 32x32 tile; 0 for a format the engine cannot unpack or pack.
 uint32_t tile_bytes(DataFormat f) {
     switch (f) {
         case DataFormat::Float32: return 4096;
         case DataFormat::Float16_b: return 2048;
-        case DataFormat::Bfp8_b: return 1088;
+        case DataFormat::Bfp8_b: return 1088;  // 64 exponent bytes + 1024 one-byte data
+        case DataFormat::Bfp4_b: return 576;   // 64 exponent bytes + 512 bytes of two 4-bit data
     }
     return 0;
 }
@@ -89,7 +92,24 @@ inline uint32_t elem_index(uint32_t r, uint32_t c) {
     return ((r / 16) * 2 + c / 16) * kFaceElems + (r % 16) * 16 + (c % 16);
 }
 
-// Exact value of datum `i` (face layout) of a tile stored in a CB page.
+// A block-float datum (sign in bit 7, magnitude in bits 6..0, as BFP8) and its row's shared
+// exponent -> the BF16 bits the unpacker produces (isa FloatBitPatterns.md, "Conversion routines").
+// Hardware, not ttnn's host unpacker: sign with magnitude 0 gives 0xff80 (-2^128 to the FPU, -inf
+// here) and a normalising shift larger than the exponent wraps it mod 256. ttnn's packer emits
+// neither (a datum that rounds to 0 gets sign 0; kept data are normal floats), so packed pages
+// decode to exactly ttnn's own dequantized values.
+inline uint16_t bfp8_to_bf16(uint8_t datum, uint8_t exp) {
+    const uint16_t sign = datum >> 7;
+    uint8_t mag = static_cast<uint8_t>(datum << 1);
+    if (mag == 0) return sign ? 0xff80 : 0;  // exponent ignored: exponent 0, magnitude 0 is +0
+    const int lz = std::countl_zero(mag);
+    mag = static_cast<uint8_t>(mag << lz);
+    exp = static_cast<uint8_t>(exp - lz);
+    return static_cast<uint16_t>((sign << 15) | (exp << 7) | (mag & 0x7e));
+}
+
+// Exact value of datum `i` (face layout) of a tile stored in a CB page. Block-float pages hold 64
+// shared exponents (one per face row, faces 0..3), then the data in face order.
 float read_cb_datum(const PageRef& p, uint32_t i) {
     switch (p.format) {
         case DataFormat::Float32: {
@@ -102,16 +122,16 @@ float read_cb_datum(const PageRef& p, uint32_t i) {
             std::memcpy(&b, p.bytes + 2 * i, 2);
             return bf16_to_float(b);
         }
-        case DataFormat::Bfp8_b: {
-            uint32_t face = i / kFaceElems, row = (i % kFaceElems) / 16;
-            uint8_t exp = p.bytes[face * 16 + row];
-            uint8_t d = p.bytes[64 + i];
-            float mag = static_cast<float>(d & 0x7f);
-            float v = std::ldexp(mag, static_cast<int>(exp) - 127 - 6);
-            return (d & 0x80) ? -v : v;
+        case DataFormat::Bfp8_b:
+            return bf16_to_float(bfp8_to_bf16(p.bytes[64 + i], p.bytes[i / 16]));
+        case DataFormat::Bfp4_b: {
+            // Datum 0 of each byte is its low nibble (ttnn packs datum 0 into a word's LSBs).
+            const uint8_t b = p.bytes[64 + i / 2];
+            const uint8_t nibble = (i & 1) ? b >> 4 : b & 0x0f;
+            return bf16_to_float(bfp8_to_bf16(static_cast<uint8_t>(nibble << 4), p.bytes[i / 16]));
         }
     }
-    fail("compute engine: CB page has an unknown data format");
+    fail("compute engine: cannot unpack a CB page of format " + fmt_name(p.format));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -263,7 +283,7 @@ inline float fpu_round(double v) {
 // CB datum as it lands in SrcA/SrcB: Float32 -> TF32 (fp32_dest_acc_en) or BF16, by truncation.
 inline float to_src_reg(float f, DataFormat fmt) {
     if (fmt == DataFormat::Float32) return trunc_mantissa(f, eng().fp32 ? 10 : 7);
-    return f;  // Float16_b and Bfp8_b values are exact in BF16
+    return f;  // Float16_b and block-float values are exact in BF16
 }
 
 inline float unpack_src(const PageRef& p, uint32_t i) { return to_src_reg(read_cb_datum(p, i), p.format); }
@@ -289,6 +309,9 @@ inline double fpu_mul(float a_srca, float b_srcb, uint32_t fidelity) {
 
 PageRef in_page(const char* api, uint32_t cb, uint32_t itile) {
     PageRef p = front_page(cb, itile);
+    if (tile_bytes(p.format) == 0)
+        failf(api, cbn(cb) + " holds " + fmt_name(p.format) +
+                       ", which the emulator cannot unpack (it unpacks Float32, Float16_b, Bfp8_b and Bfp4_b)");
     if (p.page_bytes < tile_bytes(p.format))
         failf(api, cbn(cb) + " page size " + std::to_string(p.page_bytes) + " B is smaller than a 32x32 " +
                        fmt_name(p.format) + " tile (" + std::to_string(tile_bytes(p.format)) + " B)");
@@ -1012,8 +1035,10 @@ void pack_tile(bool out_of_order, bool is_fp32_dest_acc_en, uint32_t idst, uint3
         failf(api, cbn(cb) + " page size " + std::to_string(p.page_bytes) + " B is smaller than a 32x32 " +
                        fmt_name(p.format) + " tile");
     check_format(api, "packer", eng().pack, cb, p.format, "pack_reconfig_data_format");
-    if (p.format == DataFormat::Bfp8_b)
-        failf(api, "packing to Bfp8_b is not supported by the emulator (Bfp8_b is decode-only)");
+    if (p.format != DataFormat::Float32 && p.format != DataFormat::Float16_b)
+        failf(api, "packing to " + fmt_name(p.format) + " (" + cbn(cb) +
+                       ") is not supported by the emulator: it packs Float32 and Float16_b; Bfp8_b and Bfp4_b "
+                       "are decode-only");
     const bool mask = eng().reduce_mask;
     for (uint32_t i = 0; i < kTileElems; ++i) {
         float v = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);

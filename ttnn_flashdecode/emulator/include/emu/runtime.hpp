@@ -8,8 +8,9 @@
 
 namespace emu {
 
-// tt::DataFormat codes (tt_metal/hw/inc/internal/tt-1xx/*/tensix_types.h).
-enum class DataFormat : uint8_t { Float32 = 0, Float16_b = 5, Bfp8_b = 6 };
+// tt::DataFormat codes (tt_metal/hw/inc/internal/tt-1xx/*/tensix_types.h). A CB may carry any other
+// code (e.g. Int32 = 8 for dataflow-only CBs); the compute engine refuses to unpack or pack those.
+enum class DataFormat : uint8_t { Float32 = 0, Float16_b = 5, Bfp8_b = 6, Bfp4_b = 7 };
 
 enum class KernelRole : uint8_t { Reader = 0, Writer = 1, Compute = 2 };
 
