@@ -238,3 +238,97 @@ def test_tile_bytes_equal_ttnn_host_tilize(mock_cluster, shape, dtype_name):
         f"{mismatched.size} bytes differ; first at byte {mismatched[0]}: ttnn {theirs[mismatched[0]]}, "
         f"ours {ours.reshape(-1)[mismatched[0]]}"
     )
+
+
+# --- block-float pages (bfloat8_b, bfloat4_b), packed by ttnn ------------------------------
+
+BLOCK_FLOAT = ["bfloat8_b", "bfloat4_b"]
+
+
+def _hard_block_float_values(shape, seed=0) -> np.ndarray:
+    """float32 values over many binades per face row, with zeros, negatives and a zero row."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-40, 40, shape))
+    x.reshape(-1)[::5] = 0.0
+    x[..., 0, :] = 0.0
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(32, 32), (1, 1, 64, 128), (2, 3, 64, 96), (3, 40, 50), (1, 1, 1, 96)])
+@pytest.mark.parametrize("name", BLOCK_FLOAT)
+def test_block_float_pages_equal_ttnn_tensor_bytes(mock_cluster, shape, name):
+    """Our pages are byte for byte the buffer of ttnn.Tensor(x, dtype, TILE_LAYOUT), padding included."""
+    import ttnn
+
+    x = _hard_block_float_values(shape, seed=sum(shape))
+    ours = tiles.to_block_float_tile_bytes(x, name)
+    assert ours.dtype == np.uint8 and ours.shape == (tiles.tile_count(shape), tiles.BLOCK_FLOAT_TILE_BYTES[name])
+    tensor = ttnn.Tensor(x, getattr(ttnn, name), layout=ttnn.TILE_LAYOUT)
+    theirs = np.from_dlpack(tensor.host_buffer().get_shard(ttnn.MeshCoordinate(0, 0))).view(np.uint8)
+    mismatched = np.flatnonzero(theirs != ours.reshape(-1))
+    assert mismatched.size == 0, f"{mismatched.size} bytes differ; first at byte {mismatched[0]}"
+    # A block-float tensor gives its own bytes back, with the dtype as ttnn names it too.
+    np.testing.assert_array_equal(tiles.to_block_float_tile_bytes(tensor, getattr(ttnn, name)), ours)
+
+
+@pytest.mark.parametrize("name", BLOCK_FLOAT)
+def test_block_float_values_equal_ttnn_round_trip(mock_cluster, name):
+    """float64 references: the values are float32(x) through ttnn's pack and unpack, bit for bit."""
+    import ttnn
+
+    x = _hard_block_float_values((2, 64, 96), seed=3).astype(np.float64) * (1 + 2.0**-30)
+    got = tiles.block_float_values(x, name)
+    want = ttnn.Tensor(x.astype(np.float32), getattr(ttnn, name), layout=ttnn.TILE_LAYOUT).to_numpy()
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    pages = tiles.to_block_float_tile_bytes(x, name)
+    np.testing.assert_array_equal(tiles.from_block_float_tile_bytes(pages.tobytes(), x.shape, name), got)
+
+
+def test_block_float_page_layout_by_hand(mock_cluster):
+    """Exponents per face row first; bfp8 one sign-magnitude byte per datum, bfp4 datum 0 in the low nibble."""
+    x = np.zeros((32, 32), np.float32)
+    x[0, :2] = [1.0, -0.5]  # f0 row 0: exponent 127; 1.0 = 0x40 (hidden bit), -0.5 = sign | 0x20
+    x[0, 16] = 3.0  # f1 row 0: exponent 128
+    x[17, 0] = 2.0**-100  # f2 row 1
+    b8 = tiles.to_block_float_tile_bytes(x, "bfloat8_b")[0]
+    b4 = tiles.to_block_float_tile_bytes(x, "bfloat4_b")[0]
+    for page in (b8, b4):
+        assert page[0] == 127 and page[16] == 128 and page[32 + 1] == 27 and page[1] == 0  # zero row: exponent 0
+    assert b8[64] == 0x40 and b8[65] == 0x80 | 0x20 and b8[64 + 256] == 0x60  # 3.0 = 0x60 * 2^(128-133)
+    assert b4[64] == 0x4 | (0x8 | 0x2) << 4 and b4[64 + 128] == 0x6  # value = mag * 2^(exp-127-2)
+
+
+def test_block_float_rejects_bad_arguments(mock_cluster):
+    import ttnn
+
+    with pytest.raises(ValueError, match="bfloat8_b or bfloat4_b"):
+        tiles.to_block_float_tile_bytes(np.zeros((32, 32)), "bfloat16")
+    pages = tiles.to_block_float_tile_bytes(np.zeros((32, 32)), "bfloat4_b")
+    with pytest.raises(ValueError, match="expected 1152 bytes"):
+        tiles.from_block_float_tile_bytes(pages, (32, 64), "bfloat4_b")
+    with pytest.raises(ValueError, match="uint8"):
+        tiles.from_block_float_tile_bytes(pages.view(np.uint32), (32, 32), "bfloat4_b")
+    tensor = ttnn.Tensor(np.zeros((32, 32), np.float32), ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT)
+    with pytest.raises(ValueError, match="dtype bfloat4_b"):
+        tiles.to_block_float_tile_bytes(tensor, "bfloat4_b")
+    with pytest.raises(ValueError, match="dtype bfloat8_b"):
+        tiles.to_block_float_tile_bytes(ttnn.Tensor(np.zeros((32, 32), np.float32), ttnn.float32), "bfloat8_b")
+
+
+def test_block_float_without_context_names_the_mock_cluster(tmp_path):
+    """Without a card and without TT_METAL_MOCK_CLUSTER_DESC_PATH, ttnn's packer cannot run: the error says what to set."""
+    import glob
+    import os
+    import subprocess
+    import sys
+
+    if glob.glob("/dev/tenstorrent/*"):
+        pytest.skip("a Tenstorrent card is present: the packer has a context")
+    env = {k: v for k, v in os.environ.items() if k != "TT_METAL_MOCK_CLUSTER_DESC_PATH"}
+    code = ("import numpy as np; from ttnn_flashdecode import tiles\n"
+            "try:\n    tiles.to_block_float_tile_bytes(np.ones((32, 32)), 'bfloat8_b')\n"
+            "except RuntimeError as e:\n    print('HINT', e)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=120)
+    assert "HINT" in run.stdout and "TT_METAL_MOCK_CLUSTER_DESC_PATH=" in run.stdout, run.stdout + run.stderr[-2000:]

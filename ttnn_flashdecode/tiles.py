@@ -14,7 +14,15 @@ checks that):
 * A tile is one page: 1024 elements, 2048 bytes in bfloat16, 4096 bytes in float32,
   little-endian.
 
-Everything here is pure, vectorised numpy (one reshape/transpose copy per call), so it is
+Block-float tiles (``ttnn.bfloat8_b`` / ``ttnn.bfloat4_b``, tt::DataFormat Bfp8_b / Bfp4_b) are
+one page per tile as well: 64 shared exponents (one byte per face row, faces f0..f3, rows 0..15),
+then the 1024 data in face order, one byte each (bfp8, 1088 B) or two per byte, datum 0 in the
+low nibble (bfp4, 576 B). :func:`to_block_float_tile_bytes` packs with ttnn's own host packer, so
+the pages are byte for byte what a ``ttnn.Tensor(x, ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT)``
+holds (TT_FACTS §1). That packer needs tt-metal's context: without a card, set
+``TT_METAL_MOCK_CLUSTER_DESC_PATH`` (see :func:`to_block_float_tile_bytes`).
+
+Everything else here is pure, vectorised numpy (one reshape/transpose copy per call), so it is
 usable on whole KV caches such as ``[32, 8, 8192, 128]``.
 
 Example:
@@ -54,6 +62,10 @@ __all__ = [
     "untilize",
     "to_tile_bytes",
     "from_tile_bytes",
+    "BLOCK_FLOAT_TILE_BYTES",
+    "to_block_float_tile_bytes",
+    "from_block_float_tile_bytes",
+    "block_float_values",
 ]
 
 TILE_ROWS = 32
@@ -275,3 +287,162 @@ def from_tile_bytes(data, shape: Sequence[int], dtype=ml_dtypes.bfloat16) -> np.
         )
     bits = raw.view(_LITTLE_ENDIAN_BITS[dtype]).astype(_LITTLE_ENDIAN_BITS[dtype].newbyteorder("="), copy=False)
     return untilize(bits.view(dtype), shape)
+
+
+# --- block-float tiles (bfloat8_b, bfloat4_b), through ttnn's host packer -----------------
+
+#: Bytes of one 32x32 block-float tile, by ttnn dtype name: 64 exponent bytes + the data.
+BLOCK_FLOAT_TILE_BYTES = {"bfloat8_b": 64 + 1024, "bfloat4_b": 64 + 512}
+_BFP_BITS = {"bfloat8_b": 8, "bfloat4_b": 4}
+
+
+def _dtype_name(dtype) -> str:
+    """A dtype's ttnn name: the string itself, or ``"bfloat8_b"`` for ``ttnn.bfloat8_b`` ("DataType.BFLOAT8_B")."""
+    return dtype if isinstance(dtype, str) else str(dtype).rsplit(".", 1)[-1].lower()
+
+
+def _block_float_name(dtype) -> str:
+    """``"bfloat8_b"`` / ``"bfloat4_b"`` from that string or ``ttnn.bfloat8_b`` / ``ttnn.bfloat4_b``."""
+    name = _dtype_name(dtype)
+    if name not in BLOCK_FLOAT_TILE_BYTES:
+        raise ValueError(f"expected a block-float dtype bfloat8_b or bfloat4_b, got {dtype!r}")
+    return name
+
+
+def _ttnn_bfp(name: str, direction: str, data: np.ndarray) -> np.ndarray:
+    """ttnn's ``bfp_utils.{pack,unpack}_bfp{8,4}`` on face-ordered tiles, with a hint when there is no
+    tt-metal context (the packer asks tt-metal's HAL for the L1 alignment, and the HAL needs chips)."""
+    import ttnn
+
+    fn = getattr(ttnn._ttnn.bfp_utils, f"{direction}_bfp{_BFP_BITS[name]}")
+    try:
+        if direction == "pack":
+            return fn(data, row_major_input=False, is_exp_a=False)
+        return fn(data, row_major_output=False, is_exp_a=False)
+    except RuntimeError as error:
+        if "No chips detected" not in str(error) and "num_chips > 0" not in str(error):
+            raise
+        from ttnn_flashdecode.devices import MOCK_CLUSTER_ENV
+        from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
+
+        raise RuntimeError(
+            f"ttnn's {name} packer needs tt-metal's context, which found no chips; without a card set "
+            f"{MOCK_CLUSTER_ENV}={mock_cluster_descriptor('wormhole_b0')} before ttnn first needs it "
+            f"(once per process)"
+        ) from error
+
+
+def _tensor_block_float_bytes(tensor, name: str) -> np.ndarray:
+    """The raw pages of a ttnn.Tensor of dtype ``name`` in TILE layout (read back from a device first)."""
+    import ttnn
+
+    if _dtype_name(tensor.dtype) != name:
+        raise ValueError(f"expected a ttnn.Tensor of dtype {name}, got {tensor.dtype}")
+    if tensor.layout != ttnn.TILE_LAYOUT:
+        raise ValueError(f"expected a ttnn.Tensor in TILE layout, got {tensor.layout}")
+    if list(tensor.tile.tile_shape) != [TILE_ROWS, TILE_COLS]:
+        raise ValueError(f"expected 32x32 tiles, got a tile shape of {list(tensor.tile.tile_shape)}")
+    if tensor.storage_type() == ttnn.StorageType.DEVICE:
+        tensor = tensor.cpu()
+    # A host tensor has one shard, at (0, 0): its buffer, page after page, exposed through DLPack.
+    raw = np.from_dlpack(tensor.host_buffer().get_shard(ttnn.MeshCoordinate(0, 0))).view(np.uint8)
+    shape = tuple(tensor.shape)
+    expected = tile_count(shape) * BLOCK_FLOAT_TILE_BYTES[name]
+    if raw.size != expected:
+        raise ValueError(f"expected {expected} bytes for a {name} tensor of shape {shape}, its buffer has {raw.size}")
+    return raw.reshape(-1, BLOCK_FLOAT_TILE_BYTES[name]).copy()
+
+
+def to_block_float_tile_bytes(values, dtype) -> np.ndarray:
+    """Convert an array, or a block-float ttnn.Tensor, into its block-float TILE-layout pages.
+
+    Parameters:
+        values: a ``[..., rows, cols]`` floating-point array (float16/32/64 or bfloat16; rows and
+            cols are zero-padded to whole tiles as in :func:`tilize`; float64 is first rounded to
+            float32, since ttnn packs float32), or a ``ttnn.Tensor`` of dtype ``dtype`` in TILE
+            layout with 32x32 tiles (host or device), whose raw buffer is returned as is.
+        dtype: ``"bfloat8_b"`` / ``"bfloat4_b"`` or ``ttnn.bfloat8_b`` / ``ttnn.bfloat4_b``.
+
+    Returns:
+        A ``uint8`` array ``[n_tiles, page_bytes]``, ``page_bytes`` 1088 (bfloat8_b) or 576
+        (bfloat4_b), tiles in :func:`to_tile_bytes` order (leading dims row-major, then tile rows,
+        then tile columns). Each page is 64 shared exponents (one per face row, f0..f3), then the
+        data in face order: bfloat8_b ``sign<<7 | 7-bit magnitude``, value
+        ``±mag * 2**(exp - 127 - 6)``; bfloat4_b ``sign<<3 | 3-bit magnitude``, datum 0 in the low
+        nibble, value ``±mag * 2**(exp - 127 - 2)``. Packed by ttnn's host packer
+        (``ttnn._ttnn.bfp_utils.pack_bfp8/pack_bfp4`` on the face-ordered float32 tiles): equal,
+        byte for byte, to the buffer of ``ttnn.Tensor(x, dtype, layout=ttnn.TILE_LAYOUT)``.
+
+    Raises:
+        ValueError: ``dtype`` is not block-float; ``values`` is not floating point or has fewer
+            than 2 dims; a tensor of another dtype, layout or tile shape.
+        RuntimeError: no tt-metal context (no card and ``TT_METAL_MOCK_CLUSTER_DESC_PATH`` unset;
+            every ttnn packing call, ``ttnn.Tensor(x, ttnn.bfloat8_b, ...)`` included, needs it).
+    """
+    name = _block_float_name(dtype)
+    if not isinstance(values, np.ndarray) and hasattr(values, "host_buffer"):
+        return _tensor_block_float_bytes(values, name)
+    array = np.asarray(values)
+    _check_values(array, "array")
+    page = BLOCK_FLOAT_TILE_BYTES[name]
+    flat = tilize(array, np.float32).reshape(-1)
+    if flat.size == 0:
+        return np.zeros((0, page), np.uint8)
+    return _ttnn_bfp(name, "pack", flat).view(np.uint8).reshape(-1, page)
+
+
+def from_block_float_tile_bytes(data, shape: Sequence[int], dtype) -> np.ndarray:
+    """Dequantize block-float TILE-layout pages to a row-major float32 array, as ttnn does.
+
+    Parameters:
+        data: the pages: ``bytes``, ``bytearray``, ``memoryview`` or a ``uint8`` array of any shape
+            (e.g. the ``[n_tiles, page_bytes]`` of :func:`to_block_float_tile_bytes`).
+        shape: the logical shape ``[..., rows, cols]`` in elements.
+        dtype: ``"bfloat8_b"`` / ``"bfloat4_b"`` or ``ttnn.bfloat8_b`` / ``ttnn.bfloat4_b``.
+
+    Returns:
+        A new float32 array of ``shape``: ttnn's host unpacker
+        (``ttnn._ttnn.bfp_utils.unpack_bfp8/unpack_bfp4``), the values ``Tensor.to_numpy()`` gives.
+
+    Raises:
+        ValueError: ``dtype`` is not block-float, ``data`` is a non-``uint8`` array, ``shape`` is
+            invalid, or ``data`` is not ``tile_count(shape) * page_bytes`` bytes long.
+        RuntimeError: no tt-metal context, as for :func:`to_block_float_tile_bytes`.
+    """
+    name = _block_float_name(dtype)
+    shape = _check_shape(shape)
+    if isinstance(data, np.ndarray):
+        if data.dtype != np.uint8:
+            raise ValueError(f"expected a uint8 array of tile bytes, got {data.dtype}")
+        raw = np.ascontiguousarray(data).reshape(-1)
+    else:
+        raw = np.frombuffer(data, dtype=np.uint8)
+    page = BLOCK_FLOAT_TILE_BYTES[name]
+    expected = tile_count(shape) * page
+    if raw.size != expected:
+        raise ValueError(
+            f"expected {expected} bytes ({tile_count(shape)} {name} tiles of {page}) for shape {shape}, got {raw.size}"
+        )
+    if raw.size == 0:
+        return np.zeros(shape, np.float32)
+    words = np.require(raw.view("<u4"), requirements=["C", "A"])
+    return untilize(_ttnn_bfp(name, "unpack", words).astype(np.float32, copy=False), shape)
+
+
+def block_float_values(values, dtype) -> np.ndarray:
+    """The float32 values ttnn stores for ``values`` in ``dtype``: its pack then unpack round trip.
+
+    Parameters:
+        values: as for :func:`to_block_float_tile_bytes` (an array, or a block-float ttnn.Tensor).
+        dtype: ``"bfloat8_b"`` / ``"bfloat4_b"`` or ``ttnn.bfloat8_b`` / ``ttnn.bfloat4_b``.
+
+    Returns:
+        A new float32 array of the logical shape of ``values``, equal to
+        ``ttnn.Tensor(x, dtype, layout=ttnn.TILE_LAYOUT).to_numpy()``; use it (as float64) as the
+        reference input of a block-float K/V cache.
+
+    Raises:
+        As :func:`to_block_float_tile_bytes`.
+    """
+    shape = tuple(values.shape)
+    return from_block_float_tile_bytes(to_block_float_tile_bytes(values, dtype), shape, dtype)

@@ -477,6 +477,90 @@ int main() {
              reconfig_data_format_srca(3);
              copy_tile(3, 0, 0);
          }},
+        {"block_float_decode_follows_the_unpacker",
+         [] {
+             // Hand-made pages, decoded as the hardware does (isa FloatBitPatterns.md "Conversion
+             // routines"); the pages ttnn packs are checked against ttnn in test_emulator_block_float.py.
+             // Face 0 row r holds case r: {exponent, datum 0, datum 1, want 0, want 1}.
+             const double inf = INFINITY;
+             struct Row { uint8_t exp, d0, d1; double w0, w1; };
+             const std::vector<Row> bfp8 = {
+                 {0, 0x00, 0x80, 0.0, -inf},            // magnitude 0: +0; sign only: 0xff80
+                 {200, 0x00, 0x00, 0.0, 0.0},           // magnitude 0 is 0 whatever the exponent
+                 {127, 0x40, 0xc0, 1.0, -1.0},          // hidden bit in bit 6: value mag * 2^(exp-133)
+                 {130, 0x7f, 0x01, 127.0 / 8, 1.0 / 8},
+                 {2, 0x40, 0x01, std::ldexp(1.0, -125), std::ldexp(1.0, 125)},  // shift 6 > exp 2: wraps
+                 {255, 0x40, 0x60, inf, NAN},           // exponent 255: BF16 inf / NaN patterns
+                 {254, 0x7f, 0x3f, std::ldexp(127.0, 127 - 6), std::ldexp(63.0, 127 - 6)},
+             };
+             const std::vector<Row> bfp4 = {
+                 {0, 0x0, 0x8, 0.0, -inf},
+                 {200, 0x0, 0x0, 0.0, 0.0},
+                 {127, 0x4, 0xc, 1.0, -1.0},            // hidden bit in bit 2: value mag * 2^(exp-129)
+                 {130, 0x7, 0x1, 7.0 * 2, 2.0},
+                 {0, 0x4, 0x1, 0.0, std::ldexp(1.0, 127)},  // BF16 exponent 0: +0; shift 2 > exp 0: wraps
+                 {255, 0x4, 0x6, inf, NAN},
+                 {254, 0x7, 0x3, std::ldexp(7.0, 127 - 2), std::ldexp(3.0, 127 - 2)},
+             };
+             for (DataFormat f : {DataFormat::Bfp8_b, DataFormat::Bfp4_b}) {
+                 const bool is8 = f == DataFormat::Bfp8_b;
+                 const auto& rows = is8 ? bfp8 : bfp4;
+                 std::vector<uint8_t> page(is8 ? 1088 : 576, 0);
+                 for (size_t r = 0; r < rows.size(); ++r) {
+                     page[r] = rows[r].exp;
+                     const uint32_t i = r * 16;  // datum index of face 0, row r, column 0
+                     if (is8) {
+                         page[64 + i] = rows[r].d0;
+                         page[64 + i + 1] = rows[r].d1;
+                     } else {
+                         page[64 + i / 2] = static_cast<uint8_t>(rows[r].d0 | (rows[r].d1 << 4));  // datum 0 low
+                     }
+                 }
+                 setup(f);
+                 fake::host_push(0, page.data());
+                 compute_kernel_hw_startup(0, 16);
+                 copy_init(0);
+                 cb_wait_front(0, 1);
+                 tile_regs_acquire();
+                 copy_tile(0, 0, 0);
+                 Tile got = commit_pack();
+                 for (size_t r = 0; r < rows.size(); ++r)
+                     for (int c = 0; c < 2; ++c) {
+                         double g = got[r * 32 + c], w = c ? rows[r].w1 : rows[r].w0;
+                         bool same = std::isnan(w) ? std::isnan(g) : g == w && std::signbit(g) == std::signbit(w);
+                         require(same, std::string(is8 ? "Bfp8_b" : "Bfp4_b") + " row " + std::to_string(r) +
+                                           " datum " + std::to_string(c) + ": got " + std::to_string(g) +
+                                           " want " + std::to_string(w));
+                     }
+                 for (uint32_t i = rows.size() * 32; i < 1024; ++i)
+                     require(got[i] == 0.0 && !std::signbit(got[i]), "zero data must decode to +0");
+             }
+         }},
+        {"refuse_block_float_format_mismatch_and_pack",
+         [] {
+             setup(DataFormat::Float16_b, DataFormat::Bfp4_b);
+             fake::setup_cb(4, DataFormat::Bfp4_b, 2);
+             fake::setup_cb(5, static_cast<DataFormat>(8), 2);  // Int32: a dataflow-only format
+             std::vector<uint8_t> page(4096, 0);
+             fake::host_push(4, page.data());
+             fake::host_push(5, page.data());
+             compute_kernel_hw_startup(0, 16);
+             copy_init(4);
+             cb_wait_front(4, 1);
+             cb_wait_front(5, 1);
+             tile_regs_acquire();
+             expect_fail([] { copy_tile(4, 0, 0); },
+                         {"copy_tile", "c_4 holds Bfp4_b", "configured for Float16_b", "reconfig_data_format_srca(c_4)"});
+             reconfig_data_format_srca(4);
+             copy_tile(4, 0, 0);
+             copy_init(5);
+             reconfig_data_format_srca(5);
+             expect_fail([] { copy_tile(5, 0, 1); }, {"copy_tile", "c_5 holds DataFormat(8)", "cannot unpack"});
+             tile_regs_commit();
+             tile_regs_wait();
+             cb_reserve_back(16, 1);
+             expect_fail([] { pack_tile(0, 16); }, {"pack_tile", "packing to Bfp4_b (c_16)", "decode-only"});
+         }},
         {"refuse_bad_scaler_layout",
          [] {
              setup();

@@ -22,7 +22,12 @@ emu::KernelRole role = emu::KernelRole::Compute;
 std::map<std::string, int> counts;
 
 uint32_t tile_bytes(emu::DataFormat f) {
-    return f == emu::DataFormat::Float32 ? 4096 : f == emu::DataFormat::Float16_b ? 2048 : 1088;
+    switch (f) {
+        case emu::DataFormat::Float16_b: return 2048;
+        case emu::DataFormat::Bfp8_b: return 1088;
+        case emu::DataFormat::Bfp4_b: return 576;
+        default: return 4096;  // Float32, and codes the engine refuses (e.g. Int32)
+    }
 }
 void reset() {
     cbs.clear();
