@@ -65,6 +65,27 @@ class Mutation:
 
 
 MUTATIONS = [
+    # Paged KV caches (issue 13, item 1): every position tile through the user's page-table row.
+    Mutation("page-table-entry-ignored", "attention_protocol.hpp",
+             ": cache_block * cache_block_pages + first_page + (tile % cache_block_tiles) * dim_tiles;",
+             ": first_page + tile * dim_tiles;",
+             "a paged cache is read as if contiguous: the page table is never followed",
+             tests=("tests/test_paged_kv.py::test_decode_through_a_random_page_table[64-1]",)),
+    Mutation("page-table-chunk-never-reloaded", "attention_reader.cpp",
+             "        if (entry - first_ >= count_) {",
+             "        if (count_ == 0) {",
+             "only the first 256-entry chunk of a long page-table row is ever loaded",
+             tests=("tests/test_paged_kv.py::test_long_page_table_crosses_reader_chunks",)),
+    Mutation("page-table-row-of-user-0", "attention_reader.cpp",
+             "    PageTableRow table(p.user, table_page);",
+             "    PageTableRow table(0, table_page);",
+             "every request walks user 0's page-table row",
+             tests=("tests/test_paged_kv.py::test_decode_through_a_random_page_table[64-1]",)),
+    Mutation("bad-page-table-entry-followed", "attention_protocol.hpp",
+             "    return entry >= 0 && uint32_t(entry) < cache_blocks;",
+             "    return true;",
+             "a device-side page-table entry outside the cache is followed: the reader reads past the cache",
+             tests=("tests/test_paged_kv.py::test_reader_never_follows_an_entry_outside_the_cache",)),
     # Poisoned caches (issue 13, item 3): the stale rows of the last live tile are zeroed.
     Mutation("stale-v-rows-kept", "attention_reader.cpp",
              "        zero_stale_rows(kCbV, p, block);\n",

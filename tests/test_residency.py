@@ -1,5 +1,7 @@
 """residency.py: the 16-CB plan, L1 bytes, and max_block_tiles against the installed ttnn's L1."""
 
+import dataclasses
+
 import pytest
 
 from ttnn_flashdecode import protocol
@@ -14,8 +16,18 @@ def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
     plan = cb_plan(SEED)
     split_only = {protocol.CB.PARTIALS, protocol.CB.OUTBOX, protocol.CB.MAX_INBOX, protocol.CB.MAX_OUT,
                   protocol.CB.MAX_GLOBAL}
-    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only)
+    paged_only = {protocol.CB.PAGE_TABLE}
+    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only | paged_only)
     assert len({cb.index for cb in plan}) == 17  # the seed's 16 and POSITIONS
+
+
+def test_paged_cache_adds_one_page_table_chunk():
+    paged = cb_plan(dataclasses.replace(SEED, paged=True))
+    extra = {cb.index: cb for cb in paged} .keys() - {cb.index for cb in cb_plan(SEED)}
+    assert extra == {int(protocol.CB.PAGE_TABLE)}
+    (table,) = [cb for cb in paged if cb.index == protocol.CB.PAGE_TABLE]
+    assert (table.page_bytes, table.pages) == (4 * protocol.PAGE_TABLE_CHUNK_ENTRIES, 1)
+    assert l1_bytes(dataclasses.replace(SEED, paged=True)) == l1_bytes(SEED) + 1024
 
 
 @pytest.mark.parametrize("batch, page", [(1, 32), (8, 32), (9, 64), (32, 128)])
