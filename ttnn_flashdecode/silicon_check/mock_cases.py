@@ -37,6 +37,7 @@ class Case:
     capacity: int
     call: dict
     q_rows_per_user: int = 1  # ROWS: rows; CHUNK: the chunk length
+    cache_block_size: int = 0  # paged: positions per cache block (a device page table); 0: contiguous
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -54,6 +55,12 @@ CASES = (
     Case("decode head_dim 256", 1, 4, 2, 256, 1024, dict(cur_pos=[700])),
     Case("decode head_dim 512", 1, 4, 1, 512, 1024, dict(cur_pos=[1000])),
     Case("decode HiFi2, bf16 DST, approximate exp", 1, 8, 1, 128, 2048, dict(cur_pos=[1500], compute_kernel_config="hifi2")),
+    Case("paged decode batch 8, block 64, device page table", 8, 16, 2, 128, 2048,
+         dict(cur_pos=list(range(100, 2048, 250))), cache_block_size=64),
+    Case("paged decode 1100-entry table (block 32), scheduler split", 1, 16, 2, 64, 1100 * 32,
+         dict(cur_pos=[1100 * 32 - 1]), cache_block_size=32),
+    Case("paged CHUNK 20 from 45, block 128", 2, 16, 2, 128, 2048, dict(chunk_start=45), q_rows_per_user=20,
+         cache_block_size=128),
 )
 
 
@@ -72,8 +79,16 @@ def run_case(device, case: Case, rng: np.random.Generator):
 
     padded = -(-case.head_dim // 32) * 32  # a device Q holds whole-tile heads
     q = rng.standard_normal((1, 1, case.batch * case.q_rows_per_user, case.n_q_heads * padded), dtype=np.float32)
-    k = rng.standard_normal((case.batch, case.n_kv_heads, case.capacity, case.head_dim), dtype=np.float32)
     call = dict(case.call)
+    if case.cache_block_size:
+        per_user = case.capacity // case.cache_block_size
+        blocks = case.batch * per_user
+        k = rng.standard_normal((blocks, case.n_kv_heads, case.cache_block_size, case.head_dim), dtype=np.float32)
+        table = rng.permutation(blocks).reshape(case.batch, per_user).astype(np.int32)
+        call["page_table_tensor"] = ttnn.Tensor(table, ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT, device=device,
+                                                mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    else:
+        k = rng.standard_normal((case.batch, case.n_kv_heads, case.capacity, case.head_dim), dtype=np.float32)
     if call.get("compute_kernel_config") == "hifi2":
         call["compute_kernel_config"] = ttnn.ComputeConfigDescriptor(
             math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=False, math_approx_mode=True)
