@@ -15,6 +15,9 @@ constexpr uint32_t kBlockTiles = get_named_compile_time_arg_val("block_tiles");
 constexpr uint32_t kTileBytes = get_named_compile_time_arg_val("tile_bytes");
 constexpr uint32_t kQWidthTiles = get_named_compile_time_arg_val("q_width_tiles");
 static_assert(kTileBytes == 2048, "the data-movement kernels move bfloat16 tile rows");
+// Bytes of one K/V tile, the cache's format: bfloat16, bfloat8_b or bfloat4_b.
+constexpr uint32_t kKvTileBytes = get_named_compile_time_arg_val("kv_tile_bytes");
+static_assert(kKvTileBytes == 2048 || kKvTileBytes == 1088 || kKvTileBytes == 576, "K/V: bfloat16, bfloat8_b or bfloat4_b tiles");
 // Bytes of the POSITIONS operand's one page: one int32 per user (batch * 4).
 constexpr uint32_t kPositionsBytes = get_named_compile_time_arg_val("positions_bytes");
 // The KV cache's layout (attention_protocol.hpp "Paged KV cache"): all 0 for a contiguous cache.

@@ -185,6 +185,20 @@ constexpr uint32_t kFaceRowBytes = 16 * 2;
 constexpr uint32_t face_row_offset(uint32_t row, uint32_t half) {
     return ((row / 16) * 2 + half) * kFaceBytes + (row % 16) * kFaceRowBytes;
 }
+
+// K/V tiles in the cache's format, told apart by their size: bfloat16 (2048 bytes, the layout
+// above), block-float bfloat8_b (1088) and bfloat4_b (576): 64 shared exponents (one byte per
+// face row, faces 0..3), then the 1024 data in face order, 8 or 4 bits each (TT_FACTS §1). A
+// datum of magnitude 0 is +0 whatever its row's exponent, so zeroing a row's data zeroes it.
+constexpr uint32_t kBlockFloatExponentBytes = 64;
+constexpr uint32_t kv_datum_bits(uint32_t tile_bytes) { return tile_bytes == 2048 ? 16 : (tile_bytes - 64) / 128; }
+// Bytes of one face row's 16 data.
+constexpr uint32_t kv_face_row_bytes(uint32_t tile_bytes) { return 2 * kv_datum_bits(tile_bytes); }
+// Byte offset of the data of tile row `row`, half `half` (its face row) in a K/V tile.
+constexpr uint32_t kv_face_row_offset(uint32_t row, uint32_t half, uint32_t tile_bytes) {
+    const uint32_t data = tile_bytes == 2048 ? 0 : kBlockFloatExponentBytes;
+    return data + (((row / 16) * 2 + half) * 256 + (row % 16) * 16) * kv_datum_bits(tile_bytes) / 8;
+}
 constexpr uint32_t kInterleavedBit = 1u << 31;
 constexpr uint32_t kNoMask = 0xFFFFFFFFu;
 constexpr uint32_t kGatherMask = 0xFFFFFFFEu;  // a mask page assembled row by row (see "Masks")

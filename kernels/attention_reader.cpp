@@ -168,9 +168,9 @@ private:
     bool reported_ = false;
 };
 
-// Zeroes `pages` pages at L1 address `addr` (a tile whose page-table entry is bad: never read).
+// Zeroes `pages` K/V pages at L1 address `addr` (a tile whose page-table entry is bad: never read).
 void zero_pages(uint32_t addr, uint32_t pages) {
-    for (uint32_t word = 0; word < pages * kTileBytes / sizeof(uint32_t); ++word) {
+    for (uint32_t word = 0; word < pages * kKvTileBytes / sizeof(uint32_t); ++word) {
         l1_set_word(addr, word, 0);
     }
 }
@@ -183,7 +183,7 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
     const uint32_t pages = get_write_ptr(cb);
     for (uint32_t t = 0; t < p.live_tiles_in_block(block); ++t) {
         const uint32_t tile = p.block_first_tile(block) + t;
-        const uint32_t dst = pages + t * kDimTiles * kTileBytes;
+        const uint32_t dst = pages + t * kDimTiles * kKvTileBytes;
         uint32_t cache_block = 0;
         if constexpr (kPaged) {
             const int32_t entry = table.entry_of(tile);
@@ -197,7 +197,7 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
         const uint32_t first = cache_tile_page(region.first_page(), tile, cache_block, kCacheBlockTiles,
                                                kCacheBlockPages, kDimTiles);
         for (uint32_t d = 0; d < kDimTiles; ++d) {
-            noc_async_read_page(first + d, reader, dst + d * kTileBytes);
+            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes);
         }
     }
 }
@@ -205,7 +205,8 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
 // Cache slots past the request's last position in its last live tile hold whatever the cache
 // holds (a recycled page: NaN, Inf). Masking does not cancel them (NaN + MASK is NaN, and P = 0
 // times V = NaN is NaN), so their rows are zeroed in L1 (after the read barrier, before the push)
-// in every dim tile of that position tile, K and V alike.
+// in every dim tile of that position tile, K and V alike (a block-float row's data; its exponent
+// then scales zeros).
 void zero_stale_rows(uint32_t cb, const Params& p, uint32_t block) {
     const uint32_t tail = p.tail_width();
     const uint32_t last = p.live_tiles() - 1;
@@ -213,12 +214,12 @@ void zero_stale_rows(uint32_t cb, const Params& p, uint32_t block) {
     if (tail == 0 || last < first || last >= first + p.live_tiles_in_block(block)) {
         return;
     }
-    const uint32_t tile = get_write_ptr(cb) + (last - first) * kDimTiles * kTileBytes;
+    const uint32_t tile = get_write_ptr(cb) + (last - first) * kDimTiles * kKvTileBytes;
     for (uint32_t d = 0; d < kDimTiles; ++d) {
         for (uint32_t row = tail; row < kTilePositions; ++row) {
             for (uint32_t half = 0; half < 2; ++half) {
-                const uint32_t face_row = tile + d * kTileBytes + face_row_offset(row, half);
-                for (uint32_t word = 0; word < kFaceRowBytes / sizeof(uint32_t); ++word) {
+                const uint32_t face_row = tile + d * kKvTileBytes + kv_face_row_offset(row, half, kKvTileBytes);
+                for (uint32_t word = 0; word < kv_face_row_bytes(kKvTileBytes) / sizeof(uint32_t); ++word) {
                     l1_set_word(face_row, word, 0);
                 }
             }
@@ -339,8 +340,8 @@ void kernel_main() {
         }
         p.kv_positions = kv_positions[r];
         const auto q_reader = TensorAccessor(kQArgs, p.q.base, kTileBytes);
-        const auto k_reader = TensorAccessor(kKArgs, p.k.base, kTileBytes);
-        const auto v_reader = TensorAccessor(kVArgs, p.v.base, kTileBytes);
+        const auto k_reader = TensorAccessor(kKArgs, p.k.base, kKvTileBytes);
+        const auto v_reader = TensorAccessor(kVArgs, p.v.base, kKvTileBytes);
         const auto const_reader = TensorAccessor(kConstArgs, p.constants.base, kTileBytes);
         split_items += p.split() ? 1 : 0;
 

@@ -65,6 +65,17 @@ class Mutation:
 
 
 MUTATIONS = [
+    # Block-float K/V (issue 13, item 2): tiles of the cache's size and layout.
+    Mutation("kv-dim-tile-stride-bfloat16", "attention_reader.cpp",
+             "            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes);",
+             "            noc_async_read_page(first + d, reader, dst + d * kTileBytes);",
+             "a block-float K/V tile lands at a bfloat16 tile's stride in the CB",
+             tests=("tests/test_block_float_kv.py::test_decode_on_a_block_float_cache[bfloat8_b-1]",)),
+    Mutation("kv-stale-rows-bfloat16-layout", "attention_reader.cpp",
+             "kv_face_row_offset(row, half, kKvTileBytes);",
+             "face_row_offset(row, half);",
+             "a block-float tile's stale rows are zeroed where a bfloat16 tile keeps them: poison stays",
+             tests=("tests/test_block_float_kv.py::test_poison_past_each_position_never_reaches_the_output",)),
     # Paged KV caches (issue 13, item 1): every position tile through the user's page-table row.
     Mutation("page-table-entry-ignored", "attention_protocol.hpp",
              ": cache_block * cache_block_pages + first_page + (tile % cache_block_tiles) * dim_tiles;",
@@ -235,7 +246,8 @@ def run(mutation: Mutation) -> tuple[bool, float, str]:
         result = subprocess.run([sys.executable, "-P", "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                                  *mutation.slice], cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
-    lines = (result.stdout + result.stderr).strip().splitlines()
+    # tt-metal's log lines (its mock cluster's teardown) follow pytest's summary: keep pytest's own.
+    lines = [line for line in (result.stdout + result.stderr).strip().splitlines() if " | " not in line]
     failures = [line for line in lines if line.startswith("FAILED ")]
     tail = "\n".join(failures[:1] or lines[-3:])
     # pytest exit 1 = tests failed; anything else (usage error, nothing collected) is not a catch.

@@ -291,6 +291,14 @@ FREE_FUNCTIONS = {
     # The request-count word as the kernels honour it: never more blocks than a core's args hold.
     "served_requests": lambda: [(("served_requests", c), min(c, MAX_REQUESTS_PER_CORE))
                                 for c in [*range(0, 40), 2**31, 2**32 - 1]],
+    # K/V tiles by format (tiles.py's block-float layout: 64 exponent bytes, then the data in face
+    # order; bfloat16 rows where tiles.tilize puts them).
+    "kv_datum_bits": lambda: [(("kv_datum_bits", b), bits) for b, bits in ((2048, 16), (1088, 8), (576, 4))],
+    "kv_face_row_bytes": lambda: [(("kv_face_row_bytes", b), 16 * bits // 8) for b, bits in ((2048, 16), (1088, 8), (576, 4))],
+    "kv_face_row_offset": lambda: [(("kv_face_row_offset", row, half, 2048), _tilized_byte_offset(row, 16 * half))
+                                   for row in range(32) for half in range(2)]
+                                  + [(("kv_face_row_offset", row, half, b), 64 + _tilized_byte_offset(row, 16 * half) * bits // 16)
+                                     for b, bits in ((1088, 8), (576, 4)) for row in range(32) for half in range(2)],
     # The page-table walk: tiles of caches with 1, 2, 4 tiles per block (block sizes 32/64/128)
     # and a 16k-entry row; pages for contiguous and paged caches of 1..4 KV heads.
     "page_table_entry": lambda: [(("page_table_entry", t, b), protocol.page_table_entry(t, b))

@@ -88,14 +88,21 @@ def _shape_of(tensor) -> tuple[int, ...]:
     return tuple(int(d) for d in tensor.shape)
 
 
+_BLOCK_FLOAT = {ttnn.bfloat8_b: "bfloat8_b", ttnn.bfloat4_b: "bfloat4_b"}
+
+
 def _kind(tensor, name: str) -> str:
     if isinstance(tensor, np.ndarray):
         if tensor.dtype not in (np.float32, ml_dtypes.bfloat16):
             raise ValueError(f"{name}: expected a float32 or bfloat16 array, got dtype {tensor.dtype}")
         return "numpy"
     if isinstance(tensor, ttnn.Tensor):
-        if tensor.dtype not in (ttnn.bfloat16, ttnn.float32):
-            raise ValueError(f"{name}: expected a bfloat16 or float32 ttnn.Tensor, got dtype {tensor.dtype}")
+        cache = name in ("k", "v")
+        if tensor.dtype not in (ttnn.bfloat16, ttnn.float32) and not (cache and tensor.dtype in _BLOCK_FLOAT):
+            what = "bfloat16, float32, bfloat8_b or bfloat4_b" if cache else "bfloat16 or float32"
+            raise ValueError(f"{name}: expected a {what} ttnn.Tensor, got dtype {tensor.dtype}")
+        if tensor.dtype in _BLOCK_FLOAT and tensor.layout != ttnn.TILE_LAYOUT:
+            raise ValueError(f"{name}: expected a {tensor.dtype} tensor in TILE layout (block-float is tiled), got {tensor.layout}")
         return "device" if tensor.storage_type() == ttnn.StorageType.DEVICE else "host"
     raise TypeError(f"{name}: expected a ttnn.Tensor or numpy.ndarray, got {type(tensor).__name__}")
 
@@ -148,6 +155,9 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
         raise ValueError(f"v: expected the shape of k {list(k_shape)}, got {list(v_shape)}")
     if min(k_shape) < 1:
         raise ValueError(f"k: expected every dimension >= 1, got {list(k_shape)}")
+    kv_dtype = _kv_dtype(k)
+    if _kv_dtype(v) != kv_dtype:
+        raise ValueError(f"v: expected k's dtype ({kv_dtype}), got {_kv_dtype(v)}")
     page_table = None
     cache_block_size = cache_blocks = 0
     if page_table_tensor is None:
@@ -213,12 +223,18 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
     if kind == "device":
         _validate_device_tensors(q, k, v)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
-                        cache_block_size=cache_block_size, cache_blocks=cache_blocks)
+                        cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype)
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
     device_table = page_table_tensor if page_table_tensor is not None and page_table is None else None
     return _Inputs(shape, positions, kind, device_positions, page_table, device_table)
+
+
+def _kv_dtype(tensor) -> str:
+    """The K/V cache dtype the kernels read: a block-float ttnn.Tensor's (``"bfloat8_b"``,
+    ``"bfloat4_b"``), else ``"bfloat16"`` (float32 inputs are rounded to it)."""
+    return _BLOCK_FLOAT.get(tensor.dtype, "bfloat16") if isinstance(tensor, ttnn.Tensor) else "bfloat16"
 
 
 def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
@@ -374,8 +390,9 @@ def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[
 
 def _validate_device_tensors(q, k, v) -> None:
     for name, tensor in (("q", q), ("k", k), ("v", v)):
-        if tensor.dtype != ttnn.bfloat16:
-            raise ValueError(f"{name}: expected dtype bfloat16, got {tensor.dtype}")
+        if tensor.dtype != ttnn.bfloat16 and not (name != "q" and tensor.dtype in _BLOCK_FLOAT):
+            what = "bfloat16" if name == "q" else "bfloat16, bfloat8_b or bfloat4_b"
+            raise ValueError(f"{name}: expected dtype {what}, got {tensor.dtype}")
         if tensor.layout != ttnn.TILE_LAYOUT:
             raise ValueError(f"{name}: expected TILE layout, got {tensor.layout}")
         if tensor.memory_config().buffer_type != ttnn.BufferType.DRAM or tensor.memory_config().is_sharded():
@@ -392,7 +409,7 @@ def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp3
                        l1_budget: int | None) -> int:
     """The largest block that fits L1 unsplit; ``requested`` validated against it when given."""
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats, budget_bytes=l1_budget,
-                          paged=shape.paged)
+                          **shape.cache_fields)
     if fit == 0:
         where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
         raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1")
@@ -413,7 +430,7 @@ def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: in
     1 when none does."""
     at_least = upto if at_least is None else at_least
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats,
-                          paged=shape.paged,
+                          **shape.cache_fields,
                           budget_bytes=l1_budget)
     valid = [b for b in range(1, min(upto, fit) + 1) if shape.capacity_tiles % (2 * b) == 0]
     covering = [b for b in valid if b >= at_least]
@@ -644,7 +661,7 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
     blocks of ``block_tiles`` for the inbox (one partial per level of the combine tree)."""
     for split in range(min(protocol.MAX_SPLIT, grid_cores), 1, -1):
         residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats,
-                              paged=shape.paged)
+                              **shape.cache_fields)
         if l1_bytes(residency) <= cb_budget_bytes(arch, l1_budget):
             return split
     return 1
@@ -706,8 +723,8 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
             blocks = _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats, l1_budget)
         else:
             blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
-    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats, paged=shape.paged,
-                          batch=shape.batch)
+    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
+                          batch=shape.batch, **shape.cache_fields)
     return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
                        schedule=plan_schedule, noc_xy=noc_xy, l1_budget_bytes=l1_budget)
 
@@ -736,9 +753,12 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
 
     shape = inputs.shape
     emu = _emulator(DEFAULT_ARCH)
-    q_np, k_np, v_np = (to_numpy(t) for t in (q, k, v))
+    q_np = to_numpy(q)
     q_pages = tiles.to_tile_bytes(_heads_padded(q_np, shape))
-    kv_pages = [tiles.to_tile_bytes(t) for t in (k_np, v_np)]
+    if shape.kv_dtype == "bfloat16":
+        kv_pages = [tiles.to_tile_bytes(to_numpy(t)) for t in (k, v)]
+    else:  # the tensors' own packed pages (ttnn's host packing)
+        kv_pages = [tiles.to_block_float_tile_bytes(t, shape.kv_dtype) for t in (k, v)]
     const_pages = _constant_pages(shape.head_dim, scale)
     buffers = []
     try:

@@ -37,7 +37,9 @@ import ttnn
 from ttnn_flashdecode import protocol
 from ttnn_flashdecode.paths import kernel_dir
 from ttnn_flashdecode.protocol import Operand, Request
-from ttnn_flashdecode.residency import FLOAT16_B, FLOAT32, INT32, Residency, cb_plan, check_fits
+from ttnn_flashdecode.residency import (
+    BFP4_B, BFP8_B, FLOAT16_B, FLOAT32, INT32, KV_FORMATS, Residency, cb_plan, check_fits,
+)
 from ttnn_flashdecode.schedule import Schedule
 
 __all__ = [
@@ -94,9 +96,11 @@ class DecodeShape:
             contiguous cache ``[batch, n_kv_heads, capacity, head_dim]``.
         cache_blocks: paged cache: blocks in K (and V) ``[cache_blocks, n_kv_heads,
             cache_block_size, head_dim]``; 0 for a contiguous cache.
+        kv_dtype: the K/V cache's dtype, a key of :data:`~ttnn_flashdecode.residency.KV_FORMATS`
+            (``"bfloat16"``, ``"bfloat8_b"``, ``"bfloat4_b"``); Q and the output are bfloat16.
 
     Raises:
-        ValueError: unknown ``kind``, ``rows`` out of its kind's range, or a paged layout whose
+        ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
             block size is not a positive multiple of 32 or does not divide ``capacity``.
     """
 
@@ -109,8 +113,11 @@ class DecodeShape:
     rows: int = 1
     cache_block_size: int = 0
     cache_blocks: int = 0
+    kv_dtype: str = "bfloat16"
 
     def __post_init__(self):
+        if self.kv_dtype not in KV_FORMATS:
+            raise ValueError(f"kv_dtype: expected one of {sorted(KV_FORMATS)}, got {self.kv_dtype!r}")
         if self.cache_block_size or self.cache_blocks:
             if self.cache_block_size <= 0 or self.cache_block_size % 32 or self.cache_blocks < 1 \
                     or self.capacity % self.cache_block_size:
@@ -129,6 +136,12 @@ class DecodeShape:
     def paged(self) -> bool:
         """True for a paged KV cache (a page table maps position tiles to cache blocks)."""
         return self.cache_block_size > 0
+
+    @property
+    def cache_fields(self) -> dict:
+        """The :class:`~ttnn_flashdecode.residency.Residency` fields the cache decides (``paged``,
+        ``kv_format``), as keywords for it and for ``max_block_tiles``."""
+        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype])
 
     @property
     def cache_block_tiles(self) -> int:
@@ -299,7 +312,7 @@ class Plan:
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
                 ("exp_approx", int(self.compute.math_approx_mode)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
-                ("positions_bytes", r.positions_bytes), *self.cache_layout_args]
+                ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes), *self.cache_layout_args]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -357,6 +370,9 @@ def plan_decode(
         )
     if residency.paged != shape.paged:
         raise ValueError(f"residency: expected paged={shape.paged} (the cache's layout), got paged={residency.paged}")
+    if residency.kv_format != KV_FORMATS[shape.kv_dtype]:
+        raise ValueError(f"residency: expected kv_format {KV_FORMATS[shape.kv_dtype]} ({shape.kv_dtype} cache), "
+                         f"got {residency.kv_format}")
     check_fits(residency, arch, l1_budget_bytes)
     if len(accessor_args) != len(OPERANDS):
         raise ValueError(f"accessor_args: expected {len(OPERANDS)} lists ({', '.join(OPERANDS)}), got {len(accessor_args)}")
@@ -489,7 +505,8 @@ def runtime_args(plan: Plan, requests: Sequence[Request], positions_address: int
     return per_core
 
 
-_DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int32}
+_DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int32, BFP8_B: ttnn.bfloat8_b,
+               BFP4_B: ttnn.bfloat4_b}
 
 
 def _core_range_set(cores: Sequence[tuple[int, int]]) -> ttnn.CoreRangeSet:

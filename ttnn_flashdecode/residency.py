@@ -39,7 +39,7 @@ from ttnn_flashdecode.protocol import CB, MAX_SPLIT, PAGE_TABLE_CHUNK_ENTRIES, p
 
 __all__ = [
     "Residency", "CbSpec", "cb_plan", "l1_bytes", "max_block_tiles", "check_fits", "available_l1_bytes",
-    "BFLOAT16_TILE_BYTES", "STATS_CBS", "stats_page_bytes",
+    "BFLOAT16_TILE_BYTES", "KV_FORMATS", "KV_TILE_BYTES", "STATS_CBS", "stats_page_bytes",
 ]
 
 BFLOAT16_TILE_BYTES = 2048
@@ -50,6 +50,18 @@ FLOAT16_B = 5
 
 FLOAT32 = 0
 """tt::DataFormat code of float32 (``tensix_types.h``): the statistics CBs with ``fp32_stats``."""
+
+BFP8_B = 6
+"""tt::DataFormat code of bfloat8_b (``tensix_types.h``): a block-float K/V cache, 1088-byte tiles."""
+
+BFP4_B = 7
+"""tt::DataFormat code of bfloat4_b (``tensix_types.h``): a block-float K/V cache, 576-byte tiles."""
+
+KV_FORMATS = {"bfloat16": FLOAT16_B, "bfloat8_b": BFP8_B, "bfloat4_b": BFP4_B}
+"""K/V cache dtypes (ttnn's names) -> tt::DataFormat code of the K and V CBs."""
+
+KV_TILE_BYTES = {FLOAT16_B: BFLOAT16_TILE_BYTES, BFP8_B: 64 + 1024, BFP4_B: 64 + 512}
+"""Bytes of one K/V tile per format (TT_FACTS §1): 64 shared exponents then 8 or 4 bits per datum."""
 
 INT32 = 8
 """tt::DataFormat code of int32 (``tensix_types.h``): the POSITIONS CB (one int32 per user)."""
@@ -79,13 +91,15 @@ class Residency:
         q_rows: rows of the group tile: Q heads per KV group (decode), 1..32.
         dim_tiles: head_dim in tiles, ``ceil(head_dim / 32)``.
         block_tiles: position tiles per K/V block (the prefetch depth).
-        tile_bytes: bytes per tile of every CB; 2048 (bfloat16), the KV cache's.
+        tile_bytes: bytes per tile of every CB but K and V; 2048 (bfloat16).
         max_split: most split-K slices of any request in the program (1: no split; no PARTIALS CB).
         fp32_stats: keep :data:`STATS_CBS` in float32 (4096-byte pages) instead of bfloat16.
         batch: users (sequences) of the call: the POSITIONS operand holds one int32 per user, and
             the POSITIONS CB one page of them (:attr:`positions_page_bytes`).
         paged: the KV cache is paged: the reader holds one chunk of a user's page-table row in
             the PAGE_TABLE CB (``PAGE_TABLE_CHUNK_ENTRIES`` int32, 1 KiB).
+        kv_format: tt::DataFormat code of the K and V CBs, the cache's (:data:`KV_FORMATS`):
+            bfloat16, or block-float bfloat8_b / bfloat4_b, which compute unpacks as it reads.
     """
 
     q_rows: int
@@ -96,6 +110,12 @@ class Residency:
     fp32_stats: bool = False
     batch: int = 1
     paged: bool = False
+    kv_format: int = FLOAT16_B
+
+    @property
+    def kv_tile_bytes(self) -> int:
+        """Bytes of one K (or V) tile: 2048 (bfloat16), 1088 (bfloat8_b) or 576 (bfloat4_b)."""
+        return KV_TILE_BYTES[self.kv_format]
 
     @property
     def positions_bytes(self) -> int:
@@ -159,6 +179,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, INT32, residency.positions_page_bytes, pages)
         if cb == CB.PAGE_TABLE:
             return CbSpec(int(cb), cb.name, INT32, 4 * PAGE_TABLE_CHUNK_ENTRIES, pages)
+        if cb in (CB.K, CB.V):
+            return CbSpec(int(cb), cb.name, residency.kv_format, residency.kv_tile_bytes, pages)
         if residency.fp32_stats and cb in STATS_CBS:
             return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
         return CbSpec(int(cb), cb.name, FLOAT16_B, residency.tile_bytes, pages)
@@ -175,6 +197,8 @@ def _validate(residency: Residency) -> None:
         raise ValueError(f"block_tiles: expected >= 1, got {residency.block_tiles}")
     if not 1 <= residency.max_split <= MAX_SPLIT:
         raise ValueError(f"max_split: expected 1 <= max_split <= {MAX_SPLIT}, got {residency.max_split}")
+    if residency.kv_format not in KV_TILE_BYTES:
+        raise ValueError(f"kv_format: expected one of {sorted(KV_TILE_BYTES)} (bfloat16, bfloat8_b, bfloat4_b), got {residency.kv_format}")
     if residency.tile_bytes != BFLOAT16_TILE_BYTES:
         raise ValueError(f"tile_bytes: expected {BFLOAT16_TILE_BYTES} (bfloat16 KV cache), got {residency.tile_bytes}")
 
@@ -236,7 +260,8 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
     have = cb_budget_bytes(arch, budget_bytes)
     if need > have:
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
-                                  residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged)
+                                  residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
+                                  kv_format=residency.kv_format)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -247,7 +272,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
-    budget_bytes: int | None = None, paged: bool = False,
+    budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -260,13 +285,15 @@ def max_block_tiles(
         fp32_stats: statistics CBs in float32.
         budget_bytes: L1 bytes for CBs; default ``available_l1_bytes(arch)`` (an empty L1).
         paged: a paged KV cache (adds the PAGE_TABLE CB).
+        kv_format: the K/V CBs' format (:data:`KV_FORMATS`; block-float blocks take less L1).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, paged=paged))
-    per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, paged=paged)) - base
+    fields = dict(paged=paged, kv_format=kv_format)
+    base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
+    per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:
         return 0
     return 1 + (have - base) // per_block_tile

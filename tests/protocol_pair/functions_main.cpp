@@ -47,6 +47,7 @@ Operand next_operand() {
 #define FREE1(fn) if (std::strcmp(name, #fn) == 0) { const uint32_t a = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a))); continue; }
 #define FREE2(fn) if (std::strcmp(name, #fn) == 0) { const uint32_t a = next(); const uint32_t b = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a, b))); continue; }
 #define FREE2_INT32(fn) if (std::strcmp(name, #fn) == 0) { const int32_t a = static_cast<int32_t>(next()); const uint32_t b = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a, b))); continue; }
+#define FREE3(fn) if (std::strcmp(name, #fn) == 0) { const uint32_t a = next(); const uint32_t b = next(); const uint32_t c = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a, b, c))); continue; }
 #define FREE6(fn) if (std::strcmp(name, #fn) == 0) { uint32_t a[6]; for (uint32_t& x : a) x = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a[0], a[1], a[2], a[3], a[4], a[5]))); continue; }
 #define METHOD0(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); std::printf("%u\n", static_cast<uint32_t>(p.fn())); continue; }
 #define METHOD1(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const uint32_t a = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a))); continue; }
@@ -69,6 +70,9 @@ int main() {
         FREE1(request_arg_offset)
         FREE1(served_requests)
         FREE2(page_table_entry)
+        FREE1(kv_datum_bits)
+        FREE1(kv_face_row_bytes)
+        FREE3(kv_face_row_offset)
         FREE6(cache_tile_page)
         FREE2_INT32(cache_block_valid)
         FREE1(page_table_chunk_first)
