@@ -38,6 +38,7 @@ class Case:
     call: dict
     q_rows_per_user: int = 1  # ROWS: rows; CHUNK: the chunk length
     cache_block_size: int = 0  # paged: positions per cache block (a device page table); 0: contiguous
+    kv_dtype: str = "bfloat16"  # the K/V cache's ttnn dtype: bfloat16, bfloat8_b or bfloat4_b
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -61,13 +62,18 @@ CASES = (
          dict(cur_pos=[1100 * 32 - 1]), cache_block_size=32),
     Case("paged CHUNK 20 from 45, block 128", 2, 16, 2, 128, 2048, dict(chunk_start=45), q_rows_per_user=20,
          cache_block_size=128),
+    Case("decode bfloat8_b cache, scheduler split", 1, 16, 2, 128, 8192, dict(cur_pos=[8191]), kv_dtype="bfloat8_b"),
+    Case("decode bfloat4_b cache, batch 32", 32, 32, 8, 128, 2048, dict(cur_pos=list(range(0, 2048, 64))),
+         kv_dtype="bfloat4_b"),
+    Case("paged bfloat8_b cache, block 64, ROWS 3", 4, 16, 2, 128, 4096, dict(cur_pos=[100, 1000, 2500, 4095], rows=3),
+         q_rows_per_user=3, cache_block_size=64, kv_dtype="bfloat8_b"),
 )
 
 
-def _tensor(device, array: np.ndarray):
+def _tensor(device, array: np.ndarray, dtype: str = "bfloat16"):
     import ttnn
 
-    return ttnn.Tensor(np.ascontiguousarray(array, dtype=np.float32), ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+    return ttnn.Tensor(np.ascontiguousarray(array, dtype=np.float32), getattr(ttnn, dtype), layout=ttnn.TILE_LAYOUT,
                        device=device, mem_config=ttnn.DRAM_MEMORY_CONFIG)
 
 
@@ -92,7 +98,8 @@ def run_case(device, case: Case, rng: np.random.Generator):
     if call.get("compute_kernel_config") == "hifi2":
         call["compute_kernel_config"] = ttnn.ComputeConfigDescriptor(
             math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=False, math_approx_mode=True)
-    return attention(_tensor(device, q), _tensor(device, k), _tensor(device, k), **call)
+    cache = _tensor(device, k, case.kv_dtype)
+    return attention(_tensor(device, q), cache, cache, **call)
 
 
 def main() -> int:
