@@ -17,6 +17,10 @@
 //                     q_rows * positions <= 32 (e.g. verifying draft tokens).
 // Stage row s is Q row query_row + row of Q head (the first page's head) + head; rows past 31
 // continue in the next row tiles of Q (q_width_tiles pages on), and the output takes the same rows.
+// HEAD_ROWS (bit 2, decode only): Q and the output are [1, batch, n_heads, head_dim] (ttnn's decode
+// layout, nlp_create_qkv_heads_decode's heads): a user's heads are the rows of its own row tiles,
+// so stage row s (head s) is row query_row + s of the first page's row tile, continuing in the next
+// row tile (dim_tiles pages on).
 // Word 2 (USER): the request's user (decode, ROWS) or sequence (CHUNK): its index into the
 // POSITIONS operand. Positions are not runtime args: the kernels read them on device from the
 // POSITIONS operand (one int32 per user, ttnn's cur_pos_tensor), so a traced program replays with
@@ -78,7 +82,7 @@ enum Field : uint32_t {
     kWords = 16,
 };
 
-enum Flag : uint32_t { kFlagChunk = 1u, kFlagRows = 2u };
+enum Flag : uint32_t { kFlagChunk = 1u, kFlagRows = 2u, kFlagHeadRows = 4u };
 
 // Circular-buffer indices (DESIGN.md §4); protocol.CB mirrors them.
 enum Cb : uint32_t {
@@ -318,10 +322,14 @@ struct Params {
     constexpr uint32_t stage_rows() const { return heads() * rows_per_head(); }
     constexpr uint32_t stage_head(uint32_t s) const { return s / rows_per_head(); }
     constexpr uint32_t stage_row(uint32_t s) const { return s % rows_per_head(); }
+    constexpr bool head_rows() const { return (flags & kFlagHeadRows) != 0; }
     // Q (and output) row of stage row s, counted from row 0 of the first page's row tile.
-    constexpr uint32_t query_row_of(uint32_t s) const { return query_row + stage_row(s); }
-    // Q (and output) page of stage row s, dim tile d; Q is q_width_tiles tiles wide.
+    constexpr uint32_t query_row_of(uint32_t s) const { return query_row + (head_rows() ? stage_head(s) : stage_row(s)); }
+    // Q (and output) page of stage row s, dim tile d; Q is q_width_tiles tiles wide (HEAD_ROWS: dim_tiles).
     constexpr uint32_t query_page(uint32_t s, uint32_t d, uint32_t q_width_tiles) const {
+        if (head_rows()) {
+            return (query_row_of(s) / kTilePositions) * dim_tiles + d;
+        }
         return (query_row_of(s) / kTilePositions) * q_width_tiles + stage_head(s) * dim_tiles + d;
     }
     // Live columns of row `row` (of every head) in window tile `tile`, 0..32.
@@ -379,7 +387,8 @@ struct Params {
     // valid_layout needs no position, so the writer (which never reads positions) and the two
     // kernels that do skip exactly the same requests; kv_positions_at() keeps every position valid.
     constexpr bool valid_kind() const {
-        return flags <= (kFlagChunk | kFlagRows) && !(chunk() && rows()) && (rows() ? positions >= 1 : positions == 0) &&
+        return flags <= (kFlagChunk | kFlagRows | kFlagHeadRows) && !(chunk() && rows()) &&
+               !(head_rows() && (chunk() || rows())) && (rows() ? positions >= 1 : positions == 0) &&
                stage_rows() <= kTilePositions;
     }
     // capacity_tiles a whole number of double blocks: the longest padded read window (at the

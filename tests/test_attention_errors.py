@@ -138,11 +138,19 @@ def test_attention_refuses_integer_host_tensors():
         attention(as_int, k, v, cur_pos=[0, 0])
 
 
-def test_attention_refuses_mixed_input_kinds():
+def test_host_tensors_and_numpy_arrays_mix_and_the_output_follows_q():
     q, k, v = _good()
     host_k = ttnn.Tensor(k.astype(np.float32).flatten().tolist(), list(k.shape), ttnn.float32, ttnn.ROW_MAJOR_LAYOUT)
-    with pytest.raises(ValueError, match="expected one kind for all three"):
-        attention(q, host_k, v, cur_pos=[0, 0])
+    mixed = attention(q, host_k, v, cur_pos=[0, 3])
+    assert isinstance(mixed, np.ndarray) and np.array_equal(mixed, attention(q, k, v, cur_pos=[0, 3]))
+
+
+def test_attention_refuses_device_tensors_mixed_with_host_ones(mock_device):
+    q, k, v = _good()
+    device_k = ttnn.Tensor(k.astype(np.float32), ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device,
+                           mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    with pytest.raises(ValueError, match="expected device tensors for all three or none"):
+        attention(q, device_k, v, cur_pos=[0, 0])
 
 
 @pytest.mark.parametrize("scale", [0, -0.5, True])

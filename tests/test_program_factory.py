@@ -72,7 +72,8 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
         assert dict(kernel.named_compile_time_args) == {
             "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0,
             "inbox_slots": 0, "q_width_tiles": 16 * 4, "positions_bytes": 2 * 4,
-            "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0, "page_table_entries": 0}
+            "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
+            "page_table_entries": 0}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
@@ -103,7 +104,7 @@ def test_every_core_decodes_to_its_request():
         user, group = divmod(item.request, 8)
         for kernel in program.kernels:
             args = _runtime_args(kernel, core)
-            assert args[:HEADER] == [1, ADDRESSES.positions] and len(args) == HEADER + protocol.WORDS
+            assert args[:HEADER] == [1, ADDRESSES.positions, 0] and len(args) == HEADER + protocol.WORDS
             request = protocol.decode(args[HEADER:])
             assert request.user == user  # its POSITIONS entry; the position itself is not a runtime arg
             assert request.q_rows == 4 and request.query_row == user and request.dim_tiles == 4

@@ -64,7 +64,8 @@ def test_decode_inverts_encode(q_rows, query_row, kv, base, page):
     (dict(block_tiles=8), "block_tiles"),
     (dict(dim_tiles=2), "dim_tiles"),
     (dict(positions=3), "positions"),  # positions without the ROWS flag
-    (dict(flags=4), "flags"),
+    (dict(flags=8), "flags"),
+    (dict(flags=4 | 1), "flags"),  # HEAD_ROWS is for decode only
     (dict(split_count=256), "split_count"),
     (dict(split_count=3, split_index=3), "split_index"),
     (dict(split_index=1), "split_index"),  # a slice index without a split

@@ -51,7 +51,7 @@ operands = st.builds(protocol.Operand, coord=u32, base=u32)
 @st.composite
 def requests(draw):
     block_tiles = draw(st.integers(1, 64))
-    flags = draw(st.sampled_from([0, protocol.Flag.CHUNK, protocol.Flag.ROWS]))
+    flags = draw(st.sampled_from([0, protocol.Flag.CHUNK, protocol.Flag.ROWS, protocol.Flag.HEAD_ROWS]))
     q_rows = draw(st.integers(1, 32))
     positions = draw(st.integers(1, 32 // q_rows)) if flags & protocol.Flag.ROWS else 0
     rows_per_head = q_rows if flags & protocol.Flag.CHUNK else max(positions, 1)
@@ -90,7 +90,7 @@ def _kind_fields(request):
     live = protocol.live_tiles(kv)
     fields = [f"k{request.heads}", rows, request.stage_rows]
     for s in range(request.stage_rows):
-        row = (request.query_row + s % rows) % protocol.TILE_POSITIONS
+        row = protocol.query_row_of(request, s) % protocol.TILE_POSITIONS
         fields.append(f"q{protocol.query_page(request, s, 0, 1000)}:{row}")
     fields += [f"p{protocol.mask_page(kv, t, **shape)}" for t in range(max(live - 3, 0), live)]
     fields += [f"s{protocol.slice_mask_tile(request, protocol.MASK_PAGE)}",
@@ -198,7 +198,7 @@ def _words(request, **patch):
     return words
 
 
-ROWS, CHUNK = int(protocol.Flag.ROWS), int(protocol.Flag.CHUNK)
+ROWS, CHUNK, HEAD_ROWS = int(protocol.Flag.ROWS), int(protocol.Flag.CHUNK), int(protocol.Flag.HEAD_ROWS)
 
 
 KIND_REFUSALS = [
@@ -206,7 +206,9 @@ KIND_REFUSALS = [
     dict(flags=ROWS, positions=0),  # ROWS without positions
     dict(flags=ROWS, q_rows=8, positions=5),  # 40 stage rows > 32
     dict(flags=0, positions=3),  # positions without ROWS
-    dict(flags=4),  # unknown flag
+    dict(flags=8),  # unknown flag
+    dict(flags=HEAD_ROWS | CHUNK),  # heads on rows: decode only
+    dict(flags=HEAD_ROWS | ROWS, positions=2),
 ]
 REFUSED_PATCHES = KIND_REFUSALS + [
     dict(capacity_tiles=63),  # not whole double blocks: the last position's window leaves the cache
@@ -365,7 +367,8 @@ def _method_cases(request, words, position):
         "stage_rows": [((), request.stage_rows)],
         "stage_head": [((s,), s // rows) for s in range(request.stage_rows)],
         "stage_row": [((s,), s % rows) for s in range(request.stage_rows)],
-        "query_row_of": [((s,), request.query_row + s % rows) for s in range(request.stage_rows)],
+        "query_row_of": [((s,), protocol.query_row_of(request, s)) for s in range(request.stage_rows)],
+        "head_rows": [((), bool(request.flags & protocol.Flag.HEAD_ROWS))],
         "query_page": [((s, d, width), protocol.query_page(request, s, d, width))
                        for s in range(request.stage_rows) for d in {0, request.dim_tiles - 1}
                        for width in {heads * request.dim_tiles, 1000}],
@@ -411,7 +414,7 @@ METHODS = {
     "live_tiles", "tail_width", "slices", "split", "reducer", "slice_begin", "slice_end", "slice_live_tiles",
     "tree_children", "tree_child", "tree_slot", "tree_parent", "round_to_double_blocks", "padded_tiles",
     "slice_padded_tiles", "blocks", "block_first_tile", "live_tiles_in_block", "chunk", "rows", "heads",
-    "rows_per_head", "stage_rows", "stage_head", "stage_row", "query_row_of", "query_page", "row_width",
+    "rows_per_head", "stage_rows", "stage_head", "stage_row", "query_row_of", "head_rows", "query_page", "row_width",
     "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_layout", "valid_positions", "idle",
     "valid_for", "kv_positions_at", "position_clamped", "decode_words", "read_request", "interleaved", "first_page",
 }

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import ttnn
 
-from ttnn_flashdecode import transformer
+from ttnn_flashdecode import tiles, transformer
 from ttnn_flashdecode.operation import to_numpy
 from ttnn_flashdecode.reference import attention_reference, pcc, relative_l2
 
@@ -108,3 +108,114 @@ def test_host_ttnn_tensors_and_a_positions_tensor_go_through():
     same = transformer.scaled_dot_product_attention_decode(q, k_cache, v_cache, cur_pos=[40, -1, 255])
     assert np.array_equal(to_numpy(out), np.asarray(same, np.float32))
     assert np.abs(np.asarray(same, np.float32)).sum() > 0
+
+
+# ---------------------------------------------------------------- paged and block-float caches
+
+BLOCK = 64
+
+
+def _paged_step(rng, k_pages, v_pages, table, cur_pos, kv_dtype, **kwargs):
+    """One decode step on a paged cache, tt-transformers style: the new token's K/V into its
+    block (``paged_update_cache``), then the paged drop-in. Returns (output, float64 reference on
+    the cache's contiguous view)."""
+    x = rng.standard_normal((1, 1, B, HIDDEN), dtype=np.float32)
+    wqkv = rng.standard_normal((HIDDEN, (NQ + 2 * NKV) * D), dtype=np.float32) / np.sqrt(HIDDEN)
+    qkv = (x @ wqkv).reshape(B, NQ + 2 * NKV, D)
+    q = qkv[:, :NQ].reshape(1, B, NQ, D).astype(BF16)
+    for user, position in enumerate(cur_pos):
+        if position >= 0:
+            block, slot = table[user, position // BLOCK], position % BLOCK
+            k_pages[block, :, slot] = qkv[user, NQ:NQ + NKV]
+            v_pages[block, :, slot] = qkv[user, NQ + NKV:]
+    dtype = getattr(ttnn, kv_dtype)
+    k, v = (ttnn.Tensor(np.ascontiguousarray(a, np.float32), dtype, layout=ttnn.TILE_LAYOUT) for a in (k_pages, v_pages))
+    positions = np.asarray(cur_pos, np.int32)
+    out = transformer.paged_scaled_dot_product_attention_decode(q, k, v, table, cur_pos_tensor=positions, **kwargs)
+    # The reference reads the cache as ttnn stores it (its dequantised values), through the table.
+    stored = [tiles.block_float_values(a, kv_dtype) if kv_dtype != "bfloat16" else a.astype(BF16).astype(np.float32)
+              for a in (k_pages, v_pages)]
+    contiguous = [np.concatenate([a[table[u]].transpose(1, 0, 2, 3).reshape(NKV, -1, D)[None] for u in range(B)])
+                  for a in stored]
+    want = attention_reference(q.reshape(1, 1, B, NQ * D), *contiguous, cur_pos=cur_pos)
+    return np.asarray(out, np.float64).reshape(1, 1, B, NQ * D), want
+
+
+@pytest.mark.usefixtures("mock_cluster")
+@pytest.mark.parametrize("kv_dtype", ["bfloat16", "bfloat8_b", "bfloat4_b"])
+def test_paged_decode_step_with_the_drop_in_matches_float64(kv_dtype):
+    rng = np.random.default_rng(12)
+    per_user = S // BLOCK
+    table = rng.permutation(B * per_user + 2)[:B * per_user].reshape(B, per_user).astype(np.int32)
+    k_pages = rng.standard_normal((B * per_user + 2, NKV, BLOCK, D), dtype=np.float32)
+    v_pages = rng.standard_normal((B * per_user + 2, NKV, BLOCK, D), dtype=np.float32)
+    for cur_pos in ([5, 130, -1], [6, 131, 0], [63, 64, 1]):  # crossing a block boundary on the third
+        got, want = _paged_step(rng, k_pages, v_pages, table, cur_pos, kv_dtype)
+        live = [u for u, p in enumerate(cur_pos) if p >= 0]
+        assert not got[0, 0, [u for u, p in enumerate(cur_pos) if p < 0]].any()
+        figures = pcc(got[0, 0, live], want[0, 0, live]), relative_l2(got[0, 0, live], want[0, 0, live])
+        assert figures[0] >= 0.9999 and figures[1] <= 1e-2, (kv_dtype, cur_pos, figures)
+
+
+def test_heads_layout_groups_may_straddle_a_row_tile():
+    """40 Q heads in groups of 5: the group of heads 30..34 spans two row tiles of Q and the output."""
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 2, 40, 64), dtype=np.float32).astype(BF16)
+    k, v = (rng.standard_normal((2, 8, 128, 64), dtype=np.float32).astype(BF16) for _ in range(2))
+    out = transformer.scaled_dot_product_attention_decode(q, k, v, cur_pos=[100, 7])
+    want = attention_reference(q.reshape(1, 1, 2, 40 * 64), k, v, cur_pos=[100, 7]).reshape(1, 2, 40, 64)
+    got = np.asarray(out, np.float64)
+    assert pcc(got, want) >= 0.9999 and relative_l2(got, want) <= 1e-2
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    (dict(paged_cache_geometry="geometry"), "paged_cache_geometry"),
+    (dict(cache_position_modulo=64), "cache_position_modulo"),
+    (dict(spec_multi_pos_tiles=2), "spec_multi_pos_tiles"),
+    (dict(sliding_window_size=64), "sliding_window_size"),
+    (dict(attention_sink=np.zeros(1)), "attention_sink"),
+    (dict(is_causal=False), "is_causal"),
+])
+def test_paged_drop_in_refuses_unsupported_keywords_by_name(kwargs, word):
+    q = np.zeros((1, B, NQ, D), BF16)
+    pages = np.zeros((B * 4, NKV, BLOCK, D), BF16)
+    table = np.arange(B * 4, dtype=np.int32).reshape(B, 4)
+    with pytest.raises(NotImplementedError, match=word):
+        transformer.paged_scaled_dot_product_attention_decode(q, pages, pages, table,
+                                                              cur_pos_tensor=np.zeros(B, np.int32), **kwargs)
+    with pytest.raises(TypeError, match="cur_pos_tensor"):
+        transformer.paged_scaled_dot_product_attention_decode(q, pages, pages, table)
+
+
+@pytest.mark.requires_device
+def test_decode_step_with_the_drop_in_on_a_card(device):
+    """On a card: Q height-sharded in L1 as nlp_create_qkv_heads_decode leaves it, a paged
+    bfloat8_b cache and device page table / positions; the output height-sharded like Q. Skips
+    without a card (never run here)."""
+    rng = np.random.default_rng(5)
+    per_user = S // BLOCK
+    table = rng.permutation(B * per_user).reshape(B, per_user).astype(np.int32)
+    k_pages = rng.standard_normal((B * per_user, NKV, BLOCK, D), dtype=np.float32)
+    v_pages = rng.standard_normal((B * per_user, NKV, BLOCK, D), dtype=np.float32)
+    cur_pos = [5, 130, 255]
+    q = rng.standard_normal((1, B, NQ, D), dtype=np.float32).astype(BF16)
+    grid = device.compute_with_storage_grid_size()
+    sharded = ttnn.create_sharded_memory_config(
+        shape=(32, D), core_grid=ttnn.num_cores_to_corerangeset(B, grid, row_wise=True),
+        strategy=ttnn.ShardStrategy.HEIGHT, orientation=ttnn.ShardOrientation.ROW_MAJOR,
+        use_height_and_width_as_shard_shape=True)
+    q_dev = ttnn.to_memory_config(ttnn.Tensor(q.astype(np.float32), ttnn.bfloat16, layout=ttnn.TILE_LAYOUT)
+                                  .to(device, ttnn.DRAM_MEMORY_CONFIG), sharded)
+    k, v = (ttnn.Tensor(a, ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT).to(device, ttnn.DRAM_MEMORY_CONFIG)
+            for a in (k_pages, v_pages))
+    table_dev, positions = (ttnn.Tensor(np.asarray(a, np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT)
+                            .to(device, ttnn.DRAM_MEMORY_CONFIG) for a in (table, cur_pos))
+    out = transformer.paged_scaled_dot_product_attention_decode(q_dev, k, v, table_dev, cur_pos_tensor=positions,
+                                                                memory_config=sharded)
+    got = np.asarray(ttnn.to_layout(ttnn.to_memory_config(out, ttnn.DRAM_MEMORY_CONFIG).cpu(), ttnn.ROW_MAJOR_LAYOUT)
+                     .to_list(), np.float64).reshape(1, 1, B, NQ * D)
+    stored = [tiles.block_float_values(a, "bfloat8_b") for a in (k_pages, v_pages)]
+    contiguous = [np.concatenate([a[table[u]].transpose(1, 0, 2, 3).reshape(NKV, -1, D)[None] for u in range(B)])
+                  for a in stored]
+    want = attention_reference(q.reshape(1, 1, B, NQ * D), *contiguous, cur_pos=cur_pos)
+    assert pcc(got, want) >= 0.9999 and relative_l2(got, want) <= 1e-2

@@ -34,6 +34,7 @@ import ttnn
 from ttnn_flashdecode import constants, protocol, tiles
 from ttnn_flashdecode.program_factory import (
     OPERANDS,
+    Q_LAYOUTS,
     Addresses,
     ComputeOptions,
     DecodeShape,
@@ -136,16 +137,27 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
     return "rows"
 
 
-def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None) -> _Inputs:
+def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
+              q_layout="rows") -> _Inputs:
     request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
     kinds = {_kind(q, "q"), _kind(k, "k"), _kind(v, "v")}
-    if len(kinds) != 1:
+    if "device" in kinds and len(kinds) != 1:
         raise ValueError(
-            f"q, k, v: expected one kind for all three (device tensors, host tensors or numpy arrays), got {sorted(kinds)}"
+            f"q, k, v: expected device tensors for all three or none (host tensors and numpy arrays mix), got {sorted(kinds)}"
         )
-    (kind,) = kinds
+    kind = _kind(q, "q")  # the output's kind
     q_shape, k_shape, v_shape = _shape_of(q), _shape_of(k), _shape_of(v)
-    if len(q_shape) != 4 or q_shape[:2] != (1, 1):
+    if q_layout not in Q_LAYOUTS:
+        raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {q_layout!r}")
+    if q_layout == "heads":
+        if request_kind != "decode":
+            raise ValueError(f"q_layout: 'heads' ([1, batch, n_q_heads, head_dim]) is for decode only, got a {request_kind} call")
+        if len(q_shape) != 4 or q_shape[0] != 1 or (len(k_shape) == 4 and q_shape[3] != k_shape[3]):
+            raise ValueError(f"q: expected shape [1, batch, n_q_heads, head_dim] (q_layout 'heads'; head_dim = k's "
+                             f"last dim), got {list(q_shape)}")
+        # Checked below as [1, 1, batch, n_q_heads * head_dim]: the same heads, one row per user.
+        q_shape = (1, 1, q_shape[1], q_shape[2] * q_shape[3])
+    elif len(q_shape) != 4 or q_shape[:2] != (1, 1):
         raise ValueError(f"q: expected shape [1, 1, batch, n_q_heads * head_dim], got {list(q_shape)}")
     layout = ("[cache_blocks, n_kv_heads, block_size, head_dim] (paged: page_table_tensor given)"
               if page_table_tensor is not None else "[batch, n_kv_heads, capacity, head_dim]")
@@ -172,7 +184,7 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
     width = q_shape[3]
     # On a device Q is a TILE-layout tensor whose heads start on tile columns (DESIGN.md §5): each
     # head takes head_dim rounded up to 32 columns, zero-padded. The emulator pads host inputs itself.
-    head_columns = -(-head_dim // 32) * 32 if kind == "device" else head_dim
+    head_columns = -(-head_dim // 32) * 32 if kind == "device" and q_layout == "rows" else head_dim
     if width % head_columns:
         what = (f"head_dim {head_dim}" if head_columns == head_dim else
                 f"{head_columns} (head_dim {head_dim} padded to whole tiles: on a device each head takes {head_columns} columns)")
@@ -221,9 +233,10 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
             )
         positions = _chunk_starts(chunk_start, batch, per_user, capacity)
     if kind == "device":
-        _validate_device_tensors(q, k, v)
+        _validate_device_tensors(q, k, v, q_layout)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
-                        cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype)
+                        cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
+                        q_layout=q_layout)
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
@@ -388,21 +401,29 @@ def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[
                           rule=f"0 <= start <= capacity - C = {capacity - length} (C = {length} rows)", broadcast=True)
 
 
-def _validate_device_tensors(q, k, v) -> None:
+def _validate_device_tensors(q, k, v, q_layout: str = "rows") -> None:
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if tensor.dtype != ttnn.bfloat16 and not (name != "q" and tensor.dtype in _BLOCK_FLOAT):
             what = "bfloat16" if name == "q" else "bfloat16, bfloat8_b or bfloat4_b"
             raise ValueError(f"{name}: expected dtype {what}, got {tensor.dtype}")
         if tensor.layout != ttnn.TILE_LAYOUT:
             raise ValueError(f"{name}: expected TILE layout, got {tensor.layout}")
-        if tensor.memory_config().buffer_type != ttnn.BufferType.DRAM or tensor.memory_config().is_sharded():
-            raise ValueError(f"{name}: expected a DRAM-interleaved tensor, got {tensor.memory_config()}")
+        config = tensor.memory_config()
+        if name == "q" and q_layout == "heads" and _height_sharded_l1(config):
+            continue  # nlp_create_qkv_heads_decode's Q: the reader's TensorAccessor finds its shards
+        if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+            also = " or an L1 height-sharded one (q_layout 'heads')" if name == "q" and q_layout == "heads" else ""
+            raise ValueError(f"{name}: expected a DRAM-interleaved tensor{also}, got {config}")
     devices = {t.device().id() for t in (q, k, v)}
     if len(devices) != 1:
         raise ValueError("q, k, v: expected tensors on one device, got tensors on different devices")
     chips = q.device().get_num_devices() if hasattr(q.device(), "get_num_devices") else 1
     if chips != 1:
         raise NotImplementedError(f"device: expected a single-chip (1x1) mesh, got {chips} chips; shard the batch per chip")
+
+
+def _height_sharded_l1(config) -> bool:
+    return config.buffer_type == ttnn.BufferType.L1 and config.memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
 
 
 def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
@@ -467,6 +488,7 @@ def attention(
     rows: int | None = None,
     scale: float | None = None,
     block_tiles: int | None = None,
+    q_layout: str = "rows",
     compute_kernel_config=None,
     memory_config=None,
     split: int | None = None,
@@ -590,7 +612,7 @@ def attention(
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if split is not None and (isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 1 <= split <= protocol.MAX_SPLIT):
         raise ValueError(f"split: expected None or an int in 1..{protocol.MAX_SPLIT}, got {split!r}")
-    inputs = _validate(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor)
+    inputs = _validate(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if scale is not None and not (
         isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0
@@ -754,7 +776,7 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
     shape = inputs.shape
     emu = _emulator(DEFAULT_ARCH)
     q_np = to_numpy(q)
-    q_pages = tiles.to_tile_bytes(_heads_padded(q_np, shape))
+    q_pages = tiles.to_tile_bytes(_heads_padded(q_np, shape) if shape.q_layout == "rows" else q_np)
     if shape.kv_dtype == "bfloat16":
         kv_pages = [tiles.to_tile_bytes(to_numpy(t)) for t in (k, v)]
     else:  # the tensors' own packed pages (ttnn's host packing)
@@ -785,12 +807,15 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
         _check_windows(plan)
         program = program_for(plan, Addresses(*(b.address for b in operands)))
         report = emu.run(program)
-        result = tiles.from_tile_bytes(emu.read_pages(out_buffer), (1, 1, shape.q_height, shape.q_width_tiles * 32))
+        result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
     finally:
         for buffer in buffers:
             emu.free(buffer)
     _last_report.value = report
-    result = _heads_unpadded(result, shape)
+    if shape.q_layout == "rows":
+        result = _heads_unpadded(result[:, :, :shape.q_height], shape)
+    else:
+        result = result[:, :, :shape.n_q_heads, :shape.head_dim]
     if inputs.kind == "host":
         return ttnn.Tensor(np.ascontiguousarray(result, dtype=np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
     return result.astype(q_np.dtype)
@@ -800,8 +825,11 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
 
 def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config):
     shape = inputs.shape
-    if memory_config is not None and (memory_config.buffer_type != ttnn.BufferType.DRAM or memory_config.is_sharded()):
-        raise ValueError(f"memory_config: expected DRAM interleaved, got {memory_config}")
+    sharded_ok = shape.q_layout == "heads" and memory_config is not None and _height_sharded_l1(memory_config)
+    if memory_config is not None and not sharded_ok and (
+            memory_config.buffer_type != ttnn.BufferType.DRAM or memory_config.is_sharded()):
+        also = " or (q_layout 'heads') L1 height-sharded" if shape.q_layout == "heads" else ""
+        raise ValueError(f"memory_config: expected DRAM interleaved{also}, got {memory_config}")
     device = q.device()
     arch = "blackhole" if "BLACKHOLE" in str(device.arch()).upper() else "wormhole_b0"
     grid = device.compute_with_storage_grid_size()

@@ -44,6 +44,7 @@ from ttnn_flashdecode.schedule import Schedule
 
 __all__ = [
     "KINDS",
+    "Q_LAYOUTS",
     "MAX_RUNTIME_ARGS",
     "MAX_REQUESTS_PER_CORE",
     "DecodeShape",
@@ -74,6 +75,10 @@ buffer of one page (ttnn's ``cur_pos_tensor``). ``page_table``: a paged cache's 
 POSITIONS operand's args stand in (never used)."""
 
 
+Q_LAYOUTS = ("rows", "heads")
+"""Q (and output) layouts: ``[1, 1, batch * rows, n_q_heads * head_dim]`` or ttnn's decode
+``[1, batch, n_q_heads, head_dim]`` (:class:`DecodeShape` ``q_layout``)."""
+
 KINDS = ("decode", "chunk", "rows")
 """Request kinds: one query row per user; a causal chunk per sequence (CHUNK); several
 consecutive query rows per user (ROWS)."""
@@ -98,6 +103,9 @@ class DecodeShape:
             cache_block_size, head_dim]``; 0 for a contiguous cache.
         kv_dtype: the K/V cache's dtype, a key of :data:`~ttnn_flashdecode.residency.KV_FORMATS`
             (``"bfloat16"``, ``"bfloat8_b"``, ``"bfloat4_b"``); Q and the output are bfloat16.
+        q_layout: ``"rows"``: Q and the output ``[1, 1, batch * rows, n_q_heads * head_dim]``
+            (activation layout); ``"heads"`` (decode only): ``[1, batch, n_q_heads, head_dim]``,
+            ttnn's decode layout, each user's heads on the rows of its own row tiles (HEAD_ROWS).
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -114,8 +122,13 @@ class DecodeShape:
     cache_block_size: int = 0
     cache_blocks: int = 0
     kv_dtype: str = "bfloat16"
+    q_layout: str = "rows"
 
     def __post_init__(self):
+        if self.q_layout not in Q_LAYOUTS:
+            raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {self.q_layout!r}")
+        if self.q_layout == "heads" and self.kind != "decode":
+            raise ValueError(f"q_layout: 'heads' ([1, batch, n_heads, head_dim]) is for decode only, got kind {self.kind!r}")
         if self.kv_dtype not in KV_FORMATS:
             raise ValueError(f"kv_dtype: expected one of {sorted(KV_FORMATS)}, got {self.kv_dtype!r}")
         if self.cache_block_size or self.cache_blocks:
@@ -197,6 +210,18 @@ class DecodeShape:
     def capacity_tiles(self) -> int:
         """``ceil(capacity / 32)`` position tiles per (user, KV head)."""
         return -(-self.capacity // 32)
+
+    @property
+    def head_row_tiles(self) -> int:
+        """``"heads"`` layout: row tiles per user, ``ceil(n_q_heads / 32)`` (heads padded to 32 rows)."""
+        return -(-self.n_q_heads // 32)
+
+    @property
+    def q_tiled_shape(self) -> tuple[int, int, int, int]:
+        """Q's (and the output's) 4-D shape in whole tiles, heads padded to whole tiles."""
+        if self.q_layout == "heads":
+            return (1, self.batch, self.head_row_tiles * 32, self.dim_tiles * 32)
+        return (1, 1, -(-self.q_height // 32) * 32, self.q_width_tiles * 32)
 
     @property
     def q_width_tiles(self) -> int:
@@ -424,8 +449,9 @@ def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
     head's tile column, user ``b``'s first row ``b * rows``, ``user = b`` (its POSITIONS entry; rows:
     the ROWS flag and ``positions`` = rows). chunk: one per (sequence, Q head): ``q_rows`` = C (the
     CHUNK flag), the head's tile column, the sequence's first row ``b * C``, K/V of the head's KV
-    group. ``kv_positions`` (host accounting only, not on the wire) is the plan's assumption,
-    :attr:`DecodeShape.planned_kv_positions`.
+    group. The ``"heads"`` Q layout (HEAD_ROWS): the group's first head is row ``first % 32`` of
+    user ``b``'s row tile ``first // 32``. ``kv_positions`` (host accounting only, not on the
+    wire) is the plan's assumption, :attr:`DecodeShape.planned_kv_positions`.
 
     Args:
         plan: the plan.
@@ -434,6 +460,8 @@ def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
     shape, residency = plan.shape, plan.residency
     chunk = shape.kind == "chunk"
     flags = protocol.Flag.CHUNK if chunk else protocol.Flag.ROWS if shape.kind == "rows" else 0
+    if shape.q_layout == "heads":
+        flags = protocol.Flag.HEAD_ROWS
     heads_per_request = 1 if chunk else shape.q_rows
     kv_positions = iter(shape.planned_kv_positions)
     requests = []
@@ -442,6 +470,9 @@ def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
         for first in range(0, shape.n_q_heads, heads_per_request):
             group = first // shape.q_rows
             q_page = row_tile * shape.q_width_tiles + first * shape.dim_tiles
+            if shape.q_layout == "heads":  # the group's first head is a row of the user's own row tiles
+                head_tile, query_row = divmod(first, protocol.TILE_POSITIONS)
+                q_page = (user * shape.head_row_tiles + head_tile) * shape.dim_tiles
             if shape.paged:  # the KV head's offset inside a cache block; the page table gives the block
                 kv_page = group * shape.cache_block_tiles * shape.dim_tiles
             else:

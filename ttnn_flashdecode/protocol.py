@@ -120,6 +120,7 @@ __all__ = [
     "mask_row_source",
     "slice_mask_tile",
     "query_page",
+    "query_row_of",
 ]
 
 WORDS = 16
@@ -188,6 +189,7 @@ class Flag(enum.IntFlag):
 
     CHUNK = 1
     ROWS = 2
+    HEAD_ROWS = 4  # decode only: Q and output [1, batch, n_heads, head_dim], a user's heads on rows
 
 
 class CB(enum.IntEnum):
@@ -544,9 +546,20 @@ def slice_mask_tile(request: Request, page: int) -> int:
 def query_page(request: Request, stage_row: int, dim_tile: int, q_width_tiles: int) -> int:
     """Page of Q (and the output), relative to the request's first page, holding ``stage_row``'s
     dim tile ``dim_tile``; Q is ``q_width_tiles`` tiles wide. Its row in that page is
-    ``(query_row + stage_row % rows_per_head) % 32``."""
+    :func:`query_row_of` ``% 32``. HEAD_ROWS (Q ``[1, batch, n_heads, head_dim]``): a user's heads
+    are rows, so row tiles follow each other ``dim_tiles`` pages apart."""
+    head, _ = divmod(stage_row, request.rows_per_head)
+    row_tile = query_row_of(request, stage_row) // TILE_POSITIONS
+    if request.flags & Flag.HEAD_ROWS:
+        return row_tile * request.dim_tiles + dim_tile
+    return row_tile * q_width_tiles + head * request.dim_tiles + dim_tile
+
+
+def query_row_of(request: Request, stage_row: int) -> int:
+    """Q (and output) row of ``stage_row``, counted from row 0 of the first page's row tile:
+    ``query_row`` plus the stage row's row (HEAD_ROWS: its head)."""
     head, row = divmod(stage_row, request.rows_per_head)
-    return (request.query_row + row) // TILE_POSITIONS * q_width_tiles + head * request.dim_tiles + dim_tile
+    return request.query_row + (head if request.flags & Flag.HEAD_ROWS else row)
 
 
 def _require(field: str, value: int, low: int, high: int) -> None:
@@ -581,7 +594,9 @@ def encode(request: Request, residency) -> list[int]:
     """
     _require("q_rows", request.q_rows, 1, MAX_Q_ROWS)
     _require("query_row", request.query_row, 0, MAX_QUERY_ROW)
-    _require("flags", request.flags, 0, int(Flag.CHUNK | Flag.ROWS))
+    _require("flags", request.flags, 0, int(Flag.CHUNK | Flag.ROWS | Flag.HEAD_ROWS))
+    if request.flags & Flag.HEAD_ROWS and request.flags & (Flag.CHUNK | Flag.ROWS):
+        raise ValueError(f"flags: expected HEAD_ROWS on a decode request only (no CHUNK or ROWS), got {request.flags}")
     _require("positions", request.positions, 0, 0xFF)
     if request.flags & Flag.CHUNK and request.flags & Flag.ROWS:
         raise ValueError(f"flags: expected CHUNK or ROWS, not both, got {request.flags}")

@@ -1,17 +1,18 @@
-"""Drop-in for ttnn's decode attention call: ``ttnn_flashdecode.transformer.scaled_dot_product_attention_decode``.
+"""Drop-ins for ttnn's decode attention calls: ``scaled_dot_product_attention_decode`` and
+``paged_scaled_dot_product_attention_decode``.
 
-Same signature and semantics as ``ttnn.transformer.scaled_dot_product_attention_decode`` (ttnn
-0.81) for what this op supports, so a tt-transformers-style model swaps the call and nothing
-else: Q ``[1, b, nh, dh]`` (the heads ``nlp_create_qkv_heads_decode`` gives), K / V ``[b, nkv, s,
-dh]``, ``cur_pos`` or ``cur_pos_tensor`` (-1: idle slot), ``scale``, ``program_config``
-(``k_chunk_size`` becomes the K/V block), ``compute_kernel_config``, ``memory_config``; the output
-is ``[1, b, nh, dh]``. What it does not support is refused by name (``NotImplementedError``),
-never ignored: ``attn_mask`` / ``is_causal=False``, ``sliding_window_size``, ``attention_sink``,
-``share_cache=True``, program-config fields other than the grid and ``k_chunk_size``.
-
-This first version takes host inputs (numpy arrays, host ``ttnn.Tensor``: the emulator); device
-tensors are refused with the call to use instead (``ttnn_flashdecode.attention`` with Q as
-``[1, 1, b, nh * dh]``) until the device path (height-sharded, head-padded Q) is built.
+Same signatures and semantics as ``ttnn.transformer``'s (ttnn 0.81) for what this op supports, so
+a tt-transformers-style model swaps the call and nothing else: Q ``[1, b, nh, dh]`` (the heads
+``nlp_create_qkv_heads_decode`` gives: DRAM interleaved or L1 height-sharded on a device, head
+rows padded to the tile), K / V ``[b, nkv, s, dh]`` or paged ``[blocks, nkv, block_size, dh]``
+with ``page_table_tensor``, in bfloat16, bfloat8_b or bfloat4_b; ``cur_pos`` or
+``cur_pos_tensor`` (-1: idle slot), ``scale``, ``program_config`` (``k_chunk_size`` becomes the
+K/V block), ``compute_kernel_config``, ``memory_config``; the output is ``[1, b, nh, dh]``. The
+kernels read Q and write the output in that layout directly (the HEAD_ROWS request flag): no
+reshape on the way. What is not supported is refused by name (``NotImplementedError``), never
+ignored: ``attn_mask`` / ``is_causal=False``, ``sliding_window_size``, ``attention_sink``,
+``share_cache=True``, program-config fields other than the grid and ``k_chunk_size``, and the
+paged call's ``paged_cache_geometry``, ``cache_position_modulo``, ``spec_multi_pos_tiles``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import ttnn
 
-from ttnn_flashdecode.operation import DEFAULT_ARCH, attention, to_numpy
+from ttnn_flashdecode.operation import DEFAULT_ARCH, attention
 
-__all__ = ["scaled_dot_product_attention_decode"]
+__all__ = ["scaled_dot_product_attention_decode", "paged_scaled_dot_product_attention_decode"]
 
 _PROGRAM_CONFIG_DEFAULTS = {"sub_core_grids": None, "exp_approx_mode": None, "max_cores_per_head_batch": 16,
                             "max_k_splits": 1, "matmul_math_fidelity": None, "segmented_accumulation": False}
@@ -86,46 +87,99 @@ def scaled_dot_product_attention_decode(
     """Flash-decode GQA attention with ``ttnn.transformer.scaled_dot_product_attention_decode``'s call.
 
     Args:
-        input_tensor_q: ``[1, b, nh, dh]``: one decode row per user, its heads (numpy float32 /
-            ``ml_dtypes.bfloat16`` or a host ``ttnn.Tensor``).
-        input_tensor_k, input_tensor_v: KV cache ``[b, nkv, s, dh]``, same kind.
+        input_tensor_q: ``[1, b, nh, dh]``: one decode row per user, its heads: a device
+            ``ttnn.Tensor`` (bfloat16 TILE, DRAM interleaved or L1 height-sharded), a host
+            ``ttnn.Tensor`` or a numpy float32 / ``ml_dtypes.bfloat16`` array (the emulator).
+        input_tensor_k, input_tensor_v: KV cache ``[b, nkv, s, dh]``, same kind; ttnn tensors
+            may be bfloat16, bfloat8_b or bfloat4_b.
         cur_pos: one int per user (its position; -1: idle slot, zero output), or None.
-        cur_pos_tensor: the same as an int32 ``[b]`` tensor (numpy or host ``ttnn.Tensor``), or None.
+        cur_pos_tensor: the same as an int32 ``[b]`` tensor (device, or numpy / host on the
+            emulator), or None.
         scale: query scale; default ``1/sqrt(dh)``.
         program_config: ``ttnn.SDPAProgramConfig``; its ``k_chunk_size`` (positions, a multiple
             of 32) is the K/V block; its grid must be the device's whole grid.
-        compute_kernel_config, memory_config: as :func:`ttnn_flashdecode.attention`.
+        compute_kernel_config: as :func:`ttnn_flashdecode.attention`.
+        memory_config: the output's: DRAM interleaved (default) or, on a device, L1 height-sharded.
         is_causal, attn_mask, sliding_window_size, share_cache, attention_sink: only the defaults
             (causal, none) are supported.
 
     Returns:
-        ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (numpy of its dtype, or a host
-        ``ttnn.Tensor`` bfloat16 ROW_MAJOR).
+        ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
+        or a host ``ttnn.Tensor`` bfloat16 ROW_MAJOR).
 
     Raises:
-        NotImplementedError: an unsupported keyword or value (named), or device tensors.
-        ValueError, TypeError: as :func:`ttnn_flashdecode.attention`, and Q not 4-D ``[1, b, nh, dh]``.
+        NotImplementedError: an unsupported keyword or value (named).
+        ValueError, TypeError: as :func:`ttnn_flashdecode.attention` (``q_layout="heads"``), and
+            Q not 4-D ``[1, b, nh, dh]``.
     """
     _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
                         share_cache=share_cache, attention_sink=attention_sink)
+    return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
+                            cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale,
+                            compute_kernel_config=compute_kernel_config, memory_config=memory_config)
+
+
+def paged_scaled_dot_product_attention_decode(
+    input_tensor_q,
+    input_tensor_k,
+    input_tensor_v,
+    page_table_tensor,
+    *,
+    is_causal: bool = True,
+    attn_mask=None,
+    cur_pos_tensor=None,
+    attention_sink=None,
+    scale: float | None = None,
+    sliding_window_size=None,
+    memory_config=None,
+    program_config=None,
+    compute_kernel_config=None,
+    paged_cache_geometry=None,
+    cache_position_modulo=None,
+    spec_multi_pos_tiles: int = 0,
+):
+    """Flash-decode GQA attention on a paged KV cache, with
+    ``ttnn.transformer.paged_scaled_dot_product_attention_decode``'s call.
+
+    Args:
+        input_tensor_q: ``[1, b, nh, dh]``, as :func:`scaled_dot_product_attention_decode`.
+        input_tensor_k, input_tensor_v: paged KV cache ``[blocks, nkv, block_size, dh]``
+            (``block_size`` a multiple of 32), bfloat16, bfloat8_b or bfloat4_b.
+        page_table_tensor: int32 ``[b, blocks_per_user]``: user ``u``'s positions ``i * block_size
+            ..`` live in block ``page_table_tensor[u][i]`` (ROW_MAJOR; a device tensor on a card).
+        cur_pos_tensor: int32 ``[b]`` positions (-1: idle slot); required, as in ttnn.
+        scale, program_config, compute_kernel_config, memory_config: as
+            :func:`scaled_dot_product_attention_decode`.
+        is_causal, attn_mask, attention_sink, sliding_window_size, paged_cache_geometry,
+            cache_position_modulo, spec_multi_pos_tiles: only the defaults are supported.
+
+    Returns:
+        ``[1, b, nh, dh]``, the kind of ``input_tensor_q``.
+
+    Raises:
+        NotImplementedError: an unsupported keyword or value (named).
+        TypeError: no ``cur_pos_tensor``.
+        ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``.
+    """
+    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
+                        share_cache=None, attention_sink=attention_sink)
+    for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
+                                 ("cache_position_modulo", cache_position_modulo, None),
+                                 ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
+        if value != default:
+            raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
+    if cur_pos_tensor is None:
+        raise TypeError("cur_pos_tensor: the paged decode call takes its positions as a tensor (int32 [b]), got None")
+    return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
+                            cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor, scale=scale,
+                            compute_kernel_config=compute_kernel_config, memory_config=memory_config)
+
+
+def _heads_attention(q, k, v, *, program_config, **keywords):
+    """:func:`ttnn_flashdecode.attention` on Q ``[1, b, nh, dh]`` (``q_layout="heads"``)."""
     block_tiles = _block_tiles(program_config)
-    host_tensor = isinstance(input_tensor_q, ttnn.Tensor)
-    for name, tensor in (("input_tensor_q", input_tensor_q), ("input_tensor_k", input_tensor_k),
-                         ("input_tensor_v", input_tensor_v)):
-        if isinstance(tensor, ttnn.Tensor) and tensor.storage_type() == ttnn.StorageType.DEVICE:
-            raise NotImplementedError(f"{name}: device tensors are not supported by the drop-in yet; call "
-                                      "ttnn_flashdecode.attention(q, k, v, cur_pos_tensor=...) with Q as [1, 1, b, nh * dh]")
-    q = to_numpy(input_tensor_q) if host_tensor else input_tensor_q
-    if not isinstance(q, np.ndarray):
-        raise TypeError(f"input_tensor_q: expected a numpy array or a host ttnn.Tensor, got {type(q).__name__}")
-    if q.ndim != 4 or q.shape[0] != 1:
+    if isinstance(q, (list, tuple)) or not (isinstance(q, ttnn.Tensor) or isinstance(q, np.ndarray)):
+        raise TypeError(f"input_tensor_q: expected a ttnn.Tensor or a numpy array, got {type(q).__name__}")
+    if len(q.shape) != 4 or q.shape[0] != 1:
         raise ValueError(f"input_tensor_q: expected shape [1, b, nh, dh], got {list(q.shape)}")
-    _, batch, heads, head_dim = q.shape
-    k, v = (to_numpy(t) if isinstance(t, ttnn.Tensor) else t for t in (input_tensor_k, input_tensor_v))
-    out = attention(q.reshape(1, 1, batch, heads * head_dim), k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor,
-                    scale=scale, block_tiles=block_tiles, compute_kernel_config=compute_kernel_config,
-                    memory_config=memory_config, backend="emulator")
-    out = np.asarray(out).reshape(1, batch, heads, head_dim)
-    if host_tensor:
-        return ttnn.Tensor(np.ascontiguousarray(out, dtype=np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
-    return out
+    return attention(q, k, v, q_layout="heads", block_tiles=block_tiles, **keywords)

@@ -105,6 +105,7 @@ int main() {
         METHOD1(stage_head)
         METHOD1(stage_row)
         METHOD1(query_row_of)
+        METHOD0(head_rows)
         METHOD3(query_page)
         METHOD2(row_width)
         METHOD1(mask_tile)

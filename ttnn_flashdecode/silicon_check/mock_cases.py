@@ -39,6 +39,7 @@ class Case:
     q_rows_per_user: int = 1  # ROWS: rows; CHUNK: the chunk length
     cache_block_size: int = 0  # paged: positions per cache block (a device page table); 0: contiguous
     kv_dtype: str = "bfloat16"  # the K/V cache's ttnn dtype: bfloat16, bfloat8_b or bfloat4_b
+    drop_in: bool = False  # through ttnn_flashdecode.transformer, Q [1, b, nh, dh] height-sharded in L1
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -65,6 +66,10 @@ CASES = (
     Case("decode bfloat8_b cache, scheduler split", 1, 16, 2, 128, 8192, dict(cur_pos=[8191]), kv_dtype="bfloat8_b"),
     Case("decode bfloat4_b cache, batch 32", 32, 32, 8, 128, 2048, dict(cur_pos=list(range(0, 2048, 64))),
          kv_dtype="bfloat4_b"),
+    Case("drop-in paged bfloat8_b, Q and output height-sharded in L1", 8, 32, 8, 128, 4096,
+         dict(cur_pos=list(range(7, 4096, 512))), cache_block_size=64, kv_dtype="bfloat8_b", drop_in=True),
+    Case("drop-in contiguous, Q height-sharded, 40 heads (groups straddle a row tile)", 2, 40, 8, 64, 1024,
+         dict(cur_pos=[5, 1000]), drop_in=True),
     Case("paged bfloat8_b cache, block 64, ROWS 3", 4, 16, 2, 128, 4096, dict(cur_pos=[100, 1000, 2500, 4095], rows=3),
          q_rows_per_user=3, cache_block_size=64, kv_dtype="bfloat8_b"),
 )
@@ -99,7 +104,33 @@ def run_case(device, case: Case, rng: np.random.Generator):
         call["compute_kernel_config"] = ttnn.ComputeConfigDescriptor(
             math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=False, math_approx_mode=True)
     cache = _tensor(device, k, case.kv_dtype)
+    if case.drop_in:
+        return _drop_in(device, case, cache, call, rng)
     return attention(_tensor(device, q), cache, cache, **call)
+
+
+def _drop_in(device, case: Case, cache, call: dict, rng: np.random.Generator):
+    """The tt-transformers call: Q ``[1, b, nh, dh]`` height-sharded in L1 (one user per core, as
+    ``nlp_create_qkv_heads_decode`` leaves it), positions as a device tensor, output sharded like Q."""
+    import ttnn
+
+    from ttnn_flashdecode import transformer
+
+    grid = device.compute_with_storage_grid_size()
+    sharded = ttnn.create_sharded_memory_config(
+        shape=(-(-case.n_q_heads // 32) * 32, case.head_dim),
+        core_grid=ttnn.num_cores_to_corerangeset(case.batch, grid, row_wise=True), strategy=ttnn.ShardStrategy.HEIGHT,
+        orientation=ttnn.ShardOrientation.ROW_MAJOR, use_height_and_width_as_shard_shape=True)
+    q = rng.standard_normal((1, case.batch, case.n_q_heads, case.head_dim), dtype=np.float32)
+    q = ttnn.Tensor(q, ttnn.bfloat16, layout=ttnn.TILE_LAYOUT).to(device, sharded)
+    positions = ttnn.Tensor(np.asarray(call.pop("cur_pos"), np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT,
+                            device=device, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    table = call.pop("page_table_tensor", None)
+    if table is not None:
+        return transformer.paged_scaled_dot_product_attention_decode(q, cache, cache, table, cur_pos_tensor=positions,
+                                                                     memory_config=sharded, **call)
+    return transformer.scaled_dot_product_attention_decode(q, cache, cache, cur_pos_tensor=positions,
+                                                           memory_config=sharded, **call)
 
 
 def main() -> int:
