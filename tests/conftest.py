@@ -21,7 +21,7 @@ import tempfile
 
 import pytest
 
-from ttnn_flashdecode.devices import MOCK_CLUSTER_ENV, detect_devices
+from ttnn_flashdecode.devices import MOCK_CLUSTER_ENV, detect_devices, ensure_host_context
 from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
 
 pytest_plugins = ["pytester"]
@@ -144,16 +144,10 @@ def mock_cluster():
     Yields:
         The descriptor path in use, or None when a real card is used.
     """
-    if os.environ.get(MOCK_CLUSTER_ENV):
-        yield pathlib.Path(os.environ[MOCK_CLUSTER_ENV])
-        return
-    if detect_devices().count > 0:
-        yield None
-        return
     # Left set after the session: tt-metal keeps the mocked context for the rest of the
     # process anyway, and detect_devices() keeps reporting that no real device is in use.
-    os.environ[MOCK_CLUSTER_ENV] = str(MOCK_CLUSTER_DESC)
-    yield MOCK_CLUSTER_DESC
+    path = ensure_host_context()
+    yield pathlib.Path(path) if path else None
 
 
 def pytest_terminal_summary(terminalreporter):

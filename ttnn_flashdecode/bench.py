@@ -53,6 +53,7 @@ class Row(cm.RooflineRatios):
     context: int
     batch: int
     device: str
+    kv_dtype: str  # the K/V cache's: bfloat16, bfloat8_b or bfloat4_b
     cores: int
     cores_used: int
     max_live_tiles: int
@@ -71,9 +72,9 @@ class Row(cm.RooflineRatios):
     breakdown: dict
 
 
-def _measured(shape: cm.Shape, context: int, batch: int, split):
+def _measured(shape: cm.Shape, context: int, batch: int, split, kv_dtype: str = "bfloat16"):
     """Emulator counters of one call: (DRAM read bytes, L1-to-L1 bytes, cores used), and the plan."""
-    report, plan = cm._run_emulated(shape, [context] * batch, split, None)
+    report, plan = cm._run_emulated(shape, [context] * batch, split, None, kv_dtype=kv_dtype)
     totals = report.totals
     return (totals.dram_read_bytes, totals.l1_read_bytes + totals.l1_write_bytes, len(report.cores)), plan
 
@@ -113,22 +114,25 @@ def run(
     p150_cores: int | None = None,
     split: int | None = None,
     min_slice_tiles: int | None = None,
+    kv_dtypes: Sequence[str] = ("bfloat16",),
     log=None,
 ) -> list[Row]:
     """Compute every row (see the module docstring).
 
     ``min_slice_tiles`` overrides the planner's smallest split-K slice
-    (``schedule.DEFAULT_MIN_SLICE_TILES``) to compare bounds.
+    (``schedule.DEFAULT_MIN_SLICE_TILES``) to compare bounds. ``kv_dtypes``: the K/V cache dtypes
+    to run each call with (``bfloat16``, ``bfloat8_b``, ``bfloat4_b``); an emulated block-float
+    row packs its cache with ttnn (:func:`ttnn_flashdecode.devices.ensure_host_context` first).
 
     Raises:
         cost_model.CalibrationError: the kernels no longer fit the cost model's features.
         RuntimeError: an emulator run's bytes or cores disagree with the analytic model.
     """
     with _min_slice_tiles(min_slice_tiles):
-        return _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, log)
+        return _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log)
 
 
-def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, log) -> list[Row]:
+def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log) -> list[Row]:
     seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
     rows = []
     for key in models:
@@ -137,23 +141,25 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
         for device_name in devices:
             dev = cm.device(device_name, p150_cores if device_name == "p150" else None)
             for context in contexts:
-                for batch in batches:
-                    plan, kv, block_tiles = cm.op_schedule(shape, [context] * batch, dev, split=split)
-                    est = cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights, users=batch)
+                for batch, kv_dtype in ((b, d) for b in batches for d in kv_dtypes):
+                    plan, kv, block_tiles = cm.op_schedule(shape, [context] * batch, dev, split=split, kv_dtype=kv_dtype)
+                    est = cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights, users=batch,
+                                      kv_dtype=kv_dtype)
                     source, dram, noc, used = "model", est.dram_read_bytes, est.combine_noc_bytes, est.cores_used
                     emulable = dev.arch == "wormhole_b0" and dev.grid == cm._emulated_grid()
                     if emulable and batch * shape.n_kv_heads * context <= emulate_budget:
                         if log:
-                            log(f"  emulating {shape.name} context {context} batch {batch} ...")
-                        (dram, noc, used), _ = _measured(shape, context, batch, split)
+                            log(f"  emulating {shape.name} context {context} batch {batch} {kv_dtype} ...")
+                        (dram, noc, used), _ = _measured(shape, context, batch, split, kv_dtype)
                         if (dram, noc, used) != (est.dram_read_bytes, est.combine_noc_bytes, est.cores_used):
                             raise RuntimeError(
-                                f"{shape.name} context {context} batch {batch}: expected the emulator to match the "
+                                f"{shape.name} context {context} batch {batch} {kv_dtype}: expected the emulator to match the "
                                 f"analytic model (DRAM {est.dram_read_bytes} B, NoC {est.combine_noc_bytes} B, "
                                 f"{est.cores_used} cores), got DRAM {dram} B, NoC {noc} B, {used} cores")
                         source = "emu"
                     rows.append(Row(
-                        model=shape.name, context=context, batch=batch, device=device_name, cores=dev.cores,
+                        model=shape.name, context=context, batch=batch, device=device_name, kv_dtype=kv_dtype,
+                        cores=dev.cores,
                         cores_used=used, max_live_tiles=est.max_live_tiles, min_live_tiles=est.min_live_tiles,
                         max_split=est.max_split, block_tiles=block_tiles, dram_read_bytes=dram,
                         min_dram_bytes=est.min_dram_bytes, combine_noc_bytes=noc, time_s=est.time_s,
@@ -170,17 +176,30 @@ def _bytes(n: int) -> str:
     return f"{n}B"
 
 
+KV_SHORT = {"bfloat16": "bf16", "bfloat8_b": "bfp8", "bfloat4_b": "bfp4"}
+
+
+def bytes_vs_bfloat16(rows: Sequence[Row]) -> dict[int, float]:
+    """Per row index, its DRAM read bytes over those of the bfloat16 row of the same call (model,
+    context, batch, device), when that row is present."""
+    bf16 = {(r.model, r.context, r.batch, r.device): r.dram_read_bytes for r in rows if r.kv_dtype == "bfloat16"}
+    return {i: r.dram_read_bytes / bf16[key] for i, r in enumerate(rows)
+            if (key := (r.model, r.context, r.batch, r.device)) in bf16}
+
+
 def format_table(rows: Sequence[Row]) -> str:
     """The rows as a fixed-width table (times in microseconds)."""
-    header = (f"{'model':<13}{'ctx':>7}{'batch':>6} {'dev':<5}{'cores':>8}{'tiles/core':>12}{'split':>6}"
-              f"{'DRAM read':>11}{'/min':>7}{'NoC L1':>9}{'time us*':>10}{'roof us':>9}{'x roof':>8}{'floor':>7}  {'bound':<6}"
-              f"{'src':<5}")
+    header = (f"{'model':<13}{'ctx':>7}{'batch':>6} {'dev':<5}{'kv':<5}{'cores':>8}{'tiles/core':>12}{'split':>6}"
+              f"{'DRAM read':>11}{'/min':>7}{'/bf16':>7}{'NoC L1':>9}{'time us*':>10}{'roof us':>9}{'x roof':>8}{'floor':>7}"
+              f"  {'bound':<6}{'src':<5}")
     lines = [header, "-" * len(header)]
-    for r in rows:
+    versus = bytes_vs_bfloat16(rows)
+    for i, r in enumerate(rows):
+        ratio = f"{versus[i]:.3f}" if i in versus else "-"
         lines.append(
-            f"{r.model:<13}{r.context:>7}{r.batch:>6} {r.device:<5}{f'{r.cores_used}/{r.cores}':>8}"
+            f"{r.model:<13}{r.context:>7}{r.batch:>6} {r.device:<5}{KV_SHORT[r.kv_dtype]:<5}{f'{r.cores_used}/{r.cores}':>8}"
             f"{f'{r.max_live_tiles}/{r.min_live_tiles}':>12}{r.max_split:>6}{_bytes(r.dram_read_bytes):>11}"
-            f"{r.dram_ratio:>7.3f}{_bytes(r.combine_noc_bytes):>9}{r.time_s * 1e6:>10.1f}{r.roofline_s * 1e6:>9.1f}"
+            f"{r.dram_ratio:>7.3f}{ratio:>7}{_bytes(r.combine_noc_bytes):>9}{r.time_s * 1e6:>10.1f}{r.roofline_s * 1e6:>9.1f}"
             f"{r.roofline_ratio:>8.2f}{r.floor_s / r.roofline_s:>7.2f}  {r.critical:<6}{r.source:<5}"
         )
     return "\n".join(lines)
@@ -201,7 +220,9 @@ def _legend(weights: str) -> str:
         f"{per_child['sum']:.0f} (sum pass), per slice {rescale:.0f} to rescale; seed check: "
         f"kv 2048 {check['predicted_2048_s'] * 1e3:.3f} ms modelled vs {check['measured_2048_s'] * 1e3:.3f} ms measured.",
         "  cores: used/grid. tiles/core: max/min live position tiles on a used core. split: most slices of one request.",
-        "  DRAM read /min: bytes read over every live K and V tile once. NoC L1: core-to-core bytes (Q/constants to",
+        "  kv: the K/V cache's dtype (bf16 2048-, bfp8 1088-, bfp4 576-byte tiles; Q and the output stay bfloat16).",
+        "  DRAM read /min: bytes read over every live K and V tile once (in the row's format); /bf16: over the",
+        "  bfloat16 row of the same call. NoC L1: core-to-core bytes (Q/constants to",
         "  slices, partials up the combine tree, semaphores, local query-row copies). roof: min bytes / DRAM bandwidth.",
         "  bound: dram = chip DRAM bandwidth; core = a core of unsplit requests; split = a split request's slices and",
         "  combine tree. src: emu = bytes and cores measured by the emulator (n150 grid), model = analytic.",
@@ -224,14 +245,15 @@ def write_plot(rows: Sequence[Row], path: str) -> None:
     for i, model in enumerate(models):
         for j, dev in enumerate(devices):
             ax = axes[i][j]
-            for batch in dict.fromkeys(r.batch for r in rows):
-                sel = sorted((r for r in rows if (r.model, r.device, r.batch) == (model, dev, batch)), key=lambda r: r.context)
+            for batch, kv in dict.fromkeys((r.batch, r.kv_dtype) for r in rows):
+                sel = sorted((r for r in rows if (r.model, r.device, r.batch, r.kv_dtype) == (model, dev, batch, kv)),
+                             key=lambda r: r.context)
                 if not sel:
                     continue
-                xs = [r.context for r in sel]
-                line, = ax.plot(xs, [r.time_s * 1e6 for r in sel], marker="o", label=f"batch {batch}: modelled")
+                xs, name = [r.context for r in sel], f"batch {batch} {KV_SHORT[kv]}"
+                line, = ax.plot(xs, [r.time_s * 1e6 for r in sel], marker="o", label=f"{name}: modelled")
                 ax.plot(xs, [r.roofline_s * 1e6 for r in sel], linestyle="--", color=line.get_color(),
-                        label=f"batch {batch}: DRAM roofline")
+                        label=f"{name}: DRAM roofline")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_title(f"{model} on {dev}")
@@ -294,6 +316,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="smallest split-K slice the planner cuts (default: schedule.DEFAULT_MIN_SLICE_TILES)")
     parser.add_argument("--emulate-budget", type=int, default=EMULATE_BUDGET,
                         help=f"emulate n150 rows up to batch x n_kv_heads x context request-positions (default {EMULATE_BUDGET}; 0: none)")
+    parser.add_argument("--kv-dtypes", default=",".join(KV_SHORT),
+                        help="comma-separated K/V cache dtypes, from bfloat16, bfloat8_b, bfloat4_b (default: all three)")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
     parser.add_argument("--plot", metavar="PATH.png", help="write modelled time vs context with the roofline")
     return parser
@@ -304,15 +328,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
-    for name, allowed, values in (("--models", cm.MODELS, models), ("--devices", cm.DEVICES, devices)):
+    kv_dtypes = [d.strip() for d in args.kv_dtypes.split(",") if d.strip()]
+    for name, allowed, values in (("--models", cm.MODELS, models), ("--devices", cm.DEVICES, devices),
+                                  ("--kv-dtypes", KV_SHORT, kv_dtypes)):
         bad = [v for v in values if v not in allowed]
         if bad:
             _parser().error(f"{name}: expected names from {', '.join(allowed)}, got {', '.join(bad)}")
     started = time.monotonic()
+    if set(kv_dtypes) - {"bfloat16"}:
+        from ttnn_flashdecode.devices import ensure_host_context
+
+        ensure_host_context()  # ttnn's block-float packing needs tt-metal's context
     log = functools.partial(print, file=sys.stderr, flush=True)
     rows = run(models, args.contexts, args.batches, devices, weights=args.weights,
                emulate_budget=args.emulate_budget, p150_cores=args.p150_cores, split=args.split,
-               min_slice_tiles=args.min_slice_tiles, log=log)
+               min_slice_tiles=args.min_slice_tiles, kv_dtypes=kv_dtypes, log=log)
     print("ttnn_flashdecode bench -- device times are MODELLED, NOT MEASURED")
     print(format_table(rows))
     print(_legend(args.weights))

@@ -83,13 +83,13 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ttnn_flashdecode import protocol
-from ttnn_flashdecode.residency import BFLOAT16_TILE_BYTES, stats_page_bytes
+from ttnn_flashdecode.residency import BFLOAT16_TILE_BYTES, KV_FORMATS, KV_TILE_BYTES, stats_page_bytes
 from ttnn_flashdecode.schedule import Schedule, Slice
 
 __all__ = [
     "SEED_KV_POSITIONS", "SEED_MS", "SEED_READER_GBPS", "LAUNCH_OVERHEAD_S", "FEATURES", "WEIGHTINGS",
     "Device", "device", "DEVICES", "Shape", "MODELS", "CallModel", "calibrate", "work_features",
-    "op_schedule", "RooflineRatios", "Estimate", "estimate", "cost_per_call_s", "roofline_s", "min_dram_bytes",
+    "op_schedule", "kv_tile_bytes", "RooflineRatios", "Estimate", "estimate", "cost_per_call_s", "roofline_s", "min_dram_bytes",
     "compute_calls", "CalibrationError", "seed_check", "COMBINE_ZONES", "CACHE_ENV", "TILE_BYTES",
 ]
 
@@ -448,8 +448,10 @@ _CALIBRATION_RUNS = (
 
 
 def _run_emulated(shape: Shape, kv_positions: Sequence[int], split: int | None, block_tiles: int | None,
-                  capacity: int | None = None, seed: int = 0):
-    """One ``attention`` call on the emulator; returns (report, schedule, block_tiles used)."""
+                  capacity: int | None = None, seed: int = 0, kv_dtype: str = "bfloat16"):
+    """One ``attention`` call on the emulator; returns (report, plan). A block-float cache is a
+    host ``ttnn.Tensor`` packed by ttnn (which needs tt-metal's context: a card, or
+    ``TT_METAL_MOCK_CLUSTER_DESC_PATH``)."""
     from ttnn_flashdecode import attention, last_report
 
     batch = len(kv_positions)
@@ -457,10 +459,14 @@ def _run_emulated(shape: Shape, kv_positions: Sequence[int], split: int | None, 
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((1, 1, batch, shape.n_q_heads * shape.head_dim), dtype=np.float32)
     k = rng.standard_normal((batch, shape.n_kv_heads, capacity, shape.head_dim), dtype=np.float32)
+    if kv_dtype != "bfloat16":
+        import ttnn
+
+        k = ttnn.Tensor(k, getattr(ttnn, kv_dtype), layout=ttnn.TILE_LAYOUT)
     attention(q, k, k, cur_pos=[p - 1 for p in kv_positions], split=split, block_tiles=block_tiles,
               backend="emulator")
     report = last_report()
-    plan = _op_plan(shape, kv_positions, capacity, "wormhole_b0", _emulated_grid(), split, block_tiles)
+    plan = _op_plan(shape, kv_positions, capacity, "wormhole_b0", _emulated_grid(), split, block_tiles, kv_dtype)
     return report, plan
 
 
@@ -473,7 +479,7 @@ def _emulated_grid() -> tuple[int, int]:
 
 
 def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str, grid: tuple[int, int],
-             split: int | None, block_tiles: int | None):
+             split: int | None, block_tiles: int | None, kv_dtype: str = "bfloat16"):
     """The op's own program plan for a batch of ``len(kv_positions)`` users on a cache of
     ``capacity`` positions (schedule and residency), no device.
 
@@ -486,7 +492,8 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     from ttnn_flashdecode.emulator.arch import ArchSpec
     from ttnn_flashdecode.program_factory import OPERANDS, ComputeOptions, DecodeShape
 
-    decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity)
+    decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity,
+                         kv_dtype=kv_dtype)
     spec = ArchSpec.for_name(arch)
     accessor_args = tuple((2, TILE_BYTES) for _ in range(len(OPERANDS)))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
@@ -602,14 +609,19 @@ def seed_check(seed_model: CallModel, weights: str = "uniform") -> dict[str, flo
             "measured_2048_s": SEED_MS[1] * 1e-3}
 
 
-def min_dram_bytes(kv_positions: Sequence[int], dim_tiles: int) -> int:
-    """Every live K and V tile once: ``sum(2 * live_tiles * dim_tiles * 2048)`` bytes."""
-    return sum(2 * protocol.live_tiles(p) * dim_tiles * TILE_BYTES for p in kv_positions)
+def kv_tile_bytes(kv_dtype: str) -> int:
+    """Bytes of one K/V tile of a ``kv_dtype`` cache: 2048 (bfloat16), 1088 (bfloat8_b), 576 (bfloat4_b)."""
+    return KV_TILE_BYTES[KV_FORMATS[kv_dtype]]
 
 
-def roofline_s(kv_positions: Sequence[int], dim_tiles: int, dev: Device) -> float:
+def min_dram_bytes(kv_positions: Sequence[int], dim_tiles: int, kv_dtype: str = "bfloat16") -> int:
+    """Every live K and V tile once: ``sum(2 * live_tiles * dim_tiles * tile bytes)`` bytes."""
+    return sum(2 * protocol.live_tiles(p) * dim_tiles * kv_tile_bytes(kv_dtype) for p in kv_positions)
+
+
+def roofline_s(kv_positions: Sequence[int], dim_tiles: int, dev: Device, kv_dtype: str = "bfloat16") -> float:
     """Minimum DRAM bytes / chip DRAM bandwidth, seconds."""
-    return min_dram_bytes(kv_positions, dim_tiles) / (dev.dram_gbps * 1e9)
+    return min_dram_bytes(kv_positions, dim_tiles, kv_dtype) / (dev.dram_gbps * 1e9)
 
 
 class RooflineRatios:
@@ -689,6 +701,7 @@ def estimate(
     *,
     weights: str = "uniform",
     users: int = 1,
+    kv_dtype: str = "bfloat16",
 ) -> Estimate:
     """Model one call that runs ``plan`` on ``dev`` (see the module docstring for the terms).
 
@@ -702,8 +715,12 @@ def estimate(
         dev: the device.
         weights: per-call weighting, ``"uniform"`` (default) or ``"tile-ops"``.
         users: the batch (the POSITIONS page each core reads).
+        kv_dtype: the cache's dtype: the model is fitted on bfloat16 caches, so each live K+V
+            tile's DRAM bytes scale by the format's tile size (the emulator reads exactly those
+            tiles, bench checks it); compute calls are the same (the unpacker converts as it reads).
     """
     features = work_features(plan, kv_positions, block_tiles, users)
+    kv_scale = kv_tile_bytes(kv_dtype) / TILE_BYTES
     per_call = cost_per_call_s(seed_model, dev, weights)
     column = {name: features[:, i] for i, name in enumerate(FEATURES)}
     zone_s = {zone: model.weighted_zone_calls(features, zone, weights) * per_call for zone in COMBINE_ZONES}
@@ -715,8 +732,11 @@ def estimate(
     after_s = after_s * per_call
     pre_s = model.weighted_calls(features, weights) * per_call - sum(zone_s.values()) - after_s
     nbytes = model.core_bytes(features)
+    live_tile_bytes = model.bytes["dram_read_bytes"][FEATURES.index("live_tiles")]  # K + V, every dim tile
+    nbytes["dram_read_bytes"] = nbytes["dram_read_bytes"] - features[:, FEATURES.index("live_tiles")] * round(
+        live_tile_bytes * (1 - kv_scale))
     core_dram_s = nbytes["dram_read_bytes"] / dev.core_dram_bytes_per_s
-    fill_s = _first_block_s(plan, kv_positions, block_tiles, model, dev)
+    fill_s = _first_block_s(plan, kv_positions, block_tiles, model, dev) * kv_scale
     link = dev.link_bytes_per_s
     stats_bytes = stats_page_bytes(TILE_BYTES, model.fp32_dest_acc_en)
     partial_bytes = protocol.partial_pages(model.dim_tiles) * stats_bytes
@@ -796,7 +816,7 @@ def estimate(
     tile_s = model.weighted_per_feature(weights)["live_tiles"] * per_call
     level_s = sum(per_child_s.values()) + (stats_bytes + partial_bytes) / link
     longest = max(protocol.live_tiles(int(p)) for p in kv_positions)
-    floor_s = max(roofline_s(kv_positions, model.dim_tiles, dev), min(
+    floor_s = max(roofline_s(kv_positions, model.dim_tiles, dev, kv_dtype), min(
         -(-longest // p) * tile_s + protocol.tree_levels(p) * level_s
         for p in range(1, min(max(dev.cores // plan.requests, 1), longest, protocol.MAX_SPLIT) + 1)))
     if chip_dram_s >= worst:
@@ -809,10 +829,10 @@ def estimate(
         min_live_tiles=min(live),
         max_split=max(plan.split_count(r) for r in range(plan.requests)),
         dram_read_bytes=dram_read,
-        min_dram_bytes=min_dram_bytes(kv_positions, model.dim_tiles),
+        min_dram_bytes=min_dram_bytes(kv_positions, model.dim_tiles, kv_dtype),
         combine_noc_bytes=int(nbytes["l1_read_bytes"].sum() + nbytes["l1_write_bytes"].sum()),
         time_s=worst,
-        roofline_s=roofline_s(kv_positions, model.dim_tiles, dev),
+        roofline_s=roofline_s(kv_positions, model.dim_tiles, dev, kv_dtype),
         chip_dram_s=chip_dram_s,
         critical=critical,
         breakdown=breakdown,
@@ -822,7 +842,8 @@ def estimate(
 
 
 def op_schedule(shape: Shape, kv_positions_per_user: Sequence[int], dev: Device, *, capacity: int | None = None,
-                split: int | None = None, block_tiles: int | None = None) -> tuple[Schedule, list[int], int]:
+                split: int | None = None, block_tiles: int | None = None,
+                kv_dtype: str = "bfloat16") -> tuple[Schedule, list[int], int]:
     """The schedule and block size ``attention()`` would use on ``dev`` for these users.
 
     Args:
@@ -831,12 +852,13 @@ def op_schedule(shape: Shape, kv_positions_per_user: Sequence[int], dev: Device,
         dev: the device (its arch sizes L1, its grid the schedule).
         capacity: the KV cache's positions; default: the longest user rounded up to 1024.
         split, block_tiles: as ``attention()``'s.
+        kv_dtype: the cache's dtype (block-float K/V blocks take less L1, so blocks may be larger).
 
     Returns:
         ``(schedule, kv_positions per request, block_tiles)``; requests are user-major.
     """
     capacity = capacity or max(1024, -(-max(kv_positions_per_user) // 1024) * 1024)
-    plan = _op_plan(shape, kv_positions_per_user, capacity, dev.arch, dev.grid, split, block_tiles)
+    plan = _op_plan(shape, kv_positions_per_user, capacity, dev.arch, dev.grid, split, block_tiles, kv_dtype)
     kv_requests = [p for p in kv_positions_per_user for _ in range(shape.n_kv_heads)]
     return plan.schedule, kv_requests, plan.residency.block_tiles
 

@@ -25,6 +25,7 @@ __all__ = [
     "DeviceDetection",
     "detect_devices",
     "available_device_count",
+    "ensure_host_context",
     "MOCK_CLUSTER_ENV",
     "SIMULATOR_ENV",
     "DEVICE_NODE_GLOB",
@@ -77,6 +78,29 @@ def detect_devices() -> DeviceDetection:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return DeviceDetection(0, f"{source} present but ttnn.GetNumAvailableDevices() failed: {first_line}")
     return DeviceDetection(count, f"ttnn.GetNumAvailableDevices() = {count} ({source})")
+
+
+def ensure_host_context() -> str | None:
+    """Let ttnn's host-only code that needs tt-metal's context run without a card.
+
+    Some host calls look for chips when tt-metal's context is first created: ttnn's
+    block-float packing (``ttnn.Tensor(x, ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT)``) raises
+    ``TT_FATAL ... No chips detected`` without one. With no card and ``MOCK_CLUSTER_ENV``
+    unset, this sets it to the silicon check's one-chip Wormhole descriptor, which tt-metal reads
+    once per process: call it before the first such call (a context created earlier keeps its
+    cluster). A no-op with a card or when the variable is already set.
+
+    Returns:
+        The descriptor path in use, or None when a real card serves.
+    """
+    if os.environ.get(MOCK_CLUSTER_ENV):
+        return os.environ[MOCK_CLUSTER_ENV]
+    if detect_devices().count > 0:
+        return None
+    from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
+
+    os.environ[MOCK_CLUSTER_ENV] = str(mock_cluster_descriptor("wormhole_b0"))
+    return os.environ[MOCK_CLUSTER_ENV]
 
 
 def available_device_count() -> int:
