@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from .serving_cache import KV_DTYPES, ServingCache
+
 DEFAULT_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
 DEFAULT_TOKENS = 20  # 30 op calls per token; lower it if the emulator is slow
 BACKENDS = ("auto", "emulator", "device", "reference")
@@ -54,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the prompt prefill's first N layers attend through the op in CHUNK mode (chunks of up to 32 positions); "
         "default all layers, 0 = host prefill only",
     )
+    p.add_argument("--paged", action="store_true",
+                   help="hand the op a paged KV cache (ttnn's layout: blocks scattered by a random page table, unowned blocks NaN)")
+    p.add_argument("--block-size", type=int, default=64, metavar="N",
+                   help="positions per cache block with --paged (a multiple of 32; default 64)")
+    p.add_argument("--kv-dtype", choices=KV_DTYPES, default="bfloat16",
+                   help="the K/V cache's dtype as the op reads it (block-float packed by ttnn); the reference keeps bfloat16")
     p.add_argument("--json", metavar="PATH", help="also write the full result as JSON to PATH ('-' for stdout, replacing the text report)")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     p.add_argument("--strict", action="store_true", help="exit with status 1 unless tokens match the reference and every layer's PCC >= 0.999")
@@ -122,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--tokens: expected >= 1")
     if args.prefill_layers is not None and not 0 <= args.prefill_layers <= SMOLLM2_LAYERS:
         raise SystemExit(f"--prefill-layers: expected 0..{SMOLLM2_LAYERS} (the model's layers), got {args.prefill_layers}")
+    if args.block_size < 32 or args.block_size % 32:
+        raise SystemExit(f"--block-size: expected a positive multiple of 32 positions, got {args.block_size}")
     for prompt in [args.prompt, *(args.batch_prompt or [])]:
         if not prompt.strip():
             raise SystemExit("--prompt / --batch-prompt: expected non-empty text, got an empty prompt")
@@ -131,6 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .model import load_model
 
     choice = resolve_attention(args.backend)
+    serving = None
+    if (args.paged or args.kv_dtype != "bfloat16") and args.backend != "reference":
+        if args.kv_dtype != "bfloat16":
+            from ..devices import ensure_host_context
+
+            ensure_host_context()  # ttnn packs the block-float cache on the host
+        serving = ServingCache(choice.fn, args.block_size if args.paged else None, args.kv_dtype)
+        choice.fn, choice.label = serving, f"{choice.label}; KV cache as the op reads it: {serving.label}"
     try:
         t0 = time.perf_counter()
         try:
@@ -151,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             chat=args.chat,
             prefill_layers=model.config.n_layers if args.prefill_layers is None else args.prefill_layers,
             progress=progress,
+            cache_label=serving.label if serving else "contiguous bfloat16",
+            kv_tile_bytes=serving.tile_bytes if serving else 2048,
+            capacity_multiple=max(64, serving.capacity_multiple) if serving else 64,
         )
     finally:
         choice.close()

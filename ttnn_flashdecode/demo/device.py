@@ -2,7 +2,8 @@
 
 The model keeps its KV cache as host numpy (bfloat16). With numpy inputs
 ``ttnn_flashdecode.attention`` runs on the host emulator. To run on a card, :class:`DeviceAttention`
-uploads ``q``/``k``/``v`` as bfloat16 TILE DRAM-interleaved device tensors for every call, runs the
+uploads ``q``/``k``/``v`` as bfloat16 TILE DRAM-interleaved device tensors for every call (a
+block-float host tensor as it is; a page table as int32 ROW_MAJOR), runs the
 op with ``backend="device"``, and brings the output back. The per-call upload is simple and right,
 not fast: the caches here are tiny (3 KV heads x capacity x 64 per layer). ``last_op_s`` is the time
 of the op alone (device-synchronised), which is what the demo reports per call.
@@ -46,14 +47,21 @@ class DeviceAttention:
     def __call__(self, q, k, v, **kwargs):
         import ttnn
 
-        qd, kd, vd = (_upload(a, self.device) for a in (q, k, v))
+        # numpy arrays as bfloat16 tiles; host ttnn tensors (a block-float cache) as they are
+        qd, kd, vd = (a.to(self.device, ttnn.DRAM_MEMORY_CONFIG) if isinstance(a, ttnn.Tensor) else _upload(a, self.device)
+                      for a in (q, k, v))
+        uploaded = [qd, kd, vd]
+        if kwargs.get("page_table_tensor") is not None:
+            table = ttnn.Tensor(np.asarray(kwargs["page_table_tensor"], np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT)
+            kwargs["page_table_tensor"] = table.to(self.device, ttnn.DRAM_MEMORY_CONFIG)
+            uploaded.append(kwargs["page_table_tensor"])
         kwargs.pop("backend", None)
         t0 = time.perf_counter()
         out = self.attention(qd, kd, vd, backend="device", **kwargs)
         ttnn.synchronize_device(self.device)
         self.last_op_s = time.perf_counter() - t0
         result = _download(out, tuple(q.shape)).astype(q.dtype)
-        for t in (qd, kd, vd, out):
+        for t in (*uploaded, out):
             ttnn.deallocate(t)
         return result
 

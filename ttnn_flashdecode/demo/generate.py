@@ -47,14 +47,16 @@ def round_up(n: int, m: int) -> int:
     return ((n + m - 1) // m) * m
 
 
-def min_kv_bytes(cur_pos: Sequence[int], n_layers: int, n_kv_heads: int, head_dim: int) -> int:
+def min_kv_bytes(cur_pos: Sequence[int], n_layers: int, n_kv_heads: int, head_dim: int,
+                 tile_bytes: int = TILE_BYTES_BF16) -> int:
     """Minimum DRAM bytes one decode step must read from the KV cache.
 
     Every live K and V tile of every layer, user and KV head read exactly once:
-    ``sum_layers sum_users n_kv * ceil((cur_pos+1)/32) * ceil(head_dim/32) * 2048 B * 2 (K and V)``.
+    ``sum_layers sum_users n_kv * ceil((cur_pos+1)/32) * ceil(head_dim/32) * tile_bytes * 2 (K and V)``
+    (``tile_bytes``: 2048 for bfloat16, 1088 bfloat8_b, 576 bfloat4_b).
     """
     dim_tiles = math.ceil(head_dim / TILE)
-    per_layer = sum(n_kv_heads * math.ceil((p + 1) / TILE) * dim_tiles * TILE_BYTES_BF16 * 2 for p in cur_pos)
+    per_layer = sum(n_kv_heads * math.ceil((p + 1) / TILE) * dim_tiles * tile_bytes * 2 for p in cur_pos)
     return n_layers * per_layer
 
 
@@ -147,6 +149,9 @@ def run_demo(
     chat: bool = False,
     prefill_layers: int = 0,
     progress: Callable[[str], None] | None = _stderr,
+    cache_label: str = "contiguous bfloat16",
+    kv_tile_bytes: int = TILE_BYTES_BF16,
+    capacity_multiple: int = CAPACITY_MULTIPLE,
 ) -> dict:
     """Run the op generation and the reference generation; return a JSON-serialisable result dict.
 
@@ -155,7 +160,10 @@ def run_demo(
     (different lengths allowed). ``chat=True`` wraps each prompt in the model's ChatML template.
     ``prefill_layers``: the first this many layers of the prompt prefill attend through
     ``attention`` in CHUNK mode (``attention(q, k, v, chunk_start=s, **attn_kwargs)``, chunks of
-    up to 32 positions); 0 (default) prefills on the host only.
+    up to 32 positions); 0 (default) prefills on the host only. ``cache_label``: how the op sees
+    the cache (e.g. ``demo.serving_cache.ServingCache.label``: paged, block-float), whose tiles take
+    ``kv_tile_bytes``; the reference always reads the model's contiguous bfloat16 cache.
+    ``capacity_multiple``: the cache's capacity is rounded up to it (whole double tiles, whole blocks).
     """
     if n_tokens < 1:
         raise ValueError(f"n_tokens: expected >= 1, got {n_tokens}")
@@ -168,7 +176,7 @@ def run_demo(
         if not x:
             raise ValueError(f"prompt {b}: expected at least one token, got an empty prompt")
     lens = [len(x) for x in ids]
-    capacity = round_up(max(lens) + n_tokens, CAPACITY_MULTIPLE)
+    capacity = round_up(max(lens) + n_tokens, capacity_multiple)
     if capacity > cfg.context_length:
         raise ValueError(f"prompt + tokens: expected at most {cfg.context_length} positions, got {max(lens) + n_tokens}")
     batch = len(prompts)
@@ -274,7 +282,8 @@ def run_demo(
         )
     layers = [{k: v for k, v in layer_figures.summary(i).items() if k != "calls"} for i in range(cfg.n_layers)]
     prefill_layer_figures = [prefill_figures.summary(i) for i in range(prefill_layers) if prefill_figures.pcc[i]]
-    min_bytes = [min_kv_bytes([p + s for p in start], cfg.n_layers, cfg.n_kv_heads, cfg.head_dim) for s in range(n_tokens)]
+    min_bytes = [min_kv_bytes([p + s for p in start], cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, kv_tile_bytes)
+                 for s in range(n_tokens)]
     whole_cache = cfg.n_layers * batch * cfg.n_kv_heads * (capacity // TILE) * math.ceil(cfg.head_dim / TILE) * TILE_BYTES_BF16 * 2
     calls_per_step = cfg.n_layers
     measured_per_step = None
@@ -301,7 +310,8 @@ def run_demo(
         "chat_template": chat,
         "n_tokens": n_tokens,
         "batch": batch,
-        "kv_cache": {"capacity": capacity, "dtype": "bfloat16", "shape_per_layer": [batch, cfg.n_kv_heads, capacity, cfg.head_dim]},
+        "kv_cache": {"capacity": capacity, "dtype": "bfloat16", "shape_per_layer": [batch, cfg.n_kv_heads, capacity, cfg.head_dim],
+                     "op_reads": cache_label, "op_tile_bytes": kv_tile_bytes},
         "users": users,
         "all_tokens_match": all(u["tokens_match"] for u in users),
         "layers": layers,
@@ -369,6 +379,7 @@ def format_report(r: dict) -> str:
     )
     kv = r["kv_cache"]
     add(f"KV cache: {kv['dtype']} {kv['shape_per_layer']} per layer (K and V); batch {r['batch']}, {r['n_tokens']} new tokens per user")
+    add(f"  the op reads it as: {kv.get('op_reads', 'contiguous bfloat16')}; the float64 reference reads the bfloat16 cache")
     a = r["attention"]
     add(
         f"attention ran on: {a['ran_on']}   ({a['calls']} calls, {a['ms_per_call_mean']:.2f} ms/call mean, "
@@ -418,7 +429,8 @@ def format_report(r: dict) -> str:
         f"KV bytes read per token (all layers/users): minimum {_fmt_bytes(b['min_per_token_mean'])} "
         f"(each live K and V tile once), "
         + (f"measured {_fmt_bytes(sum(meas) / len(meas))} ({sum(meas) / sum(b['min_per_token']):.2f}x minimum; the rest is "
-           f"each call's query rows and constants tiles, a few KiB per (layer, user, KV group))" if meas
+           f"each call's query rows and constants tiles, and one kill-mask tile per empty split-K slice: the program is "
+           f"planned for the cache's capacity, so a short context leaves slices empty)" if meas
            else "measured: not reported (device run)")
     )
     t = r["timing_s"]
