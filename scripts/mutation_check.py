@@ -65,6 +65,17 @@ class Mutation:
 
 
 MUTATIONS = [
+    # ttnn's decode layout (issue 13, item 4): Q and output [1, b, nh, dh], a user's heads on rows.
+    Mutation("head-rows-tile-stride-q-width", "attention_protocol.hpp",
+             "            return (query_row_of(s) / kTilePositions) * dim_tiles + d;",
+             "            return (query_row_of(s) / kTilePositions) * q_width_tiles + d;",
+             "a group whose heads straddle a row tile reads (and writes) its second tile's rows in the wrong page",
+             tests=("tests/test_transformer_dropin.py::test_heads_layout_groups_may_straddle_a_row_tile",)),
+    Mutation("head-rows-ignored", "attention_protocol.hpp",
+             "return query_row + (head_rows() ? stage_head(s) : stage_row(s));",
+             "return query_row + stage_row(s);",
+             "every head of a group reads row query_row: the heads layout is addressed like one row per user",
+             tests=("tests/test_transformer_dropin.py::test_decode_step_with_the_drop_in_matches_float64",)),
     # Block-float K/V (issue 13, item 2): tiles of the cache's size and layout.
     Mutation("kv-dim-tile-stride-bfloat16", "attention_reader.cpp",
              "            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes);",

@@ -346,3 +346,52 @@ def test_backend_device_without_a_card_exits_with_the_reason():
         open_device_if_present("device")
     device, why = open_device_if_present("auto")
     assert device is None and "no Tenstorrent device" in why
+
+
+@pytest.mark.usefixtures("mock_cluster")
+@pytest.mark.parametrize("flags, label", [
+    (["--paged", "--block-size", "64", "--kv-dtype", "bfloat8_b"], "paged (block 64, a random block permutation per call) bfloat8_b"),
+    (["--paged", "--block-size", "32"], "paged (block 32, a random block permutation per call) bfloat16"),
+])
+def test_cli_paged_block_float_cache_reports_tokens_and_layer_pcc(model, tmp_path, capsys, flags, label):
+    """The op reads a paged (and bfloat8_b) cache; tokens and per-layer PCC are compared with the
+    float64 reference on the model's bfloat16 cache. Bars: a paged bfloat16 cache is the same
+    tiles, so the bf16 demo's (PCC >= 0.999, tokens equal); bfloat8_b's quantisation (rel-L2
+    ~7e-3 on the attention output, tests/test_block_float_kv.py) stays within the same PCC bar."""
+    from ttnn_flashdecode.cli import main
+
+    out = tmp_path / "demo.json"
+    status = main(["demo", "--backend", DEMO_BACKEND, "--tokens", "3", "--json", str(out), "--quiet", *flags])
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert f"the op reads it as: {label}" in printed
+    data = json.loads(out.read_text())
+    assert data["kv_cache"]["op_reads"] == label
+    assert data["all_tokens_match"] is True
+    assert min(x["pcc_min"] for x in data["layers"]) >= 0.999
+    tile_bytes = 1088 if "bfloat8_b" in label else 2048
+    assert data["kv_cache"]["op_tile_bytes"] == tile_bytes
+    assert data["kv_bytes"]["min_per_token"][0] % tile_bytes == 0
+
+
+def test_serving_cache_pages_every_position_once():
+    from ttnn_flashdecode.demo.serving_cache import ServingCache
+
+    seen = {}
+
+    def capture(q, k, v, **kwargs):
+        seen.update(k=k, v=v, **kwargs)
+        return q
+
+    rng = np.random.default_rng(0)
+    k = rng.standard_normal((2, 3, 128, 64), dtype=np.float32)
+    ServingCache(capture, 64)(np.zeros(1), k, k, cur_pos=[5, 6])
+    table, paged = seen["page_table_tensor"], seen["k"]
+    assert table.shape == (2, 2) and len(set(table.ravel())) == 4 and paged.shape == (6, 3, 64, 64)
+    for user in range(2):
+        for entry in range(2):
+            assert np.array_equal(paged[table[user, entry]], k[user, :, entry * 64:(entry + 1) * 64])
+    unowned = sorted(set(range(6)) - set(table.ravel()))
+    assert np.isnan(paged[unowned]).all()
+    with pytest.raises(ValueError, match="block_size: expected a positive multiple of 32"):
+        ServingCache(capture, 48)
