@@ -112,26 +112,44 @@ def test_hard_scores_match_the_bfloat16_cache_of_the_same_values(dtype):
         assert np.isfinite(got).all() and np.array_equal(got, np.asarray(want, np.float32)), f"{dtype} split={split}"
 
 
+def _poisoned_cache(rng, dtype, batch, n_kv, capacity, head_dim, last_live):
+    """A ``dtype`` cache (K, V) whose slots past ``last_live[b]`` hold NaN / +-Inf as ttnn packs
+    them (a poisoned face row takes exponent 255), and the dequantised values of the live part
+    (the reference's cache: positions past ``last_live`` zero, never attended)."""
+    k_raw = rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32)
+    v_raw = rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32)
+    for b, last in enumerate(last_live):
+        k_raw[b, :, last + 1:] = (np.nan, np.inf, -np.inf, np.nan)[b % 4]
+        v_raw[b, :, last + 1:, ::2] = (np.inf, np.nan, -np.inf, np.inf)[b % 4]
+    live = np.arange(capacity)[None, None, :, None] <= np.asarray(last_live)[:, None, None, None]
+    (k, _), (v, _) = _cache(k_raw, dtype), _cache(v_raw, dtype)
+    return k, v, *(tiles.block_float_values(np.where(live, a, 0), dtype) for a in (k_raw, v_raw))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_poison_past_each_position_never_reaches_the_output(dtype):
-    """NaN / +-Inf past each user's position, packed by ttnn (a poisoned face row takes exponent
-    255): the reader zeroes those rows' data, and a block-float row is per position, so no live
-    position shares an exponent with poison."""
+    """The reader zeroes the stale rows' data; a block-float row is one position, so no live
+    position shares an exponent with poison. Decode, ROWS and CHUNK, split and unsplit."""
     rng = np.random.default_rng(13)
     cur_pos = [0, 31, 45, 100]
-    k_raw = rng.standard_normal((4, 2, 256, 64), dtype=np.float32)
-    v_raw = rng.standard_normal((4, 2, 256, 64), dtype=np.float32)
-    for b, last in enumerate(cur_pos):
-        k_raw[b, :, last + 1:] = (np.nan, np.inf, -np.inf, np.nan)[b]
-        v_raw[b, :, last + 1:, ::2] = (np.inf, np.nan, -np.inf, np.inf)[b]
-    (k, _), (v, _) = _cache(k_raw, dtype), _cache(v_raw, dtype)
-    live = [np.where(np.arange(256)[None, None, :, None] <= np.asarray(cur_pos)[:, None, None, None], a, 0)
-            for a in (k_raw, v_raw)]
-    k_values, v_values = (tiles.block_float_values(a, dtype) for a in live)
+    k, v, k_values, v_values = _poisoned_cache(rng, dtype, 4, 2, 256, 64, cur_pos)
     q_tensor, q = _q(rng, (1, 1, 4, 8 * 64))
+    rows_tensor, rows_q = _q(rng, (1, 1, 4 * 3, 8 * 64))
+    rows_pos = [2, 31, 45, 100]
+    k_rows, v_rows, k_rows_values, v_rows_values = _poisoned_cache(rng, dtype, 4, 2, 256, 64, rows_pos)
     for split in (1, 3):
         _check(attention(q_tensor, k, v, cur_pos=cur_pos, split=split),
-               attention_reference(q, k_values, v_values, cur_pos=cur_pos), f"{dtype} poison split={split}")
+               attention_reference(q, k_values, v_values, cur_pos=cur_pos), f"{dtype} poison decode split={split}")
+        _check(attention(rows_tensor, k_rows, v_rows, cur_pos=rows_pos, rows=3, split=split),
+               attention_reference(rows_q, k_rows_values, v_rows_values, cur_pos=rows_pos, rows=3),
+               f"{dtype} poison rows split={split}")
+    for start, length in ((45, 7), (64, 20)):
+        k_chunk, v_chunk, kc_values, vc_values = _poisoned_cache(rng, dtype, 1, 1, 256, 64, [start + length - 1])
+        chunk_tensor, chunk_q = _q(rng, (1, 1, length, 2 * 64))
+        for split in (1, 3):
+            _check(attention(chunk_tensor, k_chunk, v_chunk, chunk_start=start, split=split),
+                   attention_reference(chunk_q, kc_values, vc_values, chunk_start=start),
+                   f"{dtype} poison chunk {start}+{length} split={split}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
