@@ -17,7 +17,9 @@ import pytest
 
 from ttnn_flashdecode import attention, last_report, tiles
 from ttnn_flashdecode.operation import to_numpy
-from ttnn_flashdecode.reference import attention_reference, pcc, relative_l2
+from ttnn_flashdecode.reference import attention_reference, relative_l2
+
+from bars import assert_close
 
 pytestmark = pytest.mark.usefixtures("mock_cluster")  # ttnn's block-float packer needs tt-metal's context
 
@@ -47,14 +49,6 @@ def _q(rng, shape):
     return ttnn.Tensor(q.astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT), q
 
 
-def _check(out, want, label):
-    got = np.asarray(to_numpy(out), dtype=np.float64)
-    assert np.isfinite(got).all(), f"{label}: a non-finite output"
-    figures = pcc(got, want), relative_l2(got, want)
-    assert figures[0] >= 0.9999 and figures[1] <= 1e-2, f"{label}: PCC {figures[0]:.6f}, rel-L2 {figures[1]:.2e}"
-    return got
-
-
 @pytest.mark.parametrize("split", [1, None, 3])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_decode_on_a_block_float_cache(dtype, split, record_property):
@@ -64,7 +58,7 @@ def test_decode_on_a_block_float_cache(dtype, split, record_property):
     v_raw = rng.standard_normal((4, 2, 2048, 128), dtype=np.float32)
     (k, k_values), (v, v_values) = _cache(k_raw, dtype), _cache(v_raw, dtype)
     q_tensor, q = _q(rng, (1, 1, 4, 8 * 128))
-    got = _check(attention(q_tensor, k, v, cur_pos=cur_pos, split=split),
+    got = assert_close(attention(q_tensor, k, v, cur_pos=cur_pos, split=split),
                  attention_reference(q, k_values, v_values, cur_pos=cur_pos), f"{dtype} split={split}")
     # What the format costs against the unquantised cache (not the kernels' error: measured here).
     quantised = relative_l2(got, attention_reference(q, k_raw, v_raw, cur_pos=cur_pos))
@@ -79,7 +73,7 @@ def test_rows_on_a_block_float_cache(dtype, split):
     cur_pos = [3, 70, 500]
     (k, kv_k), (v, kv_v) = (_cache(rng.standard_normal((3, 2, 512, 64), dtype=np.float32), dtype) for _ in range(2))
     q_tensor, q = _q(rng, (1, 1, 3 * 4, 4 * 64))
-    _check(attention(q_tensor, k, v, cur_pos=cur_pos, rows=4, split=split),
+    assert_close(attention(q_tensor, k, v, cur_pos=cur_pos, rows=4, split=split),
            attention_reference(q, kv_k, kv_v, cur_pos=cur_pos, rows=4), f"{dtype} rows split={split}")
 
 
@@ -89,7 +83,7 @@ def test_chunk_on_a_block_float_cache(dtype, start, length, split):
     rng = np.random.default_rng(start)
     (k, kv_k), (v, kv_v) = (_cache(rng.standard_normal((1, 1, 512, 64), dtype=np.float32), dtype) for _ in range(2))
     q_tensor, q = _q(rng, (1, 1, length, 2 * 64))
-    _check(attention(q_tensor, k, v, chunk_start=start, split=split),
+    assert_close(attention(q_tensor, k, v, chunk_start=start, split=split),
            attention_reference(q, kv_k, kv_v, chunk_start=start), f"{dtype} chunk {start}+{length} split={split}")
 
 
@@ -138,16 +132,16 @@ def test_poison_past_each_position_never_reaches_the_output(dtype):
     rows_pos = [2, 31, 45, 100]
     k_rows, v_rows, k_rows_values, v_rows_values = _poisoned_cache(rng, dtype, 4, 2, 256, 64, rows_pos)
     for split in (1, 3):
-        _check(attention(q_tensor, k, v, cur_pos=cur_pos, split=split),
+        assert_close(attention(q_tensor, k, v, cur_pos=cur_pos, split=split),
                attention_reference(q, k_values, v_values, cur_pos=cur_pos), f"{dtype} poison decode split={split}")
-        _check(attention(rows_tensor, k_rows, v_rows, cur_pos=rows_pos, rows=3, split=split),
+        assert_close(attention(rows_tensor, k_rows, v_rows, cur_pos=rows_pos, rows=3, split=split),
                attention_reference(rows_q, k_rows_values, v_rows_values, cur_pos=rows_pos, rows=3),
                f"{dtype} poison rows split={split}")
     for start, length in ((45, 7), (64, 20)):
         k_chunk, v_chunk, kc_values, vc_values = _poisoned_cache(rng, dtype, 1, 1, 256, 64, [start + length - 1])
         chunk_tensor, chunk_q = _q(rng, (1, 1, length, 2 * 64))
         for split in (1, 3):
-            _check(attention(chunk_tensor, k_chunk, v_chunk, chunk_start=start, split=split),
+            assert_close(attention(chunk_tensor, k_chunk, v_chunk, chunk_start=start, split=split),
                    attention_reference(chunk_q, kc_values, vc_values, chunk_start=start),
                    f"{dtype} poison chunk {start}+{length} split={split}")
 
@@ -170,7 +164,7 @@ def test_paged_block_float_cache(dtype):
     cur_pos = [200, 511]
     want = attention_reference(q, *(tiles.block_float_values(a, dtype) for a in (k_raw, v_raw)), cur_pos=cur_pos)
     for split in (1, None):
-        _check(attention(q_tensor, *pages, cur_pos=cur_pos, page_table_tensor=table, split=split), want,
+        assert_close(attention(q_tensor, *pages, cur_pos=cur_pos, page_table_tensor=table, split=split), want,
                f"paged {dtype} split={split}")
 
 
@@ -219,4 +213,4 @@ def test_block_float_decode_on_a_card(device, dtype):
     _, q = _q(rng, (1, 1, 2, 8 * 128))
     q_dev = ttnn.Tensor(q.astype(np.float32), ttnn.bfloat16, layout=ttnn.TILE_LAYOUT).to(device, ttnn.DRAM_MEMORY_CONFIG)
     out = attention(q_dev, k.to(device, ttnn.DRAM_MEMORY_CONFIG), v.to(device, ttnn.DRAM_MEMORY_CONFIG), cur_pos=cur_pos)
-    _check(out, attention_reference(q, k_values, v_values, cur_pos=cur_pos), f"{dtype} on a card")
+    assert_close(out, attention_reference(q, k_values, v_values, cur_pos=cur_pos), f"{dtype} on a card")

@@ -22,15 +22,21 @@ B, NQ, NKV, D, S, HIDDEN = 3, 8, 2, 64, 256, 128
 BF16 = ml_dtypes.bfloat16
 
 
-def _step(rng, k_cache, v_cache, cur_pos, **kwargs):
+def _token_heads(rng):
+    """The token's fused QKV projection split into heads (``nlp_create_qkv_heads_decode``): Q
+    ``[1, b, nh, dh]`` (bfloat16) and each user's new K and V rows ``[b, nkv, dh]``."""
     x = rng.standard_normal((1, 1, B, HIDDEN), dtype=np.float32)
     wqkv = rng.standard_normal((HIDDEN, (NQ + 2 * NKV) * D), dtype=np.float32) / np.sqrt(HIDDEN)
     qkv = (x @ wqkv).reshape(B, NQ + 2 * NKV, D)
-    q = qkv[:, :NQ].reshape(1, B, NQ, D).astype(BF16)
+    return qkv[:, :NQ].reshape(1, B, NQ, D).astype(BF16), qkv[:, NQ:NQ + NKV], qkv[:, NQ + NKV:]
+
+
+def _step(rng, k_cache, v_cache, cur_pos, **kwargs):
+    q, new_k, new_v = _token_heads(rng)
     for user, position in enumerate(cur_pos):
         if position >= 0:
-            k_cache[user, :, position] = qkv[user, NQ:NQ + NKV].astype(BF16)
-            v_cache[user, :, position] = qkv[user, NQ + NKV:].astype(BF16)
+            k_cache[user, :, position] = new_k[user].astype(BF16)
+            v_cache[user, :, position] = new_v[user].astype(BF16)
     attn = transformer.scaled_dot_product_attention_decode(q, k_cache, v_cache, cur_pos=cur_pos, **kwargs)
     concat = np.asarray(attn, dtype=np.float64).reshape(1, 1, B, NQ * D)  # nlp_concat_heads_decode
     want = attention_reference(q.reshape(1, 1, B, NQ * D), k_cache, v_cache, cur_pos=cur_pos, scale=kwargs.get("scale"))
@@ -119,15 +125,12 @@ def _paged_step(rng, k_pages, v_pages, table, cur_pos, kv_dtype, **kwargs):
     """One decode step on a paged cache, tt-transformers style: the new token's K/V into its
     block (``paged_update_cache``), then the paged drop-in. Returns (output, float64 reference on
     the cache's contiguous view)."""
-    x = rng.standard_normal((1, 1, B, HIDDEN), dtype=np.float32)
-    wqkv = rng.standard_normal((HIDDEN, (NQ + 2 * NKV) * D), dtype=np.float32) / np.sqrt(HIDDEN)
-    qkv = (x @ wqkv).reshape(B, NQ + 2 * NKV, D)
-    q = qkv[:, :NQ].reshape(1, B, NQ, D).astype(BF16)
+    q, new_k, new_v = _token_heads(rng)
     for user, position in enumerate(cur_pos):
         if position >= 0:
             block, slot = table[user, position // BLOCK], position % BLOCK
-            k_pages[block, :, slot] = qkv[user, NQ:NQ + NKV]
-            v_pages[block, :, slot] = qkv[user, NQ + NKV:]
+            k_pages[block, :, slot] = new_k[user]
+            v_pages[block, :, slot] = new_v[user]
     dtype = getattr(ttnn, kv_dtype)
     k, v = (ttnn.Tensor(np.ascontiguousarray(a, np.float32), dtype, layout=ttnn.TILE_LAYOUT) for a in (k_pages, v_pages))
     positions = np.asarray(cur_pos, np.int32)

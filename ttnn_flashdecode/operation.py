@@ -250,46 +250,53 @@ def _kv_dtype(tensor) -> str:
     return _BLOCK_FLOAT.get(tensor.dtype, "bfloat16") if isinstance(tensor, ttnn.Tensor) else "bfloat16"
 
 
-def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
-    """``(batch, entries, values)`` of ``page_table_tensor``: ``values`` an int32 ``[batch,
-    entries]`` array when the host can see it (numpy array, host ttnn.Tensor), None for a device
-    tensor (its dtype, layout and memory are checked instead).
+def _int32_operand(name: str, tensor, kind: str, shape_ok, shape_text: str) -> np.ndarray | None:
+    """An int32 operand the kernels read at run time (``cur_pos_tensor``, ``page_table_tensor``):
+    its values when the host can see them (numpy array, host ttnn.Tensor), None for a device
+    tensor, whose dtype, layout, memory and shape are checked instead.
 
     Raises:
         TypeError: not a numpy array or ttnn.Tensor, or not int32.
-        ValueError: not 2-D, not ROW_MAJOR DRAM interleaved, or a device tensor with host inputs
-            (or a host one with device inputs).
+        ValueError: a shape ``shape_ok`` refuses (``shape_text`` says what it wants), not ROW_MAJOR
+            DRAM interleaved, or a device tensor with host inputs (or a host one with device inputs).
     """
     if isinstance(tensor, np.ndarray):
         if kind == "device":
-            raise ValueError("page_table_tensor: expected a device tensor with device q, k, v, got a numpy array")
+            raise ValueError(f"{name}: expected a device tensor with device q, k, v, got a numpy array")
         if tensor.dtype != np.int32:
-            raise TypeError(f"page_table_tensor: expected an int32 array (as ttnn's page_table_tensor), got dtype {tensor.dtype}")
-        values = tensor
+            raise TypeError(f"{name}: expected an int32 array (as ttnn's {name}), got dtype {tensor.dtype}")
+        shape, values = tuple(tensor.shape), tensor
     elif isinstance(tensor, ttnn.Tensor):
         if tensor.dtype != ttnn.int32:
-            raise TypeError(f"page_table_tensor: expected dtype int32 (as ttnn's page_table_tensor), got {tensor.dtype}")
+            raise TypeError(f"{name}: expected dtype int32 (as ttnn's {name}), got {tensor.dtype}")
         on_device = tensor.storage_type() == ttnn.StorageType.DEVICE
         if on_device != (kind == "device"):
-            raise ValueError(f"page_table_tensor: expected a {'device' if kind == 'device' else 'host'} tensor like q, "
+            raise ValueError(f"{name}: expected a {'device' if kind == 'device' else 'host'} tensor like q, "
                              f"got a {'device' if on_device else 'host'} tensor")
         if tensor.layout != ttnn.ROW_MAJOR_LAYOUT:
-            raise ValueError(f"page_table_tensor: expected ROW_MAJOR layout (one page per user), got {tensor.layout}")
+            raise ValueError(f"{name}: expected ROW_MAJOR layout, got {tensor.layout}")
+        shape = tuple(int(d) for d in tensor.shape)
         if on_device:
             config = tensor.memory_config()
             if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
-                raise ValueError(f"page_table_tensor: expected a DRAM-interleaved tensor, got {config}")
-            if len(tensor.shape) != 2 or min(tensor.shape) < 1:
-                raise ValueError(f"page_table_tensor: expected shape [batch, blocks_per_user], got {list(tensor.shape)}")
-            return int(tensor.shape[0]), int(tensor.shape[1]), None
-        values = np.asarray(tensor.to_numpy()).astype(np.int64)
-        if values.shape != tuple(tensor.shape):
-            values = values.reshape(tuple(tensor.shape))
+                raise ValueError(f"{name}: expected a DRAM-interleaved tensor, got {config}")
+            values = None
+        else:
+            values = np.asarray(tensor.to_numpy()).astype(np.int32).reshape(shape)
     else:
-        raise TypeError(f"page_table_tensor: expected a ttnn.Tensor or a numpy int32 array, got {type(tensor).__name__}")
-    if values.ndim != 2 or min(values.shape) < 1:
-        raise ValueError(f"page_table_tensor: expected shape [batch, blocks_per_user], got {list(values.shape)}")
-    return int(values.shape[0]), int(values.shape[1]), np.ascontiguousarray(values, dtype=np.int32)
+        raise TypeError(f"{name}: expected a ttnn.Tensor or a numpy int32 array, got {type(tensor).__name__}")
+    if not shape_ok(shape):
+        raise ValueError(f"{name}: expected shape {shape_text}, got {list(shape)}")
+    return values
+
+
+def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
+    """``(batch, entries, values)`` of ``page_table_tensor`` (int32 ``[batch, entries]``, one
+    page per user); ``values`` None for a device tensor. Raises as :func:`_int32_operand`."""
+    values = _int32_operand("page_table_tensor", tensor, kind, lambda shape: len(shape) == 2 and min(shape) >= 1,
+                            "[batch, blocks_per_user]")
+    batch, entries = (int(d) for d in tensor.shape)
+    return batch, entries, None if values is None else np.ascontiguousarray(values, dtype=np.int32)
 
 
 def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> None:
@@ -356,44 +363,11 @@ def _positions(cur_pos, cur_pos_tensor, batch: int, capacity: int, kind: str) ->
 
 
 def _positions_tensor_values(tensor, batch: int, kind: str) -> list[int] | None:
-    """``cur_pos_tensor``'s values when the host can see them (numpy array, host ttnn.Tensor);
-    None for a device tensor, whose dtype, layout, memory and shape are checked instead.
-
-    Raises:
-        TypeError: not a numpy array or ttnn.Tensor, or (on a device) not int32.
-        ValueError: wrong number of entries, not ROW_MAJOR DRAM interleaved, or a device tensor
-            with host inputs (or a host one with device inputs).
-    """
-    if isinstance(tensor, np.ndarray):
-        if kind == "device":
-            raise ValueError("cur_pos_tensor: expected a device tensor with device q, k, v, got a numpy array")
-        if tensor.dtype != np.int32:
-            raise TypeError(f"cur_pos_tensor: expected an int32 array (as ttnn's cur_pos_tensor), got dtype {tensor.dtype}")
-        if tensor.ndim != 1:
-            raise ValueError(f"cur_pos_tensor: expected shape [{batch}] (one position per user), got {list(tensor.shape)}")
-        values = tensor
-    elif isinstance(tensor, ttnn.Tensor):
-        if tensor.dtype != ttnn.int32:
-            raise TypeError(f"cur_pos_tensor: expected dtype int32 (as ttnn's cur_pos_tensor), got {tensor.dtype}")
-        on_device = tensor.storage_type() == ttnn.StorageType.DEVICE
-        if on_device != (kind == "device"):
-            raise ValueError(f"cur_pos_tensor: expected a {'device' if kind == 'device' else 'host'} tensor like q, "
-                             f"got a {'device' if on_device else 'host'} tensor")
-        if tensor.layout != ttnn.ROW_MAJOR_LAYOUT:
-            raise ValueError(f"cur_pos_tensor: expected ROW_MAJOR layout, got {tensor.layout}")
-        if tuple(tensor.shape) != (batch,):
-            raise ValueError(f"cur_pos_tensor: expected shape [{batch}] (one position per user), got {list(tensor.shape)}")
-        if on_device:
-            config = tensor.memory_config()
-            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
-                raise ValueError(f"cur_pos_tensor: expected a DRAM-interleaved tensor, got {config}")
-            return None
-        values = np.asarray(tensor.to_numpy()).reshape(-1)
-    else:
-        raise TypeError(f"cur_pos_tensor: expected a ttnn.Tensor or a numpy int32 array, got {type(tensor).__name__}")
-    if len(values) != batch:
-        raise ValueError(f"cur_pos_tensor: expected {batch} positions (one per user), got {len(values)}")
-    return [int(value) for value in values]
+    """``cur_pos_tensor``'s values when the host can see them (int32 ``[batch]``), None for a
+    device tensor. Raises as :func:`_int32_operand`."""
+    values = _int32_operand("cur_pos_tensor", tensor, kind, lambda shape: shape == (batch,),
+                            f"[{batch}] (one position per user)")
+    return None if values is None else [int(value) for value in values]
 
 
 def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
