@@ -254,6 +254,19 @@ def to_tile_bytes(array: np.ndarray, dtype=ml_dtypes.bfloat16) -> np.ndarray:
     return bits.view(np.uint8).reshape(-1, TILE_ELEMENTS * dtype.itemsize)
 
 
+def _raw_bytes(data) -> np.ndarray:
+    """``data`` (bytes-like or a uint8 array) as a flat uint8 array, without copying when it can.
+
+    Raises:
+        ValueError: ``data`` is an array of another dtype.
+    """
+    if isinstance(data, np.ndarray):
+        if data.dtype != np.uint8:
+            raise ValueError(f"expected a uint8 array of tile bytes, got {data.dtype}")
+        return np.ascontiguousarray(data).reshape(-1)
+    return np.frombuffer(data, dtype=np.uint8)
+
+
 def from_tile_bytes(data, shape: Sequence[int], dtype=ml_dtypes.bfloat16) -> np.ndarray:
     """Convert the bytes of a TILE-layout buffer back to a row-major array.
 
@@ -273,12 +286,7 @@ def from_tile_bytes(data, shape: Sequence[int], dtype=ml_dtypes.bfloat16) -> np.
     """
     dtype = _check_tile_dtype(dtype)
     shape = _check_shape(shape)
-    if isinstance(data, np.ndarray):
-        if data.dtype != np.uint8:
-            raise ValueError(f"expected a uint8 array of tile bytes, got {data.dtype}")
-        raw = np.ascontiguousarray(data).reshape(-1)
-    else:
-        raw = np.frombuffer(data, dtype=np.uint8)
+    raw = _raw_bytes(data)
     expected = tile_count(shape) * tile_bytes(dtype)
     if raw.size != expected:
         raise ValueError(
@@ -411,12 +419,7 @@ def from_block_float_tile_bytes(data, shape: Sequence[int], dtype) -> np.ndarray
     """
     name = _block_float_name(dtype)
     shape = _check_shape(shape)
-    if isinstance(data, np.ndarray):
-        if data.dtype != np.uint8:
-            raise ValueError(f"expected a uint8 array of tile bytes, got {data.dtype}")
-        raw = np.ascontiguousarray(data).reshape(-1)
-    else:
-        raw = np.frombuffer(data, dtype=np.uint8)
+    raw = _raw_bytes(data)
     page = BLOCK_FLOAT_TILE_BYTES[name]
     expected = tile_count(shape) * page
     if raw.size != expected:
