@@ -722,7 +722,6 @@ def estimate(
     features = work_features(plan, kv_positions, block_tiles, users)
     kv_scale = kv_tile_bytes(kv_dtype) / TILE_BYTES
     per_call = cost_per_call_s(seed_model, dev, weights)
-    column = {name: features[:, i] for i, name in enumerate(FEATURES)}
     zone_s = {zone: model.weighted_zone_calls(features, zone, weights) * per_call for zone in COMBINE_ZONES}
     per_child_s = {zone: model.weighted_zone_per_feature(zone, weights)["partials_combined"] * per_call
                    for zone in ("fd-compute-max", "fd-compute-sum")}

@@ -41,19 +41,24 @@ def _refuse_unsupported(*, is_causal, attn_mask, sliding_window_size, share_cach
         raise NotImplementedError("share_cache: a KV cache shared across the batch is not supported")
 
 
-def _block_tiles(program_config) -> int | None:
+def _block_tiles(program_config, q) -> int | None:
     """``program_config.k_chunk_size`` as the op's K/V block (position tiles); None without a config.
 
     Raises:
         ValueError: ``k_chunk_size`` not a positive multiple of 32.
-        NotImplementedError: a grid other than the emulated device's, or any other field set.
+        NotImplementedError: a grid other than the whole grid the op runs on (``q``'s device's,
+            else the emulated device's), or any other field set.
     """
     if program_config is None:
         return None
-    from ttnn_flashdecode.emulator.arch import ArchSpec
-
     grid = program_config.compute_with_storage_grid_size
-    want = ArchSpec.for_name(DEFAULT_ARCH).default_grid
+    if isinstance(q, ttnn.Tensor) and q.storage_type() == ttnn.StorageType.DEVICE:
+        full = q.device().compute_with_storage_grid_size()
+        want = (full.x, full.y)
+    else:
+        from ttnn_flashdecode.emulator.arch import ArchSpec
+
+        want = tuple(ArchSpec.for_name(DEFAULT_ARCH).default_grid)
     if (grid.x, grid.y) != tuple(want):
         raise NotImplementedError(f"program_config.compute_with_storage_grid_size: the op runs on the whole "
                                   f"{want[0]}x{want[1]} grid, got {grid.x}x{grid.y}")
@@ -177,9 +182,9 @@ def paged_scaled_dot_product_attention_decode(
 
 def _heads_attention(q, k, v, *, program_config, **keywords):
     """:func:`ttnn_flashdecode.attention` on Q ``[1, b, nh, dh]`` (``q_layout="heads"``)."""
-    block_tiles = _block_tiles(program_config)
-    if isinstance(q, (list, tuple)) or not (isinstance(q, ttnn.Tensor) or isinstance(q, np.ndarray)):
+    if not isinstance(q, (ttnn.Tensor, np.ndarray)):
         raise TypeError(f"input_tensor_q: expected a ttnn.Tensor or a numpy array, got {type(q).__name__}")
+    block_tiles = _block_tiles(program_config, q)
     if len(q.shape) != 4 or q.shape[0] != 1:
         raise ValueError(f"input_tensor_q: expected shape [1, b, nh, dh], got {list(q.shape)}")
     return attention(q, k, v, q_layout="heads", block_tiles=block_tiles, **keywords)
