@@ -395,3 +395,10 @@ def test_serving_cache_pages_every_position_once():
     assert np.isnan(paged[unowned]).all()
     with pytest.raises(ValueError, match="block_size: expected a positive multiple of 32"):
         ServingCache(capture, 48)
+
+
+def test_cli_block_size_without_paged_is_refused():
+    from ttnn_flashdecode.cli import main
+
+    with pytest.raises(SystemExit, match="--block-size: only with --paged"):
+        main(["demo", "--block-size", "32", "--tokens", "1", "--quiet"])

@@ -245,3 +245,21 @@ def test_paged_decode_on_a_card(device):
                     ttnn.ROW_MAJOR_LAYOUT), page_table_tensor=upload(table, ttnn.int32, ttnn.ROW_MAJOR_LAYOUT))
     got = np.asarray(ttnn.to_layout(out.cpu(), ttnn.ROW_MAJOR_LAYOUT).to_list(), dtype=np.float64)
     assert_close(got, attention_reference(q, k, v, cur_pos=cur_pos), "paged on a card")
+
+
+def test_page_table_batch_and_length_refusals_name_the_page_table():
+    """The batch comes from the page table's rows, and its capacity from its entries: when they do
+    not fit, the messages say so (not "k's batch" or "a capacity of k")."""
+    rng = np.random.default_rng(0)
+    k, v = _bf16(rng, (2, 1, 4 * 64, 64)), _bf16(rng, (2, 1, 4 * 64, 64))
+    kp, vp, table = _paged(rng, k, v, 64)
+    q = _bf16(rng, (1, 1, 2, 2 * 64))
+    with pytest.raises(ValueError, match=r"q: expected 3 rows \(one per user, page_table_tensor's rows\), got 2"):
+        attention(q, kp, vp, cur_pos=[1, 2, 3], page_table_tensor=np.concatenate([table, table[:1]]))
+    odd, _, odd_table = _paged(rng, k[:, :, :96], v[:, :, :96], 32)  # 3 entries of 32: 3 tiles, not double blocks
+    with pytest.raises(ValueError, match=r"page_table_tensor \(3 entries x block size 32\).*multiple of 2 entries per "
+                                         r"user \(pad rows with -1"):
+        attention(q, odd, odd, cur_pos=[1, 2], page_table_tensor=odd_table)
+    padded = np.concatenate([odd_table, np.full((2, 1), -1, np.int32)], axis=1)  # the fix the message gives
+    assert_close(attention(q, odd, odd, cur_pos=[40, 95], page_table_tensor=padded),
+                 attention_reference(q, k[:, :, :96], k[:, :, :96], cur_pos=[40, 95]), "padded table")

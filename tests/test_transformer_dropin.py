@@ -222,3 +222,18 @@ def test_decode_step_with_the_drop_in_on_a_card(device):
                   for a in stored]
     want = attention_reference(q.reshape(1, 1, B, NQ * D), *contiguous, cur_pos=cur_pos)
     assert pcc(got, want) >= 0.9999 and relative_l2(got, want) <= 1e-2
+
+
+def test_drop_in_refusals_name_the_drop_in_arguments():
+    rng = np.random.default_rng(0)
+    k_cache, v_cache = _cache(rng)
+    q = np.zeros((1, B, NQ, D), BF16)
+    pages = np.zeros((B * 4, NKV, BLOCK, D), BF16)
+    with pytest.raises(TypeError, match="page_table_tensor: the paged decode call needs the page table"):
+        transformer.paged_scaled_dot_product_attention_decode(q, pages, pages, None, cur_pos_tensor=np.zeros(B, np.int32))
+    with pytest.raises(TypeError, match="cur_pos, cur_pos_tensor: the decode call needs the users' positions"):
+        transformer.scaled_dot_product_attention_decode(q, k_cache, v_cache)
+    with pytest.raises(TypeError, match="program_config: expected a ttnn.SDPAProgramConfig or None, got object"):
+        transformer.scaled_dot_product_attention_decode(q, k_cache, v_cache, cur_pos=[1, 2, 3], program_config=object())
+    with pytest.raises(ValueError, match=r"input_tensor_q: expected shape \[1, b, nh, dh\] \(dh = the cache's head_dim 64\)"):
+        transformer.scaled_dot_product_attention_decode(q.reshape(1, 1, B, NQ * D), k_cache, v_cache, cur_pos=[1, 2, 3])

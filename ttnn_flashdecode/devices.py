@@ -88,7 +88,9 @@ def ensure_host_context() -> str | None:
     ``TT_FATAL ... No chips detected`` without one. With no card and ``MOCK_CLUSTER_ENV``
     unset, this sets it to the silicon check's one-chip Wormhole descriptor, which tt-metal reads
     once per process: call it before the first such call (a context created earlier keeps its
-    cluster). A no-op with a card or when the variable is already set.
+    cluster). It also sets ``TT_METAL_LOGGER_LEVEL`` to ``ERROR`` unless set, so the mock
+    cluster's start-up and tear-down INFO lines do not interleave with the caller's output. A
+    no-op with a card or when the variable is already set.
 
     Returns:
         The descriptor path in use, or None when a real card serves.
@@ -100,6 +102,7 @@ def ensure_host_context() -> str | None:
     from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
 
     os.environ[MOCK_CLUSTER_ENV] = str(mock_cluster_descriptor("wormhole_b0"))
+    os.environ.setdefault("TT_METAL_LOGGER_LEVEL", "ERROR")
     return os.environ[MOCK_CLUSTER_ENV]
 
 

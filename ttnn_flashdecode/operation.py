@@ -169,7 +169,8 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
         raise ValueError(f"k: expected every dimension >= 1, got {list(k_shape)}")
     kv_dtype = _kv_dtype(k)
     if _kv_dtype(v) != kv_dtype:
-        raise ValueError(f"v: expected k's dtype ({kv_dtype}), got {_kv_dtype(v)}")
+        got = _kv_dtype(v) if isinstance(v, ttnn.Tensor) else f"a {v.dtype} array (read as bfloat16)"
+        raise ValueError(f"v: expected k's dtype ({kv_dtype}), got {got}")
     page_table = None
     cache_block_size = cache_blocks = 0
     if page_table_tensor is None:
@@ -202,10 +203,12 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
     if -(-head_dim // 32) > MAX_DIM_TILES:
         raise ValueError(f"head_dim: expected <= {MAX_DIM_TILES * 32}, got {head_dim}")
     height = q_shape[2]
+    batch_of = "page_table_tensor's rows" if page_table_tensor is not None else "k's batch"
     if request_kind == "decode":
         per_user = 1
         if height != batch:
-            raise ValueError(f"q: expected {batch} rows (one per user, k's batch), got {height}")
+            what = "users (dim 1" if q_layout == "heads" else "rows (one per user"
+            raise ValueError(f"q: expected {batch} {what}, {batch_of}), got {height}")
         positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
     elif request_kind == "rows":
         per_user = int(rows)
@@ -215,7 +218,8 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
                 f"{per_user} * {ratio} = {per_user * ratio}"
             )
         if height != batch * per_user:
-            raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}), got {height}")
+            raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}, {batch_of}), "
+                             f"got {height}")
         positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
         name = "cur_pos" if cur_pos is not None else "cur_pos_tensor"
         for user, position in enumerate(positions or ()):
@@ -228,8 +232,8 @@ def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None
         per_user = height // batch
         if height % batch or not 1 <= per_user <= protocol.MAX_Q_ROWS:
             raise ValueError(
-                f"q: expected batch x C rows for a chunk (batch {batch}, C = 1..{protocol.MAX_Q_ROWS} positions per "
-                f"sequence), got {height}"
+                f"q: expected batch x C rows for a chunk (batch {batch}, {batch_of}; C = 1..{protocol.MAX_Q_ROWS} "
+                f"positions per sequence), got {height}"
             )
         positions = _chunk_starts(chunk_start, batch, per_user, capacity)
     if kind == "device":
@@ -438,16 +442,24 @@ def _check_windows(plan: Plan) -> None:
     lie inside the cache, and the longest window is the one at the cache's last position. Checked
     on every call, whatever the positions, so a cache that would fail once it fills up fails on
     the first call instead."""
-    block, capacity_tiles = plan.residency.block_tiles, plan.shape.capacity_tiles
-    window = protocol.padded_tiles(plan.shape.capacity, block)
+    shape = plan.shape
+    block, capacity_tiles = plan.residency.block_tiles, shape.capacity_tiles
+    window = protocol.padded_tiles(shape.capacity, block)
     if window > capacity_tiles:
+        multiple = 64 * block
+        if shape.paged:  # the capacity is the table's: entries x block_size
+            entries = multiple // math.gcd(multiple, shape.cache_block_size)
+            fix = (f"give the page table a multiple of {entries} entries per user (pad rows with -1: entries past a "
+                   f"user's position are never read)")
+            where = f"page_table_tensor ({shape.page_table_entries} entries x block size {shape.cache_block_size})"
+        else:
+            fix = f"use a capacity that is a multiple of {multiple} positions"
+            where = "k"
         raise ValueError(
-            f"k: expected a KV cache of whole double blocks ({2 * block} position tiles, block_tiles {block}), so "
-            f"that its last positions can be attended, got capacity {plan.shape.capacity} positions "
+            f"{where}: expected a KV cache of whole double blocks ({2 * block} position tiles, block_tiles {block}), so "
+            f"that its last positions can be attended, got capacity {shape.capacity} positions "
             f"({capacity_tiles} tiles; the last position's padded read window is {window} tiles); "
-            + (f"use a capacity that is a multiple of {64 * block} positions or a smaller block_tiles" if block > 1 else
-               "use a capacity that is a multiple of 64 positions")
-        )
+            + fix + (" or a smaller block_tiles" if block > 1 else ""))
 
 
 def attention(
@@ -493,11 +505,15 @@ def attention(
             .. b * R + R - 1`` are user ``b``'s, in position order. On a device: bfloat16, TILE
             layout, DRAM interleaved, whole-tile heads (``n_q_heads * ceil(head_dim / 32) * 32``
             columns, each head zero-padded to whole tiles; the output likewise). On the host: a numpy array (float32 or
-            ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``.
-        k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q``
-            (bfloat16 TILE DRAM-interleaved on a device); with ``page_table_tensor``, a paged
-            cache ``[cache_blocks, n_kv_heads, block_size, head_dim]`` (ttnn's paged layout,
-            ``block_size`` a multiple of 32). Tiles past the last live one are never
+            ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``. With ``q_layout="heads"`` (decode
+            only): ``[1, batch, n_q_heads, head_dim]``, ttnn's decode layout (on a device also L1
+            height-sharded, as ``nlp_create_qkv_heads_decode`` leaves it).
+        k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q`` (numpy
+            arrays and host tensors mix); with ``page_table_tensor``, a paged cache
+            ``[cache_blocks, n_kv_heads, block_size, head_dim]`` (ttnn's paged layout, ``block_size``
+            a multiple of 32). ttnn tensors may be bfloat16, ``ttnn.bfloat8_b`` or
+            ``ttnn.bfloat4_b`` (TILE; block-float tiles of 1088 / 576 bytes, unpacked on the fly;
+            numpy arrays are read as bfloat16); on a device DRAM interleaved. Tiles past the last live one are never
             read, and the slots past a request's position in its last live tile are zeroed in L1
             before compute, so anything there (NaN, inf: a recycled cache) never reaches the
             output; the positions a row attends must hold finite values.
@@ -538,11 +554,14 @@ def attention(
             ``1``: never split; ``k``: cut every request into ``k`` slices (some may be empty).
         backend: ``"auto"`` (device tensors -> device, otherwise emulator), ``"device"`` or
             ``"emulator"``.
+        q_layout: ``"rows"`` (default, the activation layout above) or ``"heads"`` (decode: Q and
+            the output ``[1, batch, n_q_heads, head_dim]``, read and written in place).
 
     Returns:
-        The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row) and of the
-        same kind: a device tensor (bfloat16 TILE), a host ``ttnn.Tensor`` (bfloat16
-        ROW_MAJOR), or a numpy array of ``q``'s dtype.
+        The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
+        ``q_layout="heads"`` ``[1, batch, n_q_heads, head_dim]``) and of its kind: a device tensor
+        (bfloat16 TILE, in ``memory_config``), a host ``ttnn.Tensor`` (bfloat16 ROW_MAJOR), or a
+        numpy array of ``q``'s dtype.
 
     Raises:
         TypeError: an input is neither a ttnn.Tensor nor a numpy array; none of ``cur_pos``,
@@ -554,15 +573,18 @@ def attention(
             or ``cur_pos_tensor`` with ``chunk_start``) are given, ``cur_pos_tensor`` or
             ``page_table_tensor`` has the wrong length, shape, layout, memory or storage (device vs
             host), a paged block size that is not a multiple of 32, a page-table entry the call
-            reads that is not a block of the cache,
+            reads that is not a block of the cache, K and V of different dtypes, a block-float Q,
+            ``q_layout="heads"`` with ``rows`` or ``chunk_start`` or a Q that is not
+            ``[1, batch, n_q_heads, head_dim]``,
             ``rows`` x GQA ratio exceeds 32, a chunk longer than 32, a position is negative or
             past capacity (ROWS: below ``rows - 1``; CHUNK: the chunk runs past capacity), a cache
             whose capacity is not a whole number of double blocks (its last positions' padded
             window would leave it; any position), head_dim or block_tiles does not fit L1 (on a
             device: what its L1 allocator leaves beside L1 tensors and ``l1_small_size``), a split
             larger than the grid or the reducer's L1 inbox allows, more requests than the grid's
-            runtime-arg capacity, device tensors that are not bfloat16 / TILE / DRAM
-            interleaved or live on different devices, a bad backend or memory_config. All raised
+            runtime-arg capacity, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
+            DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
+            different devices, a bad backend or memory_config. All raised
             before anything reaches a device.
 
     Example:

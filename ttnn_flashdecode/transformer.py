@@ -51,6 +51,8 @@ def _block_tiles(program_config, q) -> int | None:
     """
     if program_config is None:
         return None
+    if not isinstance(program_config, ttnn.SDPAProgramConfig):
+        raise TypeError(f"program_config: expected a ttnn.SDPAProgramConfig or None, got {type(program_config).__name__}")
     grid = program_config.compute_with_storage_grid_size
     if isinstance(q, ttnn.Tensor) and q.storage_type() == ttnn.StorageType.DEVICE:
         full = q.device().compute_with_storage_grid_size()
@@ -119,6 +121,8 @@ def scaled_dot_product_attention_decode(
     """
     _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
                         share_cache=share_cache, attention_sink=attention_sink)
+    if cur_pos is None and cur_pos_tensor is None:
+        raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config)
@@ -173,6 +177,8 @@ def paged_scaled_dot_product_attention_decode(
                                  ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
         if value != default:
             raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
+    if page_table_tensor is None:
+        raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
     if cur_pos_tensor is None:
         raise TypeError("cur_pos_tensor: the paged decode call takes its positions as a tensor (int32 [b]), got None")
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
@@ -185,6 +191,7 @@ def _heads_attention(q, k, v, *, program_config, **keywords):
     if not isinstance(q, (ttnn.Tensor, np.ndarray)):
         raise TypeError(f"input_tensor_q: expected a ttnn.Tensor or a numpy array, got {type(q).__name__}")
     block_tiles = _block_tiles(program_config, q)
-    if len(q.shape) != 4 or q.shape[0] != 1:
-        raise ValueError(f"input_tensor_q: expected shape [1, b, nh, dh], got {list(q.shape)}")
+    if len(q.shape) != 4 or q.shape[0] != 1 or (len(k.shape) == 4 and q.shape[3] != k.shape[3]):
+        raise ValueError(f"input_tensor_q: expected shape [1, b, nh, dh] (dh = the cache's head_dim "
+                         f"{k.shape[-1]}), got {list(q.shape)}")
     return attention(q, k, v, q_layout="heads", block_tiles=block_tiles, **keywords)

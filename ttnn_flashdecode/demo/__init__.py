@@ -130,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--tokens: expected >= 1")
     if args.prefill_layers is not None and not 0 <= args.prefill_layers <= SMOLLM2_LAYERS:
         raise SystemExit(f"--prefill-layers: expected 0..{SMOLLM2_LAYERS} (the model's layers), got {args.prefill_layers}")
+    if args.block_size != 64 and not args.paged:
+        raise SystemExit(f"--block-size: only with --paged (a contiguous cache has no blocks), got {args.block_size}")
     if args.block_size < 32 or args.block_size % 32:
         raise SystemExit(f"--block-size: expected a positive multiple of 32 positions, got {args.block_size}")
     for prompt in [args.prompt, *(args.batch_prompt or [])]:
