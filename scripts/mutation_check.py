@@ -124,7 +124,7 @@ MUTATIONS = [
              "const int32_t position = static_cast<int32_t>(l1_word(page, p.user));",
              "const int32_t position = static_cast<int32_t>(l1_word(page, 0));",
              "every request reads user 0's POSITIONS entry (the reader; compute still reads its own)",
-             tests=("tests/test_trace_safe.py::test_replay_same_program_over_tokens_matches_float64[decode-1-1]",)),
+             tests=("tests/test_trace_safe.py::test_replay_same_program_over_tokens_matches_float64[decode-1-1-None]",)),
     Mutation("idle-slot-normalised", "attention_compute.cpp",
              "    if (!idle) {\n        recip_tile(0);",
              "    if (true) {\n        recip_tile(0);",

@@ -52,17 +52,24 @@ class Replay:
     same ``ProgramDescriptor`` object again. The cache starts with random history and "stale"
     values (3x larger, another draw) everywhere past each user's position, so attending one
     position too far, or at the positions of the first step, shows up as a wrong result.
+
+    With ``block_size``, the cache is paged as a serving stack grows it: a user's table entry is
+    given a block from a shuffled free list the step its position first reaches it (unused entries
+    -1, blocks nobody owns NaN), so the page table's contents change between replays too.
     """
 
-    def __init__(self, *, kind="decode", rows=1, split=None, block_tiles=1, seed=0):
+    def __init__(self, *, kind="decode", rows=1, split=None, block_tiles=1, seed=0, block_size=None):
         self.rng = np.random.default_rng(seed)
         self.rows = rows
-        self.shape = DecodeShape(BATCH, N_Q, N_KV, HEAD_DIM, CAPACITY, kind=kind, rows=rows)
+        self.block_size = block_size
+        blocks = BATCH * CAPACITY // block_size + 3 if block_size else 0
+        self.shape = DecodeShape(BATCH, N_Q, N_KV, HEAD_DIM, CAPACITY, kind=kind, rows=rows,
+                                 cache_block_size=block_size or 0, cache_blocks=blocks)
         self.k = _bf16(self.rng, (BATCH, N_KV, CAPACITY, HEAD_DIM), 3.0)
         self.v = _bf16(self.rng, (BATCH, N_KV, CAPACITY, HEAD_DIM), 3.0)
         self.emu = Emulator(arch=DEFAULT_ARCH)
         q_pages = -(-BATCH * rows // 32) * N_Q * HEAD_DIM // 32  # row tiles x column tiles
-        kv_pages = self.k.size // 1024
+        kv_pages = blocks * N_KV * (block_size or 0) * HEAD_DIM // 1024 if block_size else self.k.size // 1024
         self.const_pages = constants.build_constants(HEAD_DIM, None)
         self.buffers = {  # in program_factory.OPERANDS order
             "q": self.emu.allocate_dram(q_pages, 2048),
@@ -72,9 +79,13 @@ class Replay:
             "out": self.emu.allocate_dram(q_pages, 2048),
             "positions": self.emu.allocate_dram(1, 4 * BATCH),  # one page: the whole vector
         }
+        if block_size:  # one page per user: its row
+            self.table = np.full((BATCH, CAPACITY // block_size), -1, np.int32)
+            self.free_blocks = list(self.rng.permutation(blocks))
+            self.buffers["page_table"] = self.emu.allocate_dram(BATCH, 4 * self.table.shape[1])
         self.emu.write_pages(self.buffers["constants"], self.const_pages)
         accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in self.buffers.values())
-        accessor_args += accessor_args[-1:]  # no page table: POSITIONS' args stand in
+        accessor_args += accessor_args[-1:] * (7 - len(accessor_args))  # no page table: POSITIONS' args stand in
         plan = plan_program(self.shape, block_tiles, split, ComputeOptions(), DEFAULT_ARCH, tuple(self.emu.grid),
                             accessor_args, self.emu.worker_core_from_logical_core)
         self.program = program_for(plan, Addresses(*(b.address for b in self.buffers.values())))
@@ -90,8 +101,13 @@ class Replay:
         not validate them, as for a device tensor) and return (output, float64 reference, report)."""
         q = _bf16(self.rng, (1, 1, BATCH * self.rows, N_Q * HEAD_DIM))
         self.emu.write_pages(self.buffers["q"], tiles.to_tile_bytes(q))
-        self.emu.write_pages(self.buffers["k"], tiles.to_tile_bytes(self.k))
-        self.emu.write_pages(self.buffers["v"], tiles.to_tile_bytes(self.v))
+        if self.block_size:
+            k, v = self._paged(positions)
+            self.emu.write_pages(self.buffers["page_table"], self.table.astype("<i4"))
+        else:
+            k, v = self.k, self.v
+        self.emu.write_pages(self.buffers["k"], tiles.to_tile_bytes(k))
+        self.emu.write_pages(self.buffers["v"], tiles.to_tile_bytes(v))
         self.emu.write_pages(self.buffers["positions"], np.asarray(positions, dtype="<i4"))
         report = self.emu.run(self.program)
         identity = (report.program_hash, report.runtime_args_sha256)
@@ -103,6 +119,22 @@ class Replay:
         want = attention_reference(q, self.k, self.v, cur_pos=reference_positions,
                                    rows=self.rows if self.shape.kind == "rows" else None)
         return out, want, report
+
+    def _paged(self, positions):
+        """The block pool for this step: each user's blocks up to its position (a new block from
+        the free list the step a position first reaches it), every other block NaN."""
+        blocks = self.shape.cache_blocks
+        pools = [np.full((blocks, N_KV, self.block_size, HEAD_DIM), np.nan, dtype=ml_dtypes.bfloat16) for _ in range(2)]
+        for user, position in enumerate(positions):
+            reached = min(position, CAPACITY - 1) // self.block_size + 1 if position >= 0 else 0
+            for entry in range(reached):
+                if self.table[user, entry] < 0:
+                    self.table[user, entry] = self.free_blocks.pop()
+        for user, entry in zip(*np.nonzero(self.table >= 0)):
+            span = slice(entry * self.block_size, (entry + 1) * self.block_size)
+            pools[0][self.table[user, entry]] = self.k[user, :, span]
+            pools[1][self.table[user, entry]] = self.v[user, :, span]
+        return pools
 
 
 # Users' positions over 16 tokens: user 0 crosses a tile (32), user 1 a double block (64 with
@@ -121,11 +153,12 @@ def _positions_at(token, rows):
     return out
 
 
-@pytest.mark.parametrize("kind, rows, split", [
-    ("decode", 1, 1), ("decode", 1, None), ("decode", 1, 3), ("rows", 3, 1), ("rows", 3, 3),
+@pytest.mark.parametrize("kind, rows, split, block_size", [
+    ("decode", 1, 1, None), ("decode", 1, None, None), ("decode", 1, 3, None), ("rows", 3, 1, None), ("rows", 3, 3, None),
+    ("decode", 1, None, 32), ("decode", 1, 3, 64), ("rows", 3, 1, 32),  # paged: the table grows between replays
 ])
-def test_replay_same_program_over_tokens_matches_float64(kind, rows, split):
-    replay = Replay(kind=kind, rows=rows, split=split, seed=hash((kind, rows, split)) % 1000)
+def test_replay_same_program_over_tokens_matches_float64(kind, rows, split, block_size):
+    replay = Replay(kind=kind, rows=rows, split=split, seed=hash((kind, rows, split)) % 1000, block_size=block_size)
     for token in range(TOKENS):
         positions = _positions_at(token, rows)
         for user, position in enumerate(positions):
@@ -133,7 +166,7 @@ def test_replay_same_program_over_tokens_matches_float64(kind, rows, split):
                 replay.write_token(user, position - rows + 1 + r)
         out, want, report = replay.step(positions)
         assert report.errors == []
-        _assert_close(out, want, f"{kind} split={split} token {token} positions {positions}")
+        _assert_close(out, want, f"{kind} split={split} block {block_size} token {token} positions {positions}")
 
 
 def test_replay_clamps_and_reports_positions_the_host_never_saw():
