@@ -168,6 +168,9 @@ constexpr uint32_t core_noc_y(uint32_t word) { return word >> 16; }
 constexpr uint32_t kConstScalerTile = 0;
 constexpr uint32_t kConstScaleTile = 1;
 constexpr uint32_t kConstTailMaskTile = 2;     // + t, t = 0..31; t = 0 kills a whole tile
+// The kill mask (tail mask 0) is MASK_VALUE everywhere: two bfloat16 MASK_VALUE (-1e30,
+// constants.MASK_VALUE) per word, so the reader fills a kill-mask page in L1 instead of reading it.
+constexpr uint32_t kKillMaskWord = 0xF14AF14Au;
 constexpr uint32_t kConstCausalMaskTile = 34;  // + C - 1
 constexpr uint32_t kConstTiles = 66;
 

@@ -106,7 +106,9 @@ void gather_query(const Params& p, const Accessor& q_reader, uint32_t stage) {
 }
 
 // CONST pages 2 and 3: the masks this slice needs (attention_protocol.hpp "Masks",
-// slice_mask_tile): a constants tile read whole, or a per-row mask assembled from constants rows.
+// slice_mask_tile): a constants tile read whole, or a per-row mask assembled from constants rows;
+// the kill mask (an empty slice's) is filled in L1, not read: every empty slice of a short
+// request would otherwise read the same tile from DRAM.
 template <typename Accessor>
 void fetch_masks(const Params& p, const Accessor& const_reader, uint32_t pages) {
     for (uint32_t page = kConstPageMask; page <= kConstPageMaskBefore; ++page) {
@@ -118,6 +120,10 @@ void fetch_masks(const Params& p, const Accessor& const_reader, uint32_t pages) 
                 const uint32_t width = p.row_width(tile, p.stage_row(s));
                 return RowCopy{p.constants.first_page() + mask_row_tile(width), mask_row_row(width), dst, s};
             });
+        } else if (mask == kConstTailMaskTile) {
+            for (uint32_t word = 0; word < kTileBytes / sizeof(uint32_t); ++word) {
+                l1_set_word(dst, word, kKillMaskWord);
+            }
         } else if (mask != kNoMask) {
             noc_async_read_page(p.constants.first_page() + mask, const_reader, dst);
         }

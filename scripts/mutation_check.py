@@ -193,6 +193,11 @@ MUTATIONS = [
              "OUT = O * l instead of O / l"),
     # Adversarial numerics (issue 14): bugs that unit-normal scores never reach -- only scores far
     # from 0 (all below -88, or block maxima far apart) make exp() underflow or overflow float32.
+    Mutation("kill-mask-word-zero", "attention_protocol.hpp",
+             "constexpr uint32_t kKillMaskWord = 0xF14AF14Au;",
+             "constexpr uint32_t kKillMaskWord = 0x00000000u;",
+             "the kill mask the reader fills for an empty slice is 0, not MASK_VALUE: its M is 0, so with every live "
+             "score below -100 the request's max is 0 and every exp() underflows"),
     Mutation("empty-slice-max-not-masked", "attention_compute.cpp",
              "copy_pages(kCbConst, kConstPageMask, 1, m_state);",
              "copy_pages(kCbConst, kConstPageScale, 1, m_state);",

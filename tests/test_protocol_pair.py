@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttnn_flashdecode import protocol, tiles
+from ttnn_flashdecode import constants, protocol, tiles
 from ttnn_flashdecode.paths import kernel_dir
 from ttnn_flashdecode.program_factory import MAX_REQUESTS_PER_CORE, MAX_RUNTIME_ARGS
 from ttnn_flashdecode.residency import Residency
@@ -186,6 +186,10 @@ def test_header_constants_match_python(decoder):
     assert protocol.MASK_PAGE == 2 and protocol.MASK_BEFORE_PAGE == 3
     assert re.search(r"kNoMask = 0xFFFFFFFFu;", text) and protocol.NO_MASK == 0xFFFFFFFF
     assert re.search(r"kGatherMask = 0xFFFFFFFEu;", text) and protocol.GATHER_MASK == 0xFFFFFFFE
+    # The reader fills the kill mask from this word: it must be the constants operand's tail mask 0, word for word.
+    (word,) = re.findall(r"kKillMaskWord = 0x([0-9A-F]{8})u;", text)
+    kill = constants.build_constants(64)[protocol.ConstTile.TAIL_MASK].view("<u4")
+    assert (kill == int(word, 16)).all(), f"kKillMaskWord 0x{word} vs the constants' kill mask 0x{int(kill[0]):08X}"
 
 
 def _words(request, **patch):

@@ -213,13 +213,15 @@ def test_program_identity_does_not_depend_on_positions(positions, rows, split):
 @pytest.mark.parametrize("split", [1, 3])
 def test_idle_slots_read_no_kv_and_give_zero_rows(split):
     """Idle users' caches hold NaN / Inf: their rows are exactly 0 and the others are right; the
-    DRAM bytes an idle slot saves are exactly its K/V tiles (against the same call at position 0)."""
+    DRAM bytes an idle slot saves are exactly its K/V tiles and its tail mask (against the same
+    call at position 0: its empty slices fill the kill mask in L1, read nothing)."""
     idle = [IDLE, 300, IDLE, 40]
     out, want, report = _call(idle, split=split, poison_idle=True)
     _assert_close(out, want, f"idle split={split}")
     _, _, at_zero = _call([0, 300, 0, 40], split=split)
     kv_tile_bytes = 2 * N_KV * (HEAD_DIM // 32) * 2048  # K and V, each KV head, position tile 0
-    assert at_zero.totals.dram_read_bytes - report.totals.dram_read_bytes == 2 * kv_tile_bytes
+    mask_bytes = N_KV * 2048  # each KV group's tail mask 1 (position 0: one live column)
+    assert at_zero.totals.dram_read_bytes - report.totals.dram_read_bytes == 2 * (kv_tile_bytes + mask_bytes)
     assert report.errors == []
 
 
@@ -261,3 +263,20 @@ def test_trace_capture_replays_over_tokens_on_a_card(device):
             _assert_close(got, attention_reference(q_host, k_host, v_host, cur_pos=cur_pos), f"trace token {token}")
     finally:
         ttnn.release_trace(device, trace)
+
+
+def test_empty_slices_of_a_short_request_read_nothing_but_their_positions_page():
+    """Planned from capacity, a short request early in a long cache leaves most of its 64 slices
+    empty; they copy Q and constants from their parents over the NoC and fill the kill mask in L1,
+    so against the same call unsplit (2 cores) the DRAM bytes grow only by each extra core's
+    POSITIONS page (4 bytes a user)."""
+    rng = np.random.default_rng(0)
+    q = _bf16(rng, (1, 1, 1, 16 * 128))
+    k = _bf16(rng, (1, 2, 8192, 128))
+    read = {}
+    for split in (1, None):
+        attention(q, k, k, cur_pos=[100], split=split)
+        read[split] = (last_report().totals.dram_read_bytes, len(last_report().cores))
+    (unsplit, two), (split, cores) = read[1], read[None]
+    assert (two, cores) == (2, 64)
+    assert split - unsplit == (cores - two) * 4, read

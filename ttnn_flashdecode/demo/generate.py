@@ -434,8 +434,8 @@ def format_report(r: dict) -> str:
         f"KV bytes read per token (all layers/users): minimum {_fmt_bytes(b['min_per_token_mean'])} "
         f"(each live K and V tile once), "
         + (f"measured {_fmt_bytes(sum(meas) / len(meas))} ({sum(meas) / sum(b['min_per_token']):.2f}x minimum; the rest is "
-           f"each call's query rows and constants tiles, and one kill-mask tile per empty split-K slice: the program is "
-           f"planned for the cache's capacity, so a short context leaves slices empty)" if meas
+           f"each call's query rows and constants tiles: scaler, scale and mask, 3 x 2 KiB per (layer, user, KV "
+           f"group), as much as a short request's own K/V)" if meas
            else "measured: not reported (device run)")
     )
     t = r["timing_s"]
