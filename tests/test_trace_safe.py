@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from ttnn_flashdecode import attention, constants, last_report, tiles
 from ttnn_flashdecode.emulator import Emulator, tensor_accessor_compile_time_args
 from ttnn_flashdecode.operation import DEFAULT_ARCH, IDLE, plan_program, program_for
-from ttnn_flashdecode.program_factory import Addresses, ComputeOptions, DecodeShape
+from ttnn_flashdecode.program_factory import Addresses, ComputeOptions, DecodeShape, operand_accessor_args
 from ttnn_flashdecode.reference import attention_reference, pcc, relative_l2
 
 MIN_PCC = 0.9999
@@ -84,8 +84,7 @@ class Replay:
             self.free_blocks = list(self.rng.permutation(blocks))
             self.buffers["page_table"] = self.emu.allocate_dram(BATCH, 4 * self.table.shape[1])
         self.emu.write_pages(self.buffers["constants"], self.const_pages)
-        accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in self.buffers.values())
-        accessor_args += accessor_args[-1:] * (7 - len(accessor_args))  # no page table: POSITIONS' args stand in
+        accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in self.buffers.values()])
         plan = plan_program(self.shape, block_tiles, split, ComputeOptions(), DEFAULT_ARCH, tuple(self.emu.grid),
                             accessor_args, self.emu.worker_core_from_logical_core)
         self.program = program_for(plan, Addresses(*(b.address for b in self.buffers.values())))

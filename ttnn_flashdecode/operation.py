@@ -33,7 +33,6 @@ import ttnn
 
 from ttnn_flashdecode import constants, protocol, tiles
 from ttnn_flashdecode.program_factory import (
-    OPERANDS,
     Q_LAYOUTS,
     Addresses,
     ComputeOptions,
@@ -41,6 +40,7 @@ from ttnn_flashdecode.program_factory import (
     Plan,
     build_program,
     decode_requests,
+    operand_accessor_args,
     max_requests_per_core,
     plan_decode,
 )
@@ -140,12 +140,12 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
 def _validate(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
               q_layout="rows") -> _Inputs:
     request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
-    kinds = {_kind(q, "q"), _kind(k, "k"), _kind(v, "v")}
+    kind = _kind(q, "q")  # the output's kind
+    kinds = {kind, _kind(k, "k"), _kind(v, "v")}
     if "device" in kinds and len(kinds) != 1:
         raise ValueError(
             f"q, k, v: expected device tensors for all three or none (host tensors and numpy arrays mix), got {sorted(kinds)}"
         )
-    kind = _kind(q, "q")  # the output's kind
     q_shape, k_shape, v_shape = _shape_of(q), _shape_of(k), _shape_of(v)
     if q_layout not in Q_LAYOUTS:
         raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {q_layout!r}")
@@ -796,8 +796,7 @@ def _run_on_emulator(q, k, v, inputs: _Inputs, scale, block_tiles, split, comput
             buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
             emu.write_pages(buffers[-1], table)
             operands.append(buffers[-1])
-        accessor_args = tuple(tuple(tensor_accessor_compile_time_args(b)) for b in operands)
-        accessor_args += (accessor_args[-1],) * (len(OPERANDS) - len(accessor_args))  # no page table: POSITIONS' stand in
+        accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in operands])
         plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
                             emu.worker_core_from_logical_core)
         _check_windows(plan)
@@ -839,14 +838,9 @@ def _run_on_device(q, k, v, inputs: _Inputs, scale, block_tiles, split, compute:
         positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=device,
                                 layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
     operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out, positions)
-    if shape.paged:
-        table = inputs.page_table_tensor
-        if table is None:
-            table = ttnn.Tensor(inputs.page_table, ttnn.int32, device=device, layout=ttnn.ROW_MAJOR_LAYOUT,
-                                mem_config=ttnn.DRAM_MEMORY_CONFIG)
-        operands += (table,)
-    accessor_args = tuple(tuple(ttnn.TensorAccessorArgs(t).get_compile_time_args()) for t in operands)
-    accessor_args += (accessor_args[-1],) * (len(OPERANDS) - len(accessor_args))  # no page table: POSITIONS' stand in
+    if shape.paged:  # with device inputs the page table is a device tensor (_int32_operand refuses others)
+        operands += (inputs.page_table_tensor,)
+    accessor_args = operand_accessor_args([ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands])
     plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                         _device_noc_xy(device), device_cb_budget_bytes(device))
     _check_windows(plan)

@@ -15,15 +15,16 @@ Work split: one request per (user, KV group) for decode and rows, per (sequence,
 chunk; a :class:`~ttnn_flashdecode.schedule.Schedule`
 cuts long requests into split-K slices on dedicated cores and packs the others, several per core
 when there are more requests than cores. Every kernel's runtime args on a core are
-``[request_count, positions_address, words(request 0), words(request 1), ...]`` (positions are
-not runtime args: the kernels read them from the POSITIONS operand, ``protocol`` module
-docstring); a split program adds the NoC
+``[request_count, positions_address, page_table_address, words(request 0), words(request 1), ...]``
+(positions and page tables are not runtime args: the kernels read them from the POSITIONS and
+PAGE_TABLE operands, ``protocol`` module docstring; a contiguous cache's page-table address is
+0); a split program adds the NoC
 coordinate table of its cores as common runtime args of the reader and the writer, and the
 semaphores of ``protocol.semaphore_ids`` (five handshakes, one arrival per inbox slot).
 
 Runtime-arg limit relied on: tt-metal's ``max_runtime_args = 341`` uint32 per kernel per core
 (unique + common; "0 to 341" in the kernel API docs, TT_FACTS §3), so a core serves at most
-``(341 - 2 - table) // 16`` requests (21 without a table); more is refused at plan time.
+``(341 - 3 - table) // 16`` requests (21 without a table); more is refused at plan time.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "Plan",
     "Addresses",
     "plan_decode",
+    "operand_accessor_args",
     "runtime_args",
     "max_requests_per_core",
     "decode_requests",
@@ -78,6 +80,21 @@ POSITIONS operand's args stand in (never used)."""
 Q_LAYOUTS = ("rows", "heads")
 """Q (and output) layouts: ``[1, 1, batch * rows, n_q_heads * head_dim]`` or ttnn's decode
 ``[1, batch, n_q_heads, head_dim]`` (:class:`DecodeShape` ``q_layout``)."""
+
+def operand_accessor_args(per_operand: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
+    """The TensorAccessorArgs lists of :data:`OPERANDS`, from those of the operands a call has
+    (Q .. POSITIONS, and PAGE_TABLE when paged): a contiguous cache's missing PAGE_TABLE takes
+    POSITIONS' args, which the kernels never use for it.
+
+    Raises:
+        ValueError: not 6 or 7 lists.
+    """
+    if len(per_operand) not in (len(OPERANDS) - 1, len(OPERANDS)):
+        raise ValueError(f"accessor args: expected {len(OPERANDS) - 1} or {len(OPERANDS)} lists ({', '.join(OPERANDS)}), "
+                         f"got {len(per_operand)}")
+    lists = tuple(tuple(int(a) for a in args) for args in per_operand)
+    return lists + lists[-1:] * (len(OPERANDS) - len(lists))
+
 
 KINDS = ("decode", "chunk", "rows")
 """Request kinds: one query row per user; a causal chunk per sequence (CHUNK); several
@@ -298,8 +315,7 @@ class Plan:
         noc_table: split programs: ``(noc_y << 16) | noc_x`` of every core (the common runtime
             args of the reader and writer); empty when nothing is split.
         compute: the :class:`ComputeOptions`.
-        accessor_args: positional compile-time args (TensorAccessorArgs of Q, K, V, CONST, OUT,
-            POSITIONS).
+        accessor_args: positional compile-time args (TensorAccessorArgs of :data:`OPERANDS`, flat).
         program_hash: ``custom_program_hash``: structure only (shapes, residency, cores,
             schedule, compute options, accessor args), so new positions within the same schedule
             or new buffer addresses never recompile.

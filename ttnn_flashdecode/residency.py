@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 
 from ttnn_flashdecode.emulator.arch import ArchSpec
+from ttnn_flashdecode.tiles import BLOCK_FLOAT_TILE_BYTES
 from ttnn_flashdecode.protocol import CB, MAX_SPLIT, PAGE_TABLE_CHUNK_ENTRIES, partial_pages, tree_levels
 
 __all__ = [
@@ -60,8 +61,9 @@ BFP4_B = 7
 KV_FORMATS = {"bfloat16": FLOAT16_B, "bfloat8_b": BFP8_B, "bfloat4_b": BFP4_B}
 """K/V cache dtypes (ttnn's names) -> tt::DataFormat code of the K and V CBs."""
 
-KV_TILE_BYTES = {FLOAT16_B: BFLOAT16_TILE_BYTES, BFP8_B: 64 + 1024, BFP4_B: 64 + 512}
-"""Bytes of one K/V tile per format (TT_FACTS §1): 64 shared exponents then 8 or 4 bits per datum."""
+KV_TILE_BYTES = {FLOAT16_B: BFLOAT16_TILE_BYTES, BFP8_B: BLOCK_FLOAT_TILE_BYTES["bfloat8_b"],
+                 BFP4_B: BLOCK_FLOAT_TILE_BYTES["bfloat4_b"]}
+"""Bytes of one K/V tile per format (TT_FACTS §1; the block-float layout is :mod:`ttnn_flashdecode.tiles`')."""
 
 INT32 = 8
 """tt::DataFormat code of int32 (``tensix_types.h``): the POSITIONS CB (one int32 per user)."""

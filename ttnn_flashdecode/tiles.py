@@ -334,9 +334,9 @@ def _ttnn_bfp(name: str, direction: str, data: np.ndarray) -> np.ndarray:
         from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
 
         raise RuntimeError(
-            f"ttnn's {name} packer needs tt-metal's context, which found no chips; without a card set "
-            f"{MOCK_CLUSTER_ENV}={mock_cluster_descriptor('wormhole_b0')} before ttnn first needs it "
-            f"(once per process)"
+            f"ttnn's {name} packer needs tt-metal's context, which found no chips; without a card call "
+            f"ttnn_flashdecode.devices.ensure_host_context() (or set {MOCK_CLUSTER_ENV}="
+            f"{mock_cluster_descriptor('wormhole_b0')}) before ttnn first needs it (once per process)"
         ) from error
 
 

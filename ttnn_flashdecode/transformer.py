@@ -28,7 +28,11 @@ _PROGRAM_CONFIG_DEFAULTS = {"sub_core_grids": None, "exp_approx_mode": None, "ma
                             "max_k_splits": 1, "matmul_math_fidelity": None, "segmented_accumulation": False}
 
 
-def _refuse_unsupported(*, is_causal, attn_mask, sliding_window_size, share_cache, attention_sink) -> None:
+def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=None, share_cache=None,
+                        attention_sink=None, paged_cache_geometry=None, cache_position_modulo=None,
+                        spec_multi_pos_tiles=0) -> None:
+    """Raises NotImplementedError naming the first keyword of ttnn's decode calls given a value the
+    op does not support (their defaults are supported)."""
     if attn_mask is not None:
         raise NotImplementedError("attn_mask: an explicit attention mask is not supported (causal decode only)")
     if is_causal is not True:
@@ -39,6 +43,11 @@ def _refuse_unsupported(*, is_causal, attn_mask, sliding_window_size, share_cach
         raise NotImplementedError("attention_sink: attention sinks are not supported")
     if share_cache:
         raise NotImplementedError("share_cache: a KV cache shared across the batch is not supported")
+    for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
+                                 ("cache_position_modulo", cache_position_modulo, None),
+                                 ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
+        if value != default:
+            raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
 
 
 def _block_tiles(program_config, q) -> int | None:
@@ -171,12 +180,8 @@ def paged_scaled_dot_product_attention_decode(
         ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``.
     """
     _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
-                        share_cache=None, attention_sink=attention_sink)
-    for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
-                                 ("cache_position_modulo", cache_position_modulo, None),
-                                 ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
-        if value != default:
-            raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
+                        attention_sink=attention_sink, paged_cache_geometry=paged_cache_geometry,
+                        cache_position_modulo=cache_position_modulo, spec_multi_pos_tiles=spec_multi_pos_tiles)
     if page_table_tensor is None:
         raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
     if cur_pos_tensor is None:
