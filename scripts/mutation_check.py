@@ -48,7 +48,7 @@ PACKAGE = "ttnn_flashdecode"
 @dataclasses.dataclass(frozen=True)
 class Mutation:
     name: str
-    file: str  # a file of kernels/ ("attention_reader.cpp"), or a host module ("ttnn_flashdecode/schedule.py")
+    file: str  # a file of kernels/ ("attention_reader.cpp"), or a host module ("ttnn_flashdecode/op/schedule.py")
     original: str
     mutated: str
     bug: str
@@ -225,7 +225,7 @@ MUTATIONS = [
              "            noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemFetched)), 1);\n            noc_async_read_barrier();",
              "split-K: a slice tells its parent it has copied Q and CONST while the copies are still in flight"),
     # Scheduler and pair (issue 14)
-    Mutation("schedule-counts-round-down", "ttnn_flashdecode/schedule.py",
+    Mutation("schedule-counts-round-down", "ttnn_flashdecode/op/schedule.py",
              "return [min(cap, max(1, -(-t // load))) for t, cap in zip(live, caps)]",
              "return [min(cap, max(1, t // load)) for t, cap in zip(live, caps)]",
              "slices per request round down, so a request of 1.9 loads stays whole on one core at 1.9x the load",

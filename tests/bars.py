@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ttnn_flashdecode.operation import to_numpy
-from ttnn_flashdecode.reference import pcc, relative_l2
+from ttnn_flashdecode.op.operation import to_numpy
+from ttnn_flashdecode.op.reference import pcc, relative_l2
 
 MIN_PCC = 0.9999
 MAX_RELATIVE_L2 = 1e-2

@@ -10,7 +10,7 @@ conftest and here::
 
 Without a card the ``device`` fixture skips with ``"no Tenstorrent device: <why>"``, and
 so does any test marked ``requires_device``. Nothing here opens a device or calls into
-ttnn at import time; detection is :func:`ttnn_flashdecode.devices.detect_devices`.
+ttnn at import time; detection is :func:`ttnn_flashdecode.op.devices.detect_devices`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import tempfile
 
 import pytest
 
-from ttnn_flashdecode.devices import MOCK_CLUSTER_ENV, detect_devices, ensure_host_context
-from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
+from ttnn_flashdecode.op.devices import MOCK_CLUSTER_ENV, detect_devices, ensure_host_context
+from ttnn_flashdecode.op.devices import mock_cluster_descriptor
 
 pytest_plugins = ["pytester"]
 
@@ -41,7 +41,7 @@ def pytest_configure(config):
     tt-metal's context (it reads these once per process): ``mock_device`` can then open a mock
     device, and host-only ttnn calls use the same mock cluster as the ``mock_cluster`` fixture."""
     global _MOCK_DEVICE_UNAVAILABLE
-    from ttnn_flashdecode.silicon_check.toolchain import INSTALL_HINT, missing_toolchain
+    from ttnn_flashdecode.tools.silicon_check.toolchain import INSTALL_HINT, missing_toolchain
 
     if detect_devices().count > 0:
         _MOCK_DEVICE_UNAVAILABLE = "a real Tenstorrent card is present (use the device fixture)"
@@ -53,7 +53,7 @@ def pytest_configure(config):
     if os.environ.get(MOCK_CLUSTER_ENV, str(MOCK_CLUSTER_DESC)) != str(MOCK_CLUSTER_DESC):
         _MOCK_DEVICE_UNAVAILABLE = f"{MOCK_CLUSTER_ENV} names another cluster: {os.environ[MOCK_CLUSTER_ENV]}"
         return
-    from ttnn_flashdecode.silicon_check.fake_root import build_root
+    from ttnn_flashdecode.tools.silicon_check.fake_root import build_root
 
     os.environ[MOCK_CLUSTER_ENV] = str(MOCK_CLUSTER_DESC)
     os.environ["TT_METAL_RUNTIME_ROOT"] = f"{build_root()}/"
@@ -113,7 +113,7 @@ def mock_device(device_params, tmp_path, monkeypatch):
     zeros, so tests with this fixture assert on plans, errors and tt-metal's checks, never on values.
     Skips (fails under ``CI=true``) when the RISC-V toolchain is missing; skips beside a real card.
     """
-    from ttnn_flashdecode.silicon_check.toolchain import in_ci
+    from ttnn_flashdecode.tools.silicon_check.toolchain import in_ci
 
     if _MOCK_DEVICE_UNAVAILABLE is not None:
         if in_ci() and "real Tenstorrent card" not in _MOCK_DEVICE_UNAVAILABLE:

@@ -17,8 +17,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ttnn_flashdecode import attention, last_report, protocol
-from ttnn_flashdecode.reference import attention_reference, max_abs, pcc, relative_l2
+from ttnn_flashdecode import attention, last_report
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
 
 MIN_PCC = 0.9999
 MAX_RELATIVE_L2 = 1e-2
@@ -143,9 +144,9 @@ def test_attention_split_with_one_dominant_position(kv, split, slice_with_spike,
     output is that position's V row."""
     q, k, v = _inputs(1, 8, 1, 128, 8192, seed=1)
     q[...] = np.tile(q[..., :128], 8)  # one query vector for all 8 heads
-    begin, end = protocol.slice_tiles(kv, slice_with_spike, split)
+    begin, end = kv_walk.slice_tiles(kv, slice_with_spike, split)
     spike = (begin + end) // 2 * 32 + 5  # a position inside the slice
-    assert begin < end <= protocol.live_tiles(kv)
+    assert begin < end <= kv_walk.live_tiles(kv)
     target = q[0, 0, 0, :128].astype(np.float64)
     k[0, 0, spike] = (target * 100.0 * np.sqrt(128) / np.dot(target, target)).astype(ml_dtypes.bfloat16)
     out = attention(q, k, v, cur_pos=[kv - 1], split=split, block_tiles=block_tiles).astype(np.float64)
@@ -222,7 +223,7 @@ def test_kernels_skip_a_request_whose_block_size_disagrees_with_the_residency(mo
     BLOCK_TILES differs from the compiled residency is skipped by all three kernels alike — no
     hang, no write — while the other requests complete. The host refuses such a block first, so
     the test slips one past it."""
-    from ttnn_flashdecode import program_factory, protocol
+    from ttnn_flashdecode.op import program_factory, protocol
 
     real_encode = protocol.encode
 

@@ -51,9 +51,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_attention import _inputs
-from ttnn_flashdecode import attention, last_report, protocol
-from ttnn_flashdecode.program_factory import ComputeOptions
-from ttnn_flashdecode.reference import attention_reference, max_abs, pcc, relative_l2
+from ttnn_flashdecode import attention, last_report
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
 
 MIN_PCC = 0.9999
 MAX_RELATIVE_L2 = 1e-2
@@ -112,11 +113,11 @@ def _scores(case: Case, lanes: int, rng) -> np.ndarray:
     if not case.pattern.startswith("dominant"):
         return rng.integers(2 * lo, 2 * hi + 1, size=(lanes, CAPACITY)) / 2.0
     scores = rng.integers(2 * lo, 2 * lo + 2 * 8 + 1, size=(lanes, CAPACITY)) / 2.0  # background: the band's floor
-    live = protocol.live_tiles(case.position + 1)
+    live = kv_walk.live_tiles(case.position + 1)
     split = case.split or 1
     block = case.block_tiles or live
     for i in range(split):  # one dominant position per slice and per block within it
-        begin, end = protocol.slice_tiles(case.position + 1, i, split) if split > 1 else (0, live)
+        begin, end = kv_walk.slice_tiles(case.position + 1, i, split) if split > 1 else (0, live)
         height = lo + SPIKE_RISE[1] - (i % 7) * 1.5  # differs by slice: the combine weighs each by exp(m_i - M)
         for first in range(begin, end, block):
             last_position = min(32 * min(first + block, end), case.position + 1) - 1
@@ -211,7 +212,7 @@ def test_attention_forced_splits_with_empty_slices_and_low_scores(kind, position
     every weight (exp(-100 - 0) underflows float32) and a NaN output follows."""
     run_adversarial(Case(kind, position=position, split=split, pattern="deep", seed=split))
     assert len(last_report().cores) == split * (2 if kind == "chunk" else 1)
-    assert protocol.live_tiles(position + 1) < split  # some slices are empty
+    assert kv_walk.live_tiles(position + 1) < split  # some slices are empty
 
 
 @pytest.mark.parametrize("split", [3, 7, 64])

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from ttnn_flashdecode import attention, last_report
-from ttnn_flashdecode.reference import attention_reference, max_abs, pcc, relative_l2
+from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
 
 MIN_PCC = 0.9999
 MAX_RELATIVE_L2 = 1e-2

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ttnn_flashdecode import bench, cli
-from ttnn_flashdecode import cost_model as cm
+from ttnn_flashdecode.tools import bench, cli
+from ttnn_flashdecode.tools import cost_model as cm
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +65,7 @@ def test_bench_min_slice_tiles_what_if():
 
 
 def test_bench_parses_k_suffixes_and_refuses_bad_numbers():
-    from ttnn_flashdecode import bench
+    from ttnn_flashdecode.tools import bench
 
     assert bench._ints("1k,8k,32768") == [1024, 8192, 32768]
     for bad in (["--contexts", "0"], ["--batches", ""], ["--split", "0"], ["--split", "256"], ["--min-slice-tiles", "0"]):

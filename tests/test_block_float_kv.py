@@ -15,9 +15,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ttnn_flashdecode import attention, last_report, tiles
-from ttnn_flashdecode.operation import to_numpy
-from ttnn_flashdecode.reference import attention_reference, relative_l2
+from ttnn_flashdecode import attention, last_report
+from ttnn_flashdecode.op import tiles
+from ttnn_flashdecode.op.operation import to_numpy
+from ttnn_flashdecode.op.reference import attention_reference, relative_l2
 
 from bars import assert_close
 

@@ -6,9 +6,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ttnn_flashdecode import constants, tiles
-from ttnn_flashdecode.constants import MASK_VALUE
-from ttnn_flashdecode.protocol import ConstTile
+from ttnn_flashdecode.op import constants, tiles
+from ttnn_flashdecode.op.constants import MASK_VALUE
+from ttnn_flashdecode.op.protocol import ConstTile
 
 MASK_BF16 = float(np.float32(ml_dtypes.bfloat16(MASK_VALUE)))
 
@@ -99,11 +99,12 @@ def test_decode_tiles_are_byte_identical_with_chunk_and_rows_modes(head_dim):
 def test_decode_reads_only_tiles_below_the_causal_block():
     """Every constants tile a decode request reads whole is a tail mask (2..33); CHUNK and ROWS
     add the causal block (34..65) and rows of it."""
-    from ttnn_flashdecode import protocol
+    from ttnn_flashdecode.op import protocol
+    from ttnn_flashdecode.op import kv_walk
 
     for kv in range(1, 200):
-        for tile in range(protocol.padded_tiles(kv, 1)):
-            mask = protocol.mask_tile(kv, tile)
+        for tile in range(kv_walk.padded_tiles(kv, 1)):
+            mask = kv_walk.mask_tile(kv, tile)
             assert mask == protocol.NO_MASK or ConstTile.TAIL_MASK <= mask < ConstTile.CAUSAL_MASK
-    sources = {protocol.mask_row_source(width)[0] for width in range(33)}
+    sources = {kv_walk.mask_row_source(width)[0] for width in range(33)}
     assert sources == set(range(ConstTile.TAIL_MASK, ConstTile.CAUSAL_MASK)) | {ConstTile.COUNT - 1}

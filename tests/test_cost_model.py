@@ -1,4 +1,4 @@
-"""The cost model (ttnn_flashdecode.cost_model): its counts against the emulator, its seed fit, its terms.
+"""The cost model (ttnn_flashdecode.tools.cost_model): its counts against the emulator, its seed fit, its terms.
 
 The analytic per-core counts (compute API calls by name, DRAM and L1 bytes) come from per-feature
 counts fitted on the emulator's calibration runs; here they are checked against emulator runs
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ttnn_flashdecode import protocol
+from ttnn_flashdecode.op import protocol
 
-from ttnn_flashdecode import cost_model as cm
-from ttnn_flashdecode.schedule import Schedule, Slice
+from ttnn_flashdecode.tools import cost_model as cm
+from ttnn_flashdecode.op.schedule import Schedule, Slice
 
 # The seed line through kv 1024 and 8192 must predict the measured kv 2048 point (0.236 ms) this
 # well if the model's per-call cost is linear in the work, as the seed's timings are.

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ttnn_flashdecode.reference import attention_reference
+from ttnn_flashdecode.op.reference import attention_reference
 
 # The attention op injected into the short demo. "reference" = the float64 reference (the demo's
 # plumbing and comparison are tested, not the op). TODO(lead): switch to "emulator" once
@@ -45,7 +45,7 @@ def _require_demo_deps():
 @pytest.fixture(scope="session")
 def model():
     _require_demo_deps()
-    from ttnn_flashdecode.demo.model import load_model
+    from ttnn_flashdecode.tools.demo.model import load_model
 
     return load_model()
 
@@ -55,13 +55,13 @@ def gguf_reader():
     _require_demo_deps()
     import gguf
 
-    from ttnn_flashdecode.demo.model import find_gguf
+    from ttnn_flashdecode.tools.demo.model import find_gguf
 
     return gguf.GGUFReader(str(find_gguf()))
 
 
 def demo_attention():
-    from ttnn_flashdecode.demo import resolve_attention
+    from ttnn_flashdecode.tools.demo import resolve_attention
 
     return resolve_attention(DEMO_BACKEND)
 
@@ -80,7 +80,7 @@ def test_gguf_located_via_find_spec_without_importing(model):
 def test_config_from_gguf_metadata_matches_the_issue(model):
     cfg = model.config
     assert cfg.n_layers == 30
-    from ttnn_flashdecode.demo import SMOLLM2_LAYERS
+    from ttnn_flashdecode.tools.demo import SMOLLM2_LAYERS
 
     assert SMOLLM2_LAYERS == cfg.n_layers  # the CLI bound on --prefill-layers
     assert cfg.n_heads == 9
@@ -136,7 +136,7 @@ def test_tokenizer_pieces_and_special_tokens(model):
 
 
 def test_permutation_helpers_are_inverse_and_nontrivial():
-    from ttnn_flashdecode.demo.model import permute_qk, unpermute_qk
+    from ttnn_flashdecode.tools.demo.model import permute_qk, unpermute_qk
 
     w = np.arange(3 * 64 * 5, dtype=np.float32).reshape(3 * 64, 5)
     p = permute_qk(w, 3)
@@ -160,7 +160,7 @@ def _nll_and_top1(m, text):
 
 
 def test_undoing_the_gguf_qk_permutation_matters_on_a_long_text(model):
-    from ttnn_flashdecode.demo.model import SmolLM
+    from ttnn_flashdecode.tools.demo.model import SmolLM
 
     wrong = SmolLM.load(undo_rope_permutation=False)
     nll_ok, top1_ok, n = _nll_and_top1(model, LONG_TEXT)
@@ -177,7 +177,7 @@ def test_undoing_the_gguf_qk_permutation_matters_on_a_long_text(model):
 
 def test_decode_steps_reproduce_prefill_logits(model):
     """The KV-cache decode path (bf16 cache, injected attention) agrees with the full host forward."""
-    from ttnn_flashdecode.demo.model import KVCache
+    from ttnn_flashdecode.tools.demo.model import KVCache
 
     cfg = model.config
     ids = model.encode("The capital of France is Paris, and the capital of Italy is")
@@ -191,7 +191,7 @@ def test_decode_steps_reproduce_prefill_logits(model):
 
 
 def test_op_sees_the_contract_layout(model):
-    from ttnn_flashdecode.demo.generate import run_demo
+    from ttnn_flashdecode.tools.demo.generate import run_demo
 
     seen = []
 
@@ -214,7 +214,7 @@ def test_op_sees_the_contract_layout(model):
 
 def test_batch_users_are_independent(model):
     """Users of different lengths decoded as one batch get the tokens they get alone."""
-    from ttnn_flashdecode.demo.generate import run_demo
+    from ttnn_flashdecode.tools.demo.generate import run_demo
 
     prompts = ["Once upon a time, there was a little girl named Lily. She loved to", "The capital of France is"]
     together = run_demo(model, prompts, 5, attention_reference, progress=None)
@@ -227,7 +227,7 @@ def test_chunked_prefill_matches_the_host_prefill(model):
     """Prefill through an op in CHUNK mode (here the float64 reference, so only the chunking and the
     plumbing are tested): a 70-token prompt takes three chunks per layer (32, 32, 6 positions)
     and gives the host prefill's logits; the op sees the contract layout."""
-    from ttnn_flashdecode.demo.model import KVCache
+    from ttnn_flashdecode.tools.demo.model import KVCache
 
     cfg = model.config
     ids = model.encode(LONG_TEXT)[:70]
@@ -251,7 +251,7 @@ def test_chunked_prefill_matches_the_host_prefill(model):
 
 def test_comparison_catches_a_broken_op(model):
     """An op that drops the newest position must show up as low PCC (the check has teeth)."""
-    from ttnn_flashdecode.demo.generate import run_demo
+    from ttnn_flashdecode.tools.demo.generate import run_demo
 
     def off_by_one(q, k, v, *, cur_pos, scale=None):
         return attention_reference(q, k, v, cur_pos=[max(p - 1, 0) for p in cur_pos])
@@ -264,7 +264,7 @@ def test_comparison_catches_a_broken_op(model):
 
 
 def test_min_kv_bytes_formula():
-    from ttnn_flashdecode.demo.generate import min_kv_bytes
+    from ttnn_flashdecode.tools.demo.generate import min_kv_bytes
 
     # 1 layer, 1 kv head, head_dim 64 (2 dim tiles): positions 0..31 -> 1 tile, 32 -> 2 tiles; K and V
     assert min_kv_bytes([31], 1, 1, 64) == 1 * 2 * 2048 * 2
@@ -273,8 +273,8 @@ def test_min_kv_bytes_formula():
 
 
 def test_short_demo_matches_reference(model):
-    from ttnn_flashdecode.demo import DEFAULT_PROMPT
-    from ttnn_flashdecode.demo.generate import format_report, run_demo
+    from ttnn_flashdecode.tools.demo import DEFAULT_PROMPT
+    from ttnn_flashdecode.tools.demo.generate import format_report, run_demo
 
     choice = demo_attention()
     try:
@@ -304,7 +304,7 @@ def test_short_demo_matches_reference(model):
 
 
 def test_cli_short_run_with_json(model, tmp_path, capsys):
-    from ttnn_flashdecode.cli import main
+    from ttnn_flashdecode.tools.cli import main
 
     out = tmp_path / "demo.json"
     status = main(
@@ -324,7 +324,7 @@ def test_measured_kv_bytes_come_from_the_emulator_counters(model):
     """Measured DRAM bytes per token are the emulator's: at least the KV minimum, and above it only
     by each call's query rows and constants tiles (30 layers x 3 KV groups per token)."""
     from ttnn_flashdecode import attention, last_report
-    from ttnn_flashdecode.demo.generate import run_demo
+    from ttnn_flashdecode.tools.demo.generate import run_demo
 
     r = run_demo(model, ["The capital of France is"], 2, attention, report_fn=last_report,
                  backend_label="emulator", progress=None, attn_kwargs={"backend": "emulator"})
@@ -337,8 +337,8 @@ def test_measured_kv_bytes_come_from_the_emulator_counters(model):
 
 
 def test_backend_device_without_a_card_exits_with_the_reason():
-    from ttnn_flashdecode.demo.device import open_device_if_present
-    from ttnn_flashdecode.devices import detect_devices
+    from ttnn_flashdecode.tools.demo.device import open_device_if_present
+    from ttnn_flashdecode.op.devices import detect_devices
 
     if detect_devices().count > 0:
         pytest.skip("a Tenstorrent device is present")
@@ -358,7 +358,7 @@ def test_cli_paged_block_float_cache_reports_tokens_and_layer_pcc(model, tmp_pat
     float64 reference on the model's bfloat16 cache. Bars: a paged bfloat16 cache is the same
     tiles, so the bf16 demo's (PCC >= 0.999, tokens equal); bfloat8_b's quantisation (rel-L2
     ~7e-3 on the attention output, tests/test_block_float_kv.py) stays within the same PCC bar."""
-    from ttnn_flashdecode.cli import main
+    from ttnn_flashdecode.tools.cli import main
 
     out = tmp_path / "demo.json"
     status = main(["demo", "--backend", DEMO_BACKEND, "--tokens", "3", "--json", str(out), "--quiet", *flags])
@@ -375,7 +375,7 @@ def test_cli_paged_block_float_cache_reports_tokens_and_layer_pcc(model, tmp_pat
 
 
 def test_serving_cache_pages_every_position_once():
-    from ttnn_flashdecode.demo.serving_cache import ServingCache
+    from ttnn_flashdecode.tools.demo.serving_cache import ServingCache
 
     seen = {}
 
@@ -398,7 +398,7 @@ def test_serving_cache_pages_every_position_once():
 
 
 def test_cli_block_size_without_paged_is_refused():
-    from ttnn_flashdecode.cli import main
+    from ttnn_flashdecode.tools.cli import main
 
     with pytest.raises(SystemExit, match="--block-size: only with --paged"):
         main(["demo", "--block-size", "32", "--tokens", "1", "--quiet"])

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from ttnn_flashdecode import cli, devices, paths
-from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
+from ttnn_flashdecode.op import devices, paths
+from ttnn_flashdecode.tools import cli
+from ttnn_flashdecode.op.devices import mock_cluster_descriptor
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HAS_DEVICE_NODE = bool(glob.glob(devices.DEVICE_NODE_GLOB))

@@ -80,11 +80,14 @@ def test_wheel_contains_emulator_cpp_tree(wheel_names):
 
 
 def test_wheel_contains_the_silicon_check_data(wheel_names):
-    """The silicon check's compiler wrapper, stand-in headers and mock cluster descriptors ship too."""
-    folder = REPO / "ttnn_flashdecode" / "silicon_check"
-    data = {path.name for path in folder.iterdir() if path.is_file() and path.suffix != ".py"}
-    assert {"riscv-tt-elf-g++", "mock_cluster_wormhole_b0.yaml", "mock_cluster_blackhole.yaml"} <= data
-    missing = sorted({f"ttnn_flashdecode/silicon_check/{name}" for name in data} - wheel_names)
+    """The silicon check's compiler wrapper and stand-in headers ship too, and the op's mock
+    cluster descriptors (host block-float packing without a card needs one)."""
+    folder = REPO / "ttnn_flashdecode" / "tools" / "silicon_check"
+    data = {str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file() and path.suffix not in (".py", ".pyc")}
+    assert "riscv-tt-elf-g++" in data
+    missing = sorted({f"ttnn_flashdecode/tools/silicon_check/{name}" for name in data} - wheel_names)
+    clusters = {"ttnn_flashdecode/op/mock_clusters/wormhole_b0.yaml", "ttnn_flashdecode/op/mock_clusters/blackhole.yaml"}
+    missing += sorted(clusters - wheel_names)
     assert not missing, f"silicon check files missing from the wheel: {missing}"
 
 
@@ -115,7 +118,7 @@ def test_non_editable_install_finds_kernels(wheel, tmp_path):
     )
     assert result.returncode == 0, f"pip install failed:\n{result.stdout}\n{result.stderr}"
     code = (
-        "import ttnn_flashdecode.paths as p; "
+        "import ttnn_flashdecode.op.paths as p; "
         "print(p.__file__); print(p.kernel_dir()); print(p.emulator_dir())"
     )
     env = dict(os.environ, PYTHONPATH=str(target))

@@ -14,8 +14,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ttnn_flashdecode import attention, last_report, protocol
-from ttnn_flashdecode.reference import attention_reference
+from ttnn_flashdecode import attention, last_report
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.reference import attention_reference
 
 from bars import assert_close
 
@@ -143,10 +144,11 @@ def test_reader_never_follows_an_entry_outside_the_cache():
     """A device-side table the host never saw: the reader skips the bad entry (its tiles read as
     zeros, nothing outside the cache is read) and reports it in the run report. The emulator is
     driven directly, as ``generic_op`` would be, so the host's own check does not run."""
-    from ttnn_flashdecode import constants, tiles
+    from ttnn_flashdecode.op import constants, tiles
     from ttnn_flashdecode.emulator import Emulator, tensor_accessor_compile_time_args
-    from ttnn_flashdecode.operation import DEFAULT_ARCH, plan_program, program_for
-    from ttnn_flashdecode.program_factory import Addresses, ComputeOptions, DecodeShape
+    from ttnn_flashdecode.op.operation import DEFAULT_ARCH, plan_program, program_for
+    from ttnn_flashdecode.op.program_factory import Addresses
+    from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 
     rng = np.random.default_rng(8)
     k, v = _bf16(rng, (1, 1, 256, 64)), _bf16(rng, (1, 1, 256, 64))
@@ -221,7 +223,7 @@ def test_page_table_walk_matches_ttnn_layout():
     for head in range(heads):
         for tile in range(2 * block_tiles):
             cache_block = (tile * 3 + 1) % blocks
-            page = protocol.cache_tile_page(head * block_tiles * dim_tiles, tile, cache_block, block_tiles,
+            page = kv_walk.cache_tile_page(head * block_tiles * dim_tiles, tile, cache_block, block_tiles,
                                             heads * block_tiles * dim_tiles, dim_tiles)
             assert page == ids[cache_block, head, tile % block_tiles, 0]
 

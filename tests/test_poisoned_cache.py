@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ttnn_flashdecode import attention
-from ttnn_flashdecode.reference import attention_reference
+from ttnn_flashdecode.op.reference import attention_reference
 
 from bars import assert_close
 

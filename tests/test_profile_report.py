@@ -21,7 +21,7 @@ import re
 
 import pytest
 
-from ttnn_flashdecode import cli, profile_report
+from ttnn_flashdecode.tools import cli, profile_report
 
 CSV_PATH = pathlib.Path(__file__).resolve().parent / "data" / "ops_perf_results_flashdecode.csv"
 
@@ -119,7 +119,7 @@ def test_profile_report_cli_no_rows(tmp_path, capsys):
 
 
 def test_profile_report_cli_reports_unreadable_files_and_bad_numbers(tmp_path, capsys):
-    from ttnn_flashdecode import profile_report
+    from ttnn_flashdecode.tools import profile_report
 
     assert profile_report.main([str(tmp_path / "missing.csv")]) == 2
     assert "cannot read" in capsys.readouterr().err

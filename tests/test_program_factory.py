@@ -3,19 +3,12 @@
 import pytest
 import ttnn
 
-from ttnn_flashdecode import protocol
-from ttnn_flashdecode.paths import kernel_dir
-from ttnn_flashdecode.program_factory import (
-    MAX_REQUESTS_PER_CORE,
-    Addresses,
-    ComputeOptions,
-    DecodeShape,
-    build_program,
-    decode_requests,
-    plan_decode,
-)
-from ttnn_flashdecode.residency import Residency, cb_plan
-from ttnn_flashdecode.schedule import schedule
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op.paths import kernel_dir
+from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, Addresses, build_program, decode_requests, plan_decode
+from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.residency import Residency, cb_plan
+from ttnn_flashdecode.op.schedule import schedule
 
 DRAM_ACCESSOR = [2, 2048]  # TensorAccessorArgs of a DRAM-interleaved bf16 tile tensor (TT_FACTS §3)
 POSITIONS_ACCESSOR = [2, 12]  # any list: the factory copies the six operands' args in order

@@ -5,9 +5,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ttnn_flashdecode import protocol
-from ttnn_flashdecode.protocol import Field, Operand, Request
-from ttnn_flashdecode.residency import Residency
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.protocol import Field, Operand, Request
+from ttnn_flashdecode.op.residency import Residency
 
 RESIDENCY = Residency(q_rows=8, dim_tiles=4, block_tiles=16)
 CHUNK, ROWS = protocol.Flag.CHUNK, protocol.Flag.ROWS
@@ -46,7 +47,7 @@ def test_rows_mode_positions_live_in_byte_three():
 @given(q_rows=st.integers(1, 32), query_row=st.integers(0, 31), kv=st.integers(1, 100_000),
        base=st.integers(0, 2**32 - 1), page=st.integers(0, 2**31 - 1))
 def test_decode_inverts_encode(q_rows, query_row, kv, base, page):
-    capacity = protocol.padded_tiles(kv, 16)
+    capacity = kv_walk.padded_tiles(kv, 16)
     request = _request(q_rows=q_rows, query_row=query_row, kv_positions=0, capacity_tiles=capacity,
                        k=Operand.interleaved(base, page), user=kv)
     assert protocol.decode(protocol.encode(request, RESIDENCY)) == request
@@ -100,11 +101,11 @@ def test_encode_refuses_a_cache_of_partial_double_blocks_naming_both():
 ])
 def test_kv_positions_at_derives_and_clamps(flags, q_rows, positions, position, want):
     request = _request(q_rows=q_rows, flags=flags, positions=positions)
-    assert protocol.kv_positions_at(request, position) == want
+    assert kv_walk.kv_positions_at(request, position) == want
     offset = q_rows if flags == CHUNK else 1
-    assert protocol.position_clamped(request, position) == (position != -1 and want != position + offset)
+    assert kv_walk.position_clamped(request, position) == (position != -1 and want != position + offset)
     offset = q_rows if flags == CHUNK else 1
-    assert protocol.position_clamped(request, position) == (position != -1 and want != position + offset)
+    assert kv_walk.position_clamped(request, position) == (position != -1 and want != position + offset)
 
 
 def test_operand_interleaved_refuses_pages_past_31_bits():
@@ -121,20 +122,20 @@ def test_decode_refuses_wrong_length_and_oversized_words():
 
 @pytest.mark.parametrize("kv, live, tail", [(1, 1, 1), (31, 1, 31), (32, 1, 0), (33, 2, 1), (8192, 256, 0)])
 def test_live_tiles_and_tail_width(kv, live, tail):
-    assert protocol.live_tiles(kv) == live
-    assert protocol.tail_width(kv) == tail
+    assert kv_walk.live_tiles(kv) == live
+    assert kv_walk.tail_width(kv) == tail
 
 
 @pytest.mark.parametrize("kv, block, padded", [(1, 16, 32), (32 * 32, 16, 32), (32 * 32 + 1, 16, 64), (33, 1, 2), (65, 1, 4)])
 def test_padded_tiles_rounds_up_to_double_blocks(kv, block, padded):
-    assert protocol.padded_tiles(kv, block) == padded
+    assert kv_walk.padded_tiles(kv, block) == padded
 
 
 def test_mask_tile_selects_tail_and_kills_dead_tiles():
-    assert protocol.mask_tile(1000, 0) == protocol.NO_MASK
-    assert protocol.mask_tile(1000, 31) == protocol.ConstTile.TAIL_MASK + 1000 % 32
-    assert protocol.mask_tile(1000, 32) == protocol.ConstTile.TAIL_MASK
-    assert protocol.mask_tile(1024, 31) == protocol.NO_MASK
+    assert kv_walk.mask_tile(1000, 0) == protocol.NO_MASK
+    assert kv_walk.mask_tile(1000, 31) == protocol.ConstTile.TAIL_MASK + 1000 % 32
+    assert kv_walk.mask_tile(1000, 32) == protocol.ConstTile.TAIL_MASK
+    assert kv_walk.mask_tile(1024, 31) == protocol.NO_MASK
 
 
 def test_split_word_packs_index_count_and_first_core():
@@ -144,8 +145,8 @@ def test_split_word_packs_index_count_and_first_core():
 
 @given(kv=st.integers(1, 200_000), count=st.integers(1, 255))
 def test_slices_cover_live_tiles_exactly_once_and_slice_zero_is_never_empty(kv, count):
-    ranges = [protocol.slice_tiles(kv, i, count) for i in range(count)]
-    assert ranges[0][0] == 0 and ranges[-1][1] == protocol.live_tiles(kv)
+    ranges = [kv_walk.slice_tiles(kv, i, count) for i in range(count)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == kv_walk.live_tiles(kv)
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
     assert ranges[0][1] > 0
     sizes = [end - begin for begin, end in ranges]
@@ -153,7 +154,7 @@ def test_slices_cover_live_tiles_exactly_once_and_slice_zero_is_never_empty(kv, 
 
 
 def test_unsplit_slice_is_the_whole_live_range():
-    assert protocol.slice_tiles(1000, 0, 0) == protocol.slice_tiles(1000, 0, 1) == (0, 32)
+    assert kv_walk.slice_tiles(1000, 0, 0) == kv_walk.slice_tiles(1000, 0, 1) == (0, 32)
 
 
 @pytest.mark.parametrize("count", [2, 3, 7, 16, 64, 255])
@@ -203,7 +204,7 @@ def test_decode_inverts_encode_for_chunk_and_rows(flags, q_rows, query_row, extr
     rows = q_rows if flags == CHUNK else positions
     kv = rows + extra
     request = _request(q_rows=q_rows, query_row=query_row, flags=int(flags), positions=positions, kv_positions=0,
-                       capacity_tiles=protocol.padded_tiles(kv, 16))
+                       capacity_tiles=kv_walk.padded_tiles(kv, 16))
     decoded = protocol.decode(protocol.encode(request, RESIDENCY))
     assert decoded == request
     assert (decoded.rows_per_head, decoded.heads) == (rows, 1 if flags == CHUNK else q_rows)
@@ -222,18 +223,18 @@ def test_query_page_continues_into_the_next_row_tile():
     rows = _request(q_rows=3, flags=ROWS, positions=10, query_row=30)
     width = 48
     # stage row 0 = head 0, row 0 -> Q row 30 (row tile 0); stage row 2 = head 0, row 2 -> Q row 32 (row tile 1)
-    assert protocol.query_page(rows, 0, 1, width) == 1
-    assert protocol.query_page(rows, 2, 1, width) == width + 1
-    assert protocol.query_page(rows, 12, 0, width) == width + 4  # head 1 (dim tiles 4), row 2
+    assert kv_walk.query_page(rows, 0, 1, width) == 1
+    assert kv_walk.query_page(rows, 2, 1, width) == width + 1
+    assert kv_walk.query_page(rows, 12, 0, width) == width + 4  # head 1 (dim tiles 4), row 2
 
 
 def test_mask_tile_for_decode_is_the_tail_mask_as_before():
     for kv in (1, 31, 32, 33, 1000, 1024):
-        for tile in range(protocol.padded_tiles(kv, 1)):
-            live = protocol.live_tiles(kv)
+        for tile in range(kv_walk.padded_tiles(kv, 1)):
+            live = kv_walk.live_tiles(kv)
             want = (protocol.NO_MASK if tile < live - 1 or (tile == live - 1 and kv % 32 == 0)
                     else protocol.ConstTile.TAIL_MASK + kv % 32 if tile == live - 1 else protocol.ConstTile.TAIL_MASK)
-            assert protocol.mask_tile(kv, tile) == want
+            assert kv_walk.mask_tile(kv, tile) == want
 
 
 @pytest.mark.parametrize("length", [2, 7, 31, 32])
@@ -241,26 +242,26 @@ def test_a_tile_aligned_chunk_takes_causal_mask_c_minus_one(length):
     for start in (0, 64, 1024):
         kv = start + length
         last = start // 32
-        assert protocol.mask_tile(kv, last, rows_per_head=length, heads=1) == protocol.ConstTile.CAUSAL_MASK + length - 1
-        assert protocol.mask_page(kv, last, rows_per_head=length, heads=1) == protocol.MASK_PAGE
-        assert all(protocol.mask_tile(kv, t, rows_per_head=length, heads=1) == protocol.NO_MASK for t in range(last))
+        assert kv_walk.mask_tile(kv, last, rows_per_head=length, heads=1) == protocol.ConstTile.CAUSAL_MASK + length - 1
+        assert kv_walk.mask_page(kv, last, rows_per_head=length, heads=1) == protocol.MASK_PAGE
+        assert all(kv_walk.mask_tile(kv, t, rows_per_head=length, heads=1) == protocol.NO_MASK for t in range(last))
 
 
 def test_a_mid_tile_chunk_gathers_the_masks_of_the_last_two_tiles():
     kv = 45 + 32  # positions 45..76: rows 0..18 end in tile 1, rows 19..31 in tile 2
     shape = dict(rows_per_head=32, heads=1)
-    assert [protocol.mask_tile(kv, t, **shape) for t in range(3)] == [protocol.NO_MASK, protocol.GATHER_MASK,
+    assert [kv_walk.mask_tile(kv, t, **shape) for t in range(3)] == [protocol.NO_MASK, protocol.GATHER_MASK,
                                                                       protocol.GATHER_MASK]
-    assert [protocol.mask_page(kv, t, **shape) for t in range(3)] == [protocol.NO_MASK, protocol.MASK_BEFORE_PAGE,
+    assert [kv_walk.mask_page(kv, t, **shape) for t in range(3)] == [protocol.NO_MASK, protocol.MASK_BEFORE_PAGE,
                                                                       protocol.MASK_PAGE]
-    assert protocol.row_width(kv, 1, 0, rows_per_head=32) == 14 and protocol.row_width(kv, 1, 18, rows_per_head=32) == 32
-    assert protocol.row_width(kv, 2, 18, rows_per_head=32) == 0 and protocol.row_width(kv, 2, 31, rows_per_head=32) == 13
+    assert kv_walk.row_width(kv, 1, 0, rows_per_head=32) == 14 and kv_walk.row_width(kv, 1, 18, rows_per_head=32) == 32
+    assert kv_walk.row_width(kv, 2, 18, rows_per_head=32) == 0 and kv_walk.row_width(kv, 2, 31, rows_per_head=32) == 13
 
 
 def test_mask_row_sources():
-    assert protocol.mask_row_source(0) == (protocol.ConstTile.TAIL_MASK, 0)
-    assert protocol.mask_row_source(17) == (protocol.ConstTile.TAIL_MASK + 17, 0)
-    assert protocol.mask_row_source(32) == (protocol.ConstTile.CAUSAL_MASK + 31, 31)
+    assert kv_walk.mask_row_source(0) == (protocol.ConstTile.TAIL_MASK, 0)
+    assert kv_walk.mask_row_source(17) == (protocol.ConstTile.TAIL_MASK + 17, 0)
+    assert kv_walk.mask_row_source(32) == (protocol.ConstTile.CAUSAL_MASK + 31, 31)
 
 
 @given(flags=st.sampled_from([0, CHUNK, ROWS]), q_rows=st.integers(1, 32), extra=st.integers(0, 200), data=st.data())
@@ -268,21 +269,21 @@ def test_masks_built_from_the_constants_give_every_row_its_own_positions(flags, 
     """What the reader puts in CONST pages 2/3 (a whole constants tile, or rows gathered from
     mask_row_source), added to each live tile, leaves stage row s live exactly on positions
     0..(its own position): the float64 truth, independent of the protocol's tile arithmetic."""
-    from ttnn_flashdecode.constants import constant_tiles
+    from ttnn_flashdecode.op.constants import constant_tiles
 
     positions = data.draw(st.integers(1, 32 // q_rows)) if flags == ROWS else 0
     request = _request(q_rows=q_rows, flags=int(flags), positions=positions,
                        kv_positions=(q_rows if flags == CHUNK else max(positions, 1)) + extra)
     tiles = constant_tiles(64)
     heads, rows, kv = request.heads, request.rows_per_head, request.kv_positions
-    for tile in range(protocol.live_tiles(kv)):
-        source = protocol.mask_tile(kv, tile, rows_per_head=rows, heads=heads)
+    for tile in range(kv_walk.live_tiles(kv)):
+        source = kv_walk.mask_tile(kv, tile, rows_per_head=rows, heads=heads)
         if source == protocol.NO_MASK:
             mask = np.zeros((32, 32))
         elif source == protocol.GATHER_MASK:
             mask = np.zeros((32, 32))
             for s in range(request.stage_rows):
-                page, row = protocol.mask_row_source(protocol.row_width(kv, tile, s % rows, rows_per_head=rows))
+                page, row = kv_walk.mask_row_source(kv_walk.row_width(kv, tile, s % rows, rows_per_head=rows))
                 mask[s] = tiles[page, row]
         else:
             mask = tiles[source]
@@ -295,7 +296,7 @@ def test_masks_built_from_the_constants_give_every_row_its_own_positions(flags, 
 def test_split_slices_fetch_only_the_masks_of_the_tiles_they_own():
     def fetched(index, count):
         request = _request(q_rows=32, flags=CHUNK, kv_positions=77, split_index=index, split_count=count)
-        return protocol.slice_mask_tile(request, protocol.MASK_PAGE), protocol.slice_mask_tile(request, protocol.MASK_BEFORE_PAGE)
+        return kv_walk.slice_mask_tile(request, protocol.MASK_PAGE), kv_walk.slice_mask_tile(request, protocol.MASK_BEFORE_PAGE)
 
     # 3 live tiles, tiles 1 and 2 masked; 2 slices own [0, 2) and [2, 3)
     assert fetched(0, 2) == (protocol.NO_MASK, protocol.GATHER_MASK)

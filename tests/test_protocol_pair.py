@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttnn_flashdecode import constants, protocol, tiles
-from ttnn_flashdecode.paths import kernel_dir
-from ttnn_flashdecode.program_factory import MAX_REQUESTS_PER_CORE, MAX_RUNTIME_ARGS
-from ttnn_flashdecode.residency import Residency
+from ttnn_flashdecode.op import constants, protocol, tiles
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.paths import kernel_dir
+from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, MAX_RUNTIME_ARGS
+from ttnn_flashdecode.op.residency import Residency
 
 HERE = pathlib.Path(__file__).parent
 REQUESTS_PER_EXAMPLE = 40  # requests per C++ process launch (keeps thousands of cases fast)
@@ -56,7 +57,7 @@ def requests(draw):
     positions = draw(st.integers(1, 32 // q_rows)) if flags & protocol.Flag.ROWS else 0
     rows_per_head = q_rows if flags & protocol.Flag.CHUNK else max(positions, 1)
     kv_positions = draw(st.one_of(st.integers(rows_per_head, 4096), st.integers(rows_per_head, 2**24)))
-    window = protocol.padded_tiles(kv_positions, block_tiles)
+    window = kv_walk.padded_tiles(kv_positions, block_tiles)
     double_block = 2 * block_tiles
     split_count = draw(st.sampled_from([0, 1, 2, 3, 7, 64, 255]))
     capacity_tiles = draw(st.integers(window // double_block, (window + 10_000) // double_block)) * double_block
@@ -87,28 +88,28 @@ def _kind_fields(request):
     """What decode_main prints after the blocks for a valid request (request kind and masks)."""
     kv, rows = request.kv_positions, request.rows_per_head
     shape = dict(rows_per_head=rows, heads=request.heads)
-    live = protocol.live_tiles(kv)
+    live = kv_walk.live_tiles(kv)
     fields = [f"k{request.heads}", rows, request.stage_rows]
     for s in range(request.stage_rows):
-        row = protocol.query_row_of(request, s) % protocol.TILE_POSITIONS
-        fields.append(f"q{protocol.query_page(request, s, 0, 1000)}:{row}")
-    fields += [f"p{protocol.mask_page(kv, t, **shape)}" for t in range(max(live - 3, 0), live)]
-    fields += [f"s{protocol.slice_mask_tile(request, protocol.MASK_PAGE)}",
-               protocol.slice_mask_tile(request, protocol.MASK_BEFORE_PAGE)]
-    fields += [f"w{protocol.row_width(kv, t, row, rows_per_head=rows)}" for t in range(max(live - 2, 0), live) for row in range(rows)]
-    fields += ["r{}:{}".format(*protocol.mask_row_source(width)) for width in range(protocol.TILE_POSITIONS + 1)]
+        row = kv_walk.query_row_of(request, s) % protocol.TILE_POSITIONS
+        fields.append(f"q{kv_walk.query_page(request, s, 0, 1000)}:{row}")
+    fields += [f"p{kv_walk.mask_page(kv, t, **shape)}" for t in range(max(live - 3, 0), live)]
+    fields += [f"s{kv_walk.slice_mask_tile(request, protocol.MASK_PAGE)}",
+               kv_walk.slice_mask_tile(request, protocol.MASK_BEFORE_PAGE)]
+    fields += [f"w{kv_walk.row_width(kv, t, row, rows_per_head=rows)}" for t in range(max(live - 2, 0), live) for row in range(rows)]
+    fields += ["r{}:{}".format(*kv_walk.mask_row_source(width)) for width in range(protocol.TILE_POSITIONS + 1)]
     return fields
 
 
 def _expected_line(request, position):
     """What decode_main prints for ``request`` (its ``kv_positions`` ignored) and POSITIONS entry
-    ``position``: kv_positions comes from :func:`protocol.kv_positions_at`, as on device."""
-    kv = protocol.kv_positions_at(request, position)
-    head = [f"u{request.user}", "l1", f"c{int(protocol.position_clamped(request, position))}"]
+    ``position``: kv_positions comes from :func:`kv_walk.kv_positions_at`, as on device."""
+    kv = kv_walk.kv_positions_at(request, position)
+    head = [f"u{request.user}", "l1", f"c{int(kv_walk.position_clamped(request, position))}"]
     request = dataclasses.replace(request, kv_positions=kv)
-    live = protocol.live_tiles(request.kv_positions)
-    window = protocol.padded_tiles(request.kv_positions, request.block_tiles)
-    begin, end = protocol.slice_tiles(request.kv_positions, request.split_index, request.split_count)
+    live = kv_walk.live_tiles(request.kv_positions)
+    window = kv_walk.padded_tiles(request.kv_positions, request.block_tiles)
+    begin, end = kv_walk.slice_tiles(request.kv_positions, request.split_index, request.split_count)
     double_block = 2 * request.block_tiles
     slice_window = -(-(end - begin) // double_block) * double_block
     fields = [
@@ -117,13 +118,13 @@ def _expected_line(request, position):
         request.split_count, request.split_first_core, begin, end, slice_window,
         request.q.coord, request.q.base, request.k.coord, request.k.base, request.v.coord, request.v.base,
         request.constants.coord, request.constants.base, request.out.coord, request.out.base,
-        live, protocol.tail_width(request.kv_positions), window, slice_window // request.block_tiles, 1,
+        live, kv_walk.tail_width(request.kv_positions), window, slice_window // request.block_tiles, 1,
     ]
     count = max(request.split_count, 1)
     parent, slot = protocol.tree_parent(request.split_index) if request.split_index else (0, 0)
     tree = [f"t{len(protocol.tree_children(request.split_index, count))}", parent, slot]
     shape = dict(rows_per_head=request.rows_per_head, heads=request.heads)
-    masks = [f"m{protocol.mask_tile(request.kv_positions, t, **shape)}" for t in range(window)]
+    masks = [f"m{kv_walk.mask_tile(request.kv_positions, t, **shape)}" for t in range(window)]
     blocks = [
         f"b{max(0, min(request.block_tiles, end - begin - b * request.block_tiles))}"
         for b in range(slice_window // request.block_tiles)
@@ -172,7 +173,7 @@ def test_header_constants_match_python(decoder):
     assert header["kArgRequestCount"] == protocol.ARG_REQUEST_COUNT
     assert header["kArgPositionsBase"] == protocol.ARG_POSITIONS_BASE
     assert header["kArgPageTableBase"] == protocol.ARG_PAGE_TABLE_BASE
-    assert header["kPageTableChunkEntries"] == protocol.PAGE_TABLE_CHUNK_ENTRIES
+    assert header["kPageTableChunkEntries"] == kv_walk.PAGE_TABLE_CHUNK_ENTRIES
     assert header["kArgHeader"] == protocol.ARG_HEADER
     assert header["kMaxRuntimeArgs"] == MAX_RUNTIME_ARGS
     assert re.search(r"kMaxRequestsPerCore = \(kMaxRuntimeArgs - kArgHeader\) / kWords;", text)
@@ -289,8 +290,8 @@ FREE_FUNCTIONS = {
     # A tile row is two 32-byte face rows: half 0 starts at column 0, half 1 at column 16.
     "face_row_offset": lambda: [(("face_row_offset", row, half), _tilized_byte_offset(row, 16 * half))
                                 for row in range(32) for half in range(2)],
-    "mask_row_tile": lambda: [(("mask_row_tile", w), protocol.mask_row_source(w)[0]) for w in range(33)],
-    "mask_row_row": lambda: [(("mask_row_row", w), protocol.mask_row_source(w)[1]) for w in range(33)],
+    "mask_row_tile": lambda: [(("mask_row_tile", w), kv_walk.mask_row_source(w)[0]) for w in range(33)],
+    "mask_row_row": lambda: [(("mask_row_row", w), kv_walk.mask_row_source(w)[1]) for w in range(33)],
     # Word 0 of a core's runtime args is the request count; request r's block follows.
     "request_arg_offset": lambda: [(("request_arg_offset", r), protocol.ARG_HEADER + r * protocol.WORDS)
                                    for r in range(64)],
@@ -307,19 +308,19 @@ FREE_FUNCTIONS = {
                                      for b, bits in ((1088, 8), (576, 4)) for row in range(32) for half in range(2)],
     # The page-table walk: tiles of caches with 1, 2, 4 tiles per block (block sizes 32/64/128)
     # and a 16k-entry row; pages for contiguous and paged caches of 1..4 KV heads.
-    "page_table_entry": lambda: [(("page_table_entry", t, b), protocol.page_table_entry(t, b))
+    "page_table_entry": lambda: [(("page_table_entry", t, b), kv_walk.page_table_entry(t, b))
                                  for b in (1, 2, 4, 7) for t in [*range(0, 70), 2**16 - 1, 2**20 + 3]],
     "cache_tile_page": lambda: [
-        (("cache_tile_page", first, t, block, bt, bt * heads * d, d), protocol.cache_tile_page(first, t, block, bt, bt * heads * d, d))
+        (("cache_tile_page", first, t, block, bt, bt * heads * d, d), kv_walk.cache_tile_page(first, t, block, bt, bt * heads * d, d))
         for bt in (0, 1, 2, 4) for heads in (1, 3) for d in (1, 4) for first in {0, (heads - 1) * bt * d}
         for t in (0, 1, 5, 63) for block in (0, 1, 999)],
-    "cache_block_valid": lambda: [(("cache_block_valid", e & 0xFFFFFFFF, n), protocol.cache_block_valid(e, n))
+    "cache_block_valid": lambda: [(("cache_block_valid", e & 0xFFFFFFFF, n), kv_walk.cache_block_valid(e, n))
                                   for n in (1, 7, 4096) for e in (-2**31, -2, -1, 0, 1, 6, 7, 4095, 4096, 2**31 - 1)],
-    "page_table_chunk_first": lambda: [(("page_table_chunk_first", e), protocol.page_table_chunk(e, 2**20)[0])
+    "page_table_chunk_first": lambda: [(("page_table_chunk_first", e), kv_walk.page_table_chunk(e, 2**20)[0])
                                        for e in [*range(0, 600, 7), 255, 256, 257, 16383]],
     "page_table_chunk_entries": lambda: [
-        (("page_table_chunk_entries", first, n), protocol.page_table_chunk(first, n)[1])
-        for n in (1, 40, 256, 257, 1100, 16384) for first in range(0, n, protocol.PAGE_TABLE_CHUNK_ENTRIES)],
+        (("page_table_chunk_entries", first, n), kv_walk.page_table_chunk(first, n)[1])
+        for n in (1, 40, 256, 257, 1100, 16384) for first in range(0, n, kv_walk.PAGE_TABLE_CHUNK_ENTRIES)],
 }
 
 
@@ -333,20 +334,20 @@ def _method_cases(request, words, position):
     probes = {position, -1, 0, -2**31, 2**31 - 1, kv - offset, request.capacity_tiles * 32 - offset,
               request.capacity_tiles * 32 - offset + 1}
     count = max(request.split_count, 1)
-    live = protocol.live_tiles(kv)
-    begin, end = protocol.slice_tiles(kv, index, request.split_count)
+    live = kv_walk.live_tiles(kv)
+    begin, end = kv_walk.slice_tiles(kv, index, request.split_count)
     rows, heads = request.rows_per_head, request.heads
     shape = dict(rows_per_head=rows, heads=heads)
-    slice_window = protocol.padded_tiles((end - begin) * protocol.TILE_POSITIONS, block) if end > begin else 0
+    slice_window = kv_walk.padded_tiles((end - begin) * protocol.TILE_POSITIONS, block) if end > begin else 0
     children = protocol.tree_children(index, count)
-    window = protocol.padded_tiles(kv, block)
+    window = kv_walk.padded_tiles(kv, block)
     near_end = sorted({*range(max(live - 3, 0), min(live + 2, window)), 0, window - 1})
     # Blocks: the first two and the last three (long requests have up to 2**19), one past the end.
     blocks = slice_window // block
     some_blocks = sorted({b for b in (0, 1, blocks - 3, blocks - 2, blocks - 1) if 0 <= b < blocks})
     cases = {
         "live_tiles": [((), live)],
-        "tail_width": [((), protocol.tail_width(kv))],
+        "tail_width": [((), kv_walk.tail_width(kv))],
         "slices": [((), count)],
         "split": [((), count > 1)],
         "reducer": [((), index == 0)],
@@ -357,7 +358,7 @@ def _method_cases(request, words, position):
         "tree_child": [((level,), child) for level, child in enumerate(children)],
         "tree_slot": [((), protocol.tree_parent(index)[1])] if index else [],
         "tree_parent": [((), protocol.tree_parent(index)[0])] if index else [],
-        "round_to_double_blocks": [((t,), protocol.padded_tiles(t * protocol.TILE_POSITIONS, block) if t else 0)
+        "round_to_double_blocks": [((t,), kv_walk.padded_tiles(t * protocol.TILE_POSITIONS, block) if t else 0)
                                    for t in (0, 1, 2 * block - 1, 2 * block, 2 * block + 1, end - begin, live)],
         "padded_tiles": [((), window)],
         "slice_padded_tiles": [((), slice_window)],
@@ -371,19 +372,19 @@ def _method_cases(request, words, position):
         "stage_rows": [((), request.stage_rows)],
         "stage_head": [((s,), s // rows) for s in range(request.stage_rows)],
         "stage_row": [((s,), s % rows) for s in range(request.stage_rows)],
-        "query_row_of": [((s,), protocol.query_row_of(request, s)) for s in range(request.stage_rows)],
+        "query_row_of": [((s,), kv_walk.query_row_of(request, s)) for s in range(request.stage_rows)],
         "head_rows": [((), bool(request.flags & protocol.Flag.HEAD_ROWS))],
-        "query_page": [((s, d, width), protocol.query_page(request, s, d, width))
+        "query_page": [((s, d, width), kv_walk.query_page(request, s, d, width))
                        for s in range(request.stage_rows) for d in {0, request.dim_tiles - 1}
                        for width in {heads * request.dim_tiles, 1000}],
-        "row_width": [((t, row), protocol.row_width(kv, t, row, rows_per_head=rows))
+        "row_width": [((t, row), kv_walk.row_width(kv, t, row, rows_per_head=rows))
                       for t in near_end for row in range(rows)],
-        "mask_tile": [((t,), protocol.mask_tile(kv, t, **shape)) for t in near_end],
-        "mask_page": [((t,), protocol.mask_page(kv, t, **shape)) for t in near_end if t < live],
+        "mask_tile": [((t,), kv_walk.mask_tile(kv, t, **shape)) for t in near_end],
+        "mask_page": [((t,), kv_walk.mask_page(kv, t, **shape)) for t in near_end if t < live],
         # CONST page 2 holds the last live tile's mask, page 3 the one before's.
         "page_mask_tile": [((page,), live - 1 - (page - protocol.MASK_PAGE))
                            for page in (protocol.MASK_PAGE, protocol.MASK_BEFORE_PAGE) if live - 1 - (page - 2) >= 0],
-        "slice_mask_tile": [((page,), protocol.slice_mask_tile(request, page))
+        "slice_mask_tile": [((page,), kv_walk.slice_mask_tile(request, page))
                             for page in (protocol.MASK_PAGE, protocol.MASK_BEFORE_PAGE)],
         "valid_kind": [((), True)],
         "valid_layout": [((request.dim_tiles, block), True), ((request.dim_tiles + 1, block), False),
@@ -392,8 +393,8 @@ def _method_cases(request, words, position):
         "valid_for": [((request.dim_tiles, block), True), ((request.dim_tiles + 1, block), False),
                       ((request.dim_tiles, block + 1), False)],
         # int32 positions travel as their two's-complement words (functions_main reads int32_t).
-        "kv_positions_at": [((p & 0xFFFFFFFF,), protocol.kv_positions_at(request, p)) for p in sorted(probes)],
-        "position_clamped": [((p & 0xFFFFFFFF,), protocol.position_clamped(request, p)) for p in sorted(probes)],
+        "kv_positions_at": [((p & 0xFFFFFFFF,), kv_walk.kv_positions_at(request, p)) for p in sorted(probes)],
+        "position_clamped": [((p & 0xFFFFFFFF,), kv_walk.position_clamped(request, p)) for p in sorted(probes)],
         "idle": [((), False)],
         "decode_words": [((field,), getattr(request, name)) for field, name in enumerate(
             ("q_rows", "query_row", "flags", "positions", "dim_tiles", "user", "block_tiles",

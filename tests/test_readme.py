@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from ttnn_flashdecode.reference import attention_reference, pcc
+from ttnn_flashdecode.op.reference import attention_reference, pcc
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 

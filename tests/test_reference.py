@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ttnn_flashdecode.reference import attention_reference, max_abs, pcc, relative_l2
+from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
 
 
 def naive_attention(q, k, v, cur_pos, scale=None):

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from ttnn_flashdecode.reference import pcc, relative_l2
+from ttnn_flashdecode.op.reference import pcc, relative_l2
 
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "request_kinds.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)

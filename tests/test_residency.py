@@ -4,9 +4,10 @@ import dataclasses
 
 import pytest
 
-from ttnn_flashdecode import protocol
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk
 from ttnn_flashdecode.emulator.arch import ArchSpec
-from ttnn_flashdecode.residency import Residency, cb_plan, check_fits, l1_bytes, max_block_tiles
+from ttnn_flashdecode.op.residency import Residency, cb_plan, check_fits, l1_bytes, max_block_tiles
 
 SEED = Residency(q_rows=8, dim_tiles=4, block_tiles=16)
 ARCHES = ["wormhole_b0", "blackhole"]
@@ -26,7 +27,7 @@ def test_paged_cache_adds_one_page_table_chunk():
     extra = {cb.index: cb for cb in paged} .keys() - {cb.index for cb in cb_plan(SEED)}
     assert extra == {int(protocol.CB.PAGE_TABLE)}
     (table,) = [cb for cb in paged if cb.index == protocol.CB.PAGE_TABLE]
-    assert (table.page_bytes, table.pages) == (4 * protocol.PAGE_TABLE_CHUNK_ENTRIES, 1)
+    assert (table.page_bytes, table.pages) == (4 * kv_walk.PAGE_TABLE_CHUNK_ENTRIES, 1)
     assert l1_bytes(dataclasses.replace(SEED, paged=True)) == l1_bytes(SEED) + 1024
 
 

@@ -1,4 +1,4 @@
-"""The split-K scheduler (ttnn_flashdecode.schedule): invariants and balance, no device.
+"""The split-K scheduler (ttnn_flashdecode.op.schedule): invariants and balance, no device.
 
 Grids: 8x8 = 64 cores (n150's default compute grid) and 13x10 = 130 (p150's, TT_FACTS §8).
 """
@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ttnn_flashdecode import protocol
-from ttnn_flashdecode.schedule import DEFAULT_MIN_SLICE_TILES, Schedule, Slice, schedule
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.schedule import DEFAULT_MIN_SLICE_TILES, Schedule, Slice, schedule
 
 N150_CORES = 8 * 8
 P150_CORES = 13 * 10
@@ -45,7 +46,7 @@ def _check_invariants(plan: Schedule, kv: list[int], cores: int, max_split: int 
         for i in range(count):
             assert seen[(r, i)] == first + i == plan.core_of(r, i)
     # The slices cover every request's live tiles exactly once.
-    total = sum(protocol.live_tiles(p) for p in kv)
+    total = sum(kv_walk.live_tiles(p) for p in kv)
     assert sum(plan.live_tiles_per_core(kv)) == total
 
 
@@ -127,7 +128,7 @@ def test_schedule_forced_split(split):
         assert plan.used_cores == 2 * split
         assert [plan.first_core(r) for r in range(2)] == [0, split]
         per_core = plan.live_tiles_per_core(kv)
-        assert per_core[:split] == [b - a for a, b in (protocol.slice_tiles(40, i, split) for i in range(split))]
+        assert per_core[:split] == [b - a for a, b in (kv_walk.slice_tiles(40, i, split) for i in range(split))]
         assert per_core[0] >= 1  # slice 0 is never empty
     else:
         assert plan.used_cores == 2
@@ -192,7 +193,7 @@ def test_schedule_rejects_non_int_position():
 
 def test_slice_tiles_helpers():
     s = Slice(request=0, index=1, count=3)
-    assert s.tiles(100 * 32) == protocol.slice_tiles(100 * 32, 1, 3) == (34, 67)
+    assert s.tiles(100 * 32) == kv_walk.slice_tiles(100 * 32, 1, 3) == (34, 67)
     assert s.live_tiles(100 * 32) == 33
 
 
@@ -214,10 +215,10 @@ def test_schedule_invariants_hold_for_any_batch(kv, cores, max_split, min_slice_
         count = plan.split_count(r)
         if count > 1:
             # No slice under the bound: the smallest slice is floor(live / count).
-            assert protocol.live_tiles(p) // count >= min_slice_tiles
+            assert kv_walk.live_tiles(p) // count >= min_slice_tiles
     # Never worse than one request per core (the seed's plan) when that fits the grid.
     if len(kv) <= cores:
-        assert max(plan.live_tiles_per_core(kv)) <= max(protocol.live_tiles(p) for p in kv)
+        assert max(plan.live_tiles_per_core(kv)) <= max(kv_walk.live_tiles(p) for p in kv)
 
 
 @settings(max_examples=150, deadline=None)

@@ -1,4 +1,4 @@
-"""The scheduler's balance guarantee (ttnn_flashdecode.schedule, "Balance guarantee"), checked on
+"""The scheduler's balance guarantee (ttnn_flashdecode.op.schedule, "Balance guarantee"), checked on
 random ragged batches, not tuned to them.
 
 The bound is derived in schedule.py's docstring from the code; this file recomputes every
@@ -22,8 +22,9 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ttnn_flashdecode import protocol
-from ttnn_flashdecode.schedule import DEFAULT_MAX_SLICES_PER_CORE, DEFAULT_MIN_SLICE_TILES, schedule
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.schedule import DEFAULT_MAX_SLICES_PER_CORE, DEFAULT_MIN_SLICE_TILES, schedule
 
 TILE = protocol.TILE_POSITIONS
 PER_CORE = DEFAULT_MAX_SLICES_PER_CORE
@@ -94,7 +95,7 @@ def test_schedule_busiest_core_within_derived_bound(case):
     if len(kv) > cores * PER_CORE:
         return  # refused (test_schedule.py pins the refusal)
     plan = schedule(kv, cores, max_split=max_split, min_slice_tiles=min_slice)
-    live = [protocol.live_tiles(p) for p in kv]
+    live = [kv_walk.live_tiles(p) for p in kv]
     target = _target(live, cores, min_slice, max_split)
     per_core = plan.live_tiles_per_core(kv)
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ttnn_flashdecode import silicon_check
+from ttnn_flashdecode.tools import silicon_check
 from ttnn_flashdecode.emulator.arch import ArchSpec
-from ttnn_flashdecode.silicon_check import ARCHS, Row, format_table, mock_cluster_descriptor
-from ttnn_flashdecode.silicon_check.jit_log import read_jit_log, without_outputs
-from ttnn_flashdecode.silicon_check.mock_cases import CASES
-from ttnn_flashdecode.silicon_check.toolchain import (
+from ttnn_flashdecode.tools.silicon_check import ARCHS, Row, format_table, mock_cluster_descriptor
+from ttnn_flashdecode.tools.silicon_check.jit_log import read_jit_log, without_outputs
+from ttnn_flashdecode.tools.silicon_check.mock_cases import CASES
+from ttnn_flashdecode.tools.silicon_check.toolchain import (
     INSTALL_HINT, SFPI_INCLUDE_ENV, in_ci, missing_toolchain, sfpi_include_dir,
 )
 
@@ -55,7 +55,7 @@ def test_mock_cluster_descriptor_names_the_arch():
 
 
 def test_missing_toolchain_is_a_skip_outside_ci_and_a_failure_in_ci(monkeypatch):
-    monkeypatch.setattr("ttnn_flashdecode.silicon_check.toolchain.missing_toolchain", lambda: ["gcc-riscv64-unknown-elf"])
+    monkeypatch.setattr("ttnn_flashdecode.tools.silicon_check.toolchain.missing_toolchain", lambda: ["gcc-riscv64-unknown-elf"])
     monkeypatch.setenv("CI", "false")
     rows = silicon_check.run()
     assert [(r.arch, r.result) for r in rows] == [(arch, "skipped") for arch in ARCHS]
@@ -65,7 +65,7 @@ def test_missing_toolchain_is_a_skip_outside_ci_and_a_failure_in_ci(monkeypatch)
 
 
 def test_sfpi_headers_from_the_environment_variable(monkeypatch, tmp_path):
-    monkeypatch.setattr("ttnn_flashdecode.silicon_check.toolchain._real_sfpi_include_dirs", lambda: [tmp_path / "none"])
+    monkeypatch.setattr("ttnn_flashdecode.tools.silicon_check.toolchain._real_sfpi_include_dirs", lambda: [tmp_path / "none"])
     monkeypatch.delenv(SFPI_INCLUDE_ENV, raising=False)
     folder, why = sfpi_include_dir()
     assert folder is None and SFPI_INCLUDE_ENV in why
@@ -144,9 +144,9 @@ def test_device_plan_fits_beside_l1_small_and_a_live_l1_tensor(mock_device):
     against an empty L1 its CBs would reach into the L1 tensor and tt-metal would refuse the program
     at launch; planned against the allocator it goes through generic_op."""
     from ttnn_flashdecode import attention
-    from ttnn_flashdecode.operation import plan_program
-    from ttnn_flashdecode.program_factory import ComputeOptions, DecodeShape
-    from ttnn_flashdecode.residency import (
+    from ttnn_flashdecode.op.operation import plan_program
+    from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+    from ttnn_flashdecode.op.residency import (
         DEVICE_L1_MARGIN_BYTES, available_l1_bytes, device_cb_budget_bytes, l1_bytes,
     )
 
@@ -178,8 +178,8 @@ def test_device_refuses_before_launch_when_l1_is_nearly_full(mock_device):
 
 def test_host_bench_measures_three_paths_on_a_mock_device():
     """The host-path benchmark runs end to end (no timing is asserted: it prints what it measured)."""
-    from ttnn_flashdecode import host_bench
-    from ttnn_flashdecode.silicon_check.toolchain import INSTALL_HINT, in_ci, missing_toolchain
+    from ttnn_flashdecode.tools import host_bench
+    from ttnn_flashdecode.tools.silicon_check.toolchain import INSTALL_HINT, in_ci, missing_toolchain
 
     if missing_toolchain() and not in_ci():
         pytest.skip(f"the mock device needs the RISC-V toolchain: {INSTALL_HINT}")

@@ -1,4 +1,4 @@
-"""Host tilize/untilize (ttnn_flashdecode.tiles): placement, padding, round trips, and
+"""Host tilize/untilize (ttnn_flashdecode.op.tiles): placement, padding, round trips, and
 byte-for-byte agreement with ttnn's own host tilize."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ttnn_flashdecode import tiles
+from ttnn_flashdecode.op import tiles
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
@@ -226,7 +226,7 @@ def test_tile_bytes_equal_ttnn_host_tilize(mock_cluster, shape, dtype_name):
     Without a card, ``Tensor.to(TILE_LAYOUT)`` needs a mock cluster: tt-metal asks its
     (lazily created) context for the tile size and that context looks for chips. The
     ``mock_cluster`` fixture points ``TT_METAL_MOCK_CLUSTER_DESC_PATH`` at a one-chip
-    descriptor (ttnn_flashdecode/silicon_check/mock_cluster_wormhole_b0.yaml); on a machine with a card the real cluster is used.
+    descriptor (ttnn_flashdecode/op/mock_clusters/wormhole_b0.yaml); on a machine with a card the real cluster is used.
     """
     import ttnn  # a dependency of the package: fail, don't skip, if it is missing
     x = _values(shape, seed=sum(shape))
@@ -326,7 +326,7 @@ def test_block_float_without_context_names_the_mock_cluster(tmp_path):
     if glob.glob("/dev/tenstorrent/*"):
         pytest.skip("a Tenstorrent card is present: the packer has a context")
     env = {k: v for k, v in os.environ.items() if k != "TT_METAL_MOCK_CLUSTER_DESC_PATH"}
-    code = ("import numpy as np; from ttnn_flashdecode import tiles\n"
+    code = ("import numpy as np; from ttnn_flashdecode.op import tiles\n"
             "try:\n    tiles.to_block_float_tile_bytes(np.ones((32, 32)), 'bfloat8_b')\n"
             "except RuntimeError as e:\n    print('HINT', e)\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,

@@ -20,11 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttnn_flashdecode import attention, constants, last_report, tiles
+from ttnn_flashdecode import attention, last_report
+from ttnn_flashdecode.op import constants, tiles
 from ttnn_flashdecode.emulator import Emulator, tensor_accessor_compile_time_args
-from ttnn_flashdecode.operation import DEFAULT_ARCH, IDLE, plan_program, program_for
-from ttnn_flashdecode.program_factory import Addresses, ComputeOptions, DecodeShape, operand_accessor_args
-from ttnn_flashdecode.reference import attention_reference, pcc, relative_l2
+from ttnn_flashdecode.op.operation import DEFAULT_ARCH, IDLE, plan_program, program_for
+from ttnn_flashdecode.op.program_factory import Addresses, operand_accessor_args
+from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.reference import attention_reference, pcc, relative_l2
 
 MIN_PCC = 0.9999
 MAX_RELATIVE_L2 = 1e-2

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import ttnn
 
-from ttnn_flashdecode import tiles, transformer
-from ttnn_flashdecode.operation import to_numpy
-from ttnn_flashdecode.reference import attention_reference, pcc, relative_l2
+from ttnn_flashdecode.op import tiles, transformer
+from ttnn_flashdecode.op.operation import to_numpy
+from ttnn_flashdecode.op.reference import attention_reference, pcc, relative_l2
 
 B, NQ, NKV, D, S, HIDDEN = 3, 8, 2, 64, 256, 128
 BF16 = ml_dtypes.bfloat16

@@ -3,13 +3,13 @@
 ``attention(q, k, v, cur_pos=[...])`` runs on a Tenstorrent device through ``ttnn.generic_op``
 when given device tensors, and on the host emulator (the real kernel sources compiled for the
 CPU) otherwise. It is also registered with ttnn as ``ttnn.flashdecode.attention``, with a
-float64 golden function (:func:`ttnn_flashdecode.reference.attention_reference`).
+float64 golden function (:func:`ttnn_flashdecode.op.reference.attention_reference`).
 """
 
 import ttnn as _ttnn
 
-from ttnn_flashdecode.operation import attention, last_report
-from ttnn_flashdecode.reference import attention_reference
+from ttnn_flashdecode.op.operation import attention, last_report
+from ttnn_flashdecode.op.reference import attention_reference
 
 __all__ = ["attention", "attention_reference", "last_report"]
 

@@ -1,4 +1,4 @@
-"""``python -m ttnn_flashdecode <command> [args...]``: see :mod:`ttnn_flashdecode.cli`."""
+"""``python -m ttnn_flashdecode <command> [args...]``: see :mod:`ttnn_flashdecode.tools.cli`."""
 
 import os
 import sys
@@ -7,7 +7,7 @@ import sys
 # LOGURU_LEVEL yourself to see it (loguru reads the variable when it is first imported).
 os.environ.setdefault("LOGURU_LEVEL", "INFO")
 
-from ttnn_flashdecode.cli import main  # noqa: E402
+from ttnn_flashdecode.tools.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,7 +15,7 @@ import pytest
 
 ttnn = pytest.importorskip("ttnn")
 
-from ttnn_flashdecode import tiles  # noqa: E402
+from ttnn_flashdecode.op import tiles  # noqa: E402
 from ttnn_flashdecode.emulator import Emulator, EmulatorError, tensor_accessor_compile_time_args  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"

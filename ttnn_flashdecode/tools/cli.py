@@ -1,7 +1,7 @@
 """Command line of ttnn-flashdecode: ``python -m ttnn_flashdecode <command> [args...]``.
 
-Each subcommand lives in its own module, ``ttnn_flashdecode.<command>`` (hyphens in the command
-become underscores: ``profile-report`` is ``ttnn_flashdecode.profile_report``), which provides
+Each subcommand lives in its own module, ``ttnn_flashdecode.tools.<command>`` (hyphens in the command
+become underscores: ``profile-report`` is ``ttnn_flashdecode.tools.profile_report``), which provides
 ``main(argv: list[str]) -> int`` and parses its own arguments (so ``demo --help`` is the
 demo's help). This module only picks the subcommand and hands over the rest of argv.
 
@@ -45,8 +45,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _command(name: str):
-    """Return ``ttnn_flashdecode.<name>.main`` (``-`` read as ``_``)."""
-    return importlib.import_module(f"ttnn_flashdecode.{name.replace('-', '_')}").main
+    """Return ``ttnn_flashdecode.tools.<name>.main`` (``-`` read as ``_``)."""
+    return importlib.import_module(f"ttnn_flashdecode.tools.{name.replace('-', '_')}").main
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """The constants operand: 66 bfloat16 tiles built once per model (DESIGN.md §2).
 
-Tile layout (:class:`ttnn_flashdecode.protocol.ConstTile`)::
+Tile layout (:class:`ttnn_flashdecode.op.protocol.ConstTile`)::
 
     0        reduce scaler 1.0, in tt-metal's reduce-scaler layout (serves row max and row sum)
     1        query scale, every element = scale (1/sqrt(head_dim) by default, the REAL head_dim)
@@ -25,8 +25,8 @@ import math
 import ml_dtypes
 import numpy as np
 
-from ttnn_flashdecode import tiles
-from ttnn_flashdecode.protocol import ConstTile
+from ttnn_flashdecode.op import tiles
+from ttnn_flashdecode.op.protocol import ConstTile
 
 __all__ = ["MASK_VALUE", "constant_tiles", "build_constants", "constants_bytes", "default_scale"]
 

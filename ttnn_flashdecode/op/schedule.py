@@ -2,7 +2,7 @@
 
 A *request* is one (user, KV group): ``kv_positions`` live positions, ``live_tiles(kv_positions)``
 position tiles of K (and as many of V) to read and attend over. A request may be cut into
-``count`` split-K *slices* (:func:`ttnn_flashdecode.protocol.slice_tiles`); slice ``i`` runs on
+``count`` split-K *slices* (:func:`ttnn_flashdecode.op.kv_walk.slice_tiles`); slice ``i`` runs on
 core ``first_core + i`` of the core table, and slices ``1..count-1`` send their partial
 ``(O, l, m)`` to slice 0's core, which combines them.
 
@@ -69,14 +69,15 @@ import functools
 import heapq
 from collections.abc import Sequence
 
-from ttnn_flashdecode import protocol
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk
 
 __all__ = ["DEFAULT_MIN_SLICE_TILES", "DEFAULT_MAX_SLICES_PER_CORE", "Slice", "Schedule", "schedule"]
 
 DEFAULT_MIN_SLICE_TILES = 4
 """Smallest split-K slice (live position tiles) the work-based planner cuts (``split=None``).
 
-From the cost model (:mod:`ttnn_flashdecode.cost_model`, per-call cost fitted to the seed's
+From the cost model (:mod:`ttnn_flashdecode.tools.cost_model`, per-call cost fitted to the seed's
 Blackhole slope of 3.17 us per position tile, DESIGN.md §8; call counts fitted from the
 emulator): a live position tile costs the compute kernel ~22 API calls, a slice's own fixed work
 (query scaling, first-block set-up) a few tens more, and a request cut into ``n`` slices has
@@ -109,8 +110,8 @@ class Slice:
     count: int
 
     def tiles(self, kv_positions: int) -> tuple[int, int]:
-        """Live position tiles ``[begin, end)`` of this slice (:func:`protocol.slice_tiles`)."""
-        return protocol.slice_tiles(kv_positions, self.index, self.count)
+        """Live position tiles ``[begin, end)`` of this slice (:func:`kv_walk.slice_tiles`)."""
+        return kv_walk.slice_tiles(kv_positions, self.index, self.count)
 
     def live_tiles(self, kv_positions: int) -> int:
         """Live position tiles this slice attends over (may be 0 for a forced split)."""
@@ -250,7 +251,7 @@ def schedule(
 
     Args:
         kv_positions: per request, the live positions it attends to (``cur_pos + 1``; >= 1).
-            Live tiles are ``protocol.live_tiles(kv)``.
+            Live tiles are ``kv_walk.live_tiles(kv)``.
         cores: cores available (the compute grid, e.g. 64 on n150, 130 on p150); >= 1.
         max_split: most slices per request (``protocol.MAX_SPLIT`` = 255 fits word 5); >= 1.
         min_slice_tiles: with ``split=None``, no request is cut into slices smaller than this
@@ -291,7 +292,7 @@ def schedule(
             f"kv_positions: expected at most {cores * max_slices_per_core} requests ({cores} cores x "
             f"{max_slices_per_core} per core), got {len(kv)}"
         )
-    live = [protocol.live_tiles(p) for p in kv]
+    live = [kv_walk.live_tiles(p) for p in kv]
 
     if split is not None:
         counts = [min(split, max_split)] * len(kv)

@@ -1,6 +1,6 @@
-"""The op's real device path on a MOCK device: ``python -m ttnn_flashdecode.silicon_check.mock_cases``.
+"""The op's real device path on a MOCK device: ``python -m ttnn_flashdecode.tools.silicon_check.mock_cases``.
 
-Run by :func:`ttnn_flashdecode.silicon_check.run` in a subprocess per architecture (tt-metal can
+Run by :func:`ttnn_flashdecode.tools.silicon_check.run` in a subprocess per architecture (tt-metal can
 segfault on some misuse; the mock cluster is fixed once per process), with
 ``TT_METAL_MOCK_CLUSTER_DESC_PATH``, ``TT_METAL_RUNTIME_ROOT`` (the fake root) and
 ``TT_METAL_CACHE`` set, from a scratch folder. For every case it allocates real DRAM tensors on the
@@ -114,7 +114,7 @@ def _drop_in(device, case: Case, cache, call: dict, rng: np.random.Generator):
     ``nlp_create_qkv_heads_decode`` leaves it), positions as a device tensor, output sharded like Q."""
     import ttnn
 
-    from ttnn_flashdecode import transformer
+    from ttnn_flashdecode.op import transformer
 
     grid = device.compute_with_storage_grid_size()
     sharded = ttnn.create_sharded_memory_config(

@@ -4,7 +4,7 @@ The residency ``(q_rows, dim_tiles, block_tiles, tile_bytes)`` fixes every CB on
 (DESIGN.md §2, §4). L1 use depends only on it, never on the context length: that is what the
 online softmax buys.
 
-CB plan (indices are part of the contract, :class:`ttnn_flashdecode.protocol.CB`)::
+CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.CB`)::
 
     Q        1                     landing page for the 64-byte chunks around one head's query row
     K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks
@@ -35,8 +35,9 @@ from __future__ import annotations
 import dataclasses
 
 from ttnn_flashdecode.emulator.arch import ArchSpec
-from ttnn_flashdecode.tiles import BLOCK_FLOAT_TILE_BYTES
-from ttnn_flashdecode.protocol import CB, MAX_SPLIT, PAGE_TABLE_CHUNK_ENTRIES, partial_pages, tree_levels
+from ttnn_flashdecode.op.tiles import BLOCK_FLOAT_TILE_BYTES
+from ttnn_flashdecode.op.protocol import CB, MAX_SPLIT, partial_pages, tree_levels
+from ttnn_flashdecode.op.kv_walk import PAGE_TABLE_CHUNK_ENTRIES
 
 __all__ = [
     "Residency", "CbSpec", "cb_plan", "l1_bytes", "max_block_tiles", "check_fits", "available_l1_bytes",
@@ -63,7 +64,7 @@ KV_FORMATS = {"bfloat16": FLOAT16_B, "bfloat8_b": BFP8_B, "bfloat4_b": BFP4_B}
 
 KV_TILE_BYTES = {FLOAT16_B: BFLOAT16_TILE_BYTES, BFP8_B: BLOCK_FLOAT_TILE_BYTES["bfloat8_b"],
                  BFP4_B: BLOCK_FLOAT_TILE_BYTES["bfloat4_b"]}
-"""Bytes of one K/V tile per format (TT_FACTS §1; the block-float layout is :mod:`ttnn_flashdecode.tiles`')."""
+"""Bytes of one K/V tile per format (TT_FACTS §1; the block-float layout is :mod:`ttnn_flashdecode.op.tiles`')."""
 
 INT32 = 8
 """tt::DataFormat code of int32 (``tensix_types.h``): the POSITIONS CB (one int32 per user)."""

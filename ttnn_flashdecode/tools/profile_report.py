@@ -38,7 +38,7 @@ import statistics
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-from ttnn_flashdecode.cost_model import DRAM_GBPS, MODELS, TILE_BYTES
+from ttnn_flashdecode.tools.cost_model import DRAM_GBPS, MODELS, TILE_BYTES
 
 __all__ = ["Call", "read_calls", "is_attention_row", "format_calls", "main", "KERNEL_SOURCES", "DRAM_GBPS"]
 

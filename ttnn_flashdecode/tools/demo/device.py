@@ -9,7 +9,7 @@ not fast: the caches here are tiny (3 KV heads x capacity x 64 per layer). ``las
 of the op alone (device-synchronised), which is what the demo reports per call.
 
 Without a card this path cannot run: it is untested here, and written the same way the op uploads
-its own constants (``operation._device_constants``).
+its own constants (``launch._device_constants``).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def open_device_if_present(backend: str):
     """
     if backend not in ("auto", "device"):
         return None, f"--backend {backend}"
-    from ..devices import detect_devices
+    from ttnn_flashdecode.op.devices import detect_devices
 
     det = detect_devices()
     if det.count == 0:

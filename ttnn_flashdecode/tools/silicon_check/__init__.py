@@ -45,10 +45,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ttnn_flashdecode.op.devices import MOCK_CLUSTER_ARCHS, mock_cluster_descriptor
+
 __all__ = ["ARCHS", "Row", "mock_cluster_descriptor", "run", "main"]
 
 HERE = Path(__file__).resolve().parent
-ARCHS = ("wormhole_b0", "blackhole")
+ARCHS = MOCK_CLUSTER_ARCHS
 #: The op's dataflow kernels and the processor each runs on (tt-metal's JIT folder names).
 DATAFLOW_KERNELS = {"attention_reader": "ncrisc", "attention_writer": "brisc"}
 COMPUTE_KERNEL = "attention_compute"
@@ -58,11 +60,6 @@ WATCHER_VARIANTS = 2
 CASE_TIMEOUT_S = 900
 
 
-def mock_cluster_descriptor(arch: str) -> Path:
-    """This package's one-chip cluster descriptor for ``arch`` (``TT_METAL_MOCK_CLUSTER_DESC_PATH``)."""
-    if arch not in ARCHS:
-        raise ValueError(f"arch: expected one of {ARCHS}, got {arch!r}")
-    return HERE / f"mock_cluster_{arch}.yaml"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +87,7 @@ def _environment(arch: str, root: Path, work: Path) -> dict[str, str]:
 
 def _start_mock_cases(arch: str, root: Path, work: Path) -> subprocess.Popen:
     work.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "ttnn_flashdecode.silicon_check.mock_cases"], cwd=work,
+    return subprocess.Popen([sys.executable, "-m", "ttnn_flashdecode.tools.silicon_check.mock_cases"], cwd=work,
                             env=_environment(arch, root, work), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

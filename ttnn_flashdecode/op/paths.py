@@ -8,7 +8,7 @@ The emulator's C++ runtime ships as package data of ``ttnn_flashdecode.emulator`
 host compiler take include paths and source file names, not Python resources.
 
 Example:
-    >>> from ttnn_flashdecode.paths import kernel_dir, emulator_dir
+    >>> from ttnn_flashdecode.op.paths import kernel_dir, emulator_dir
     >>> (kernel_dir() / "attention_protocol.hpp").is_file()
     True
     >>> (emulator_dir() / "include").is_dir()
@@ -23,7 +23,7 @@ import pathlib
 
 __all__ = ["kernel_dir", "emulator_dir", "package_dir"]
 
-_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]  # ttnn_flashdecode/, above op/
 
 KERNEL_DIR_ENV = "TTNN_FLASHDECODE_KERNEL_DIR"
 """Environment variable that points :func:`kernel_dir` at another folder of kernel sources."""

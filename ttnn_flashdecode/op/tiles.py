@@ -330,12 +330,11 @@ def _ttnn_bfp(name: str, direction: str, data: np.ndarray) -> np.ndarray:
     except RuntimeError as error:
         if "No chips detected" not in str(error) and "num_chips > 0" not in str(error):
             raise
-        from ttnn_flashdecode.devices import MOCK_CLUSTER_ENV
-        from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
+        from ttnn_flashdecode.op.devices import MOCK_CLUSTER_ENV, mock_cluster_descriptor
 
         raise RuntimeError(
             f"ttnn's {name} packer needs tt-metal's context, which found no chips; without a card call "
-            f"ttnn_flashdecode.devices.ensure_host_context() (or set {MOCK_CLUSTER_ENV}="
+            f"ttnn_flashdecode.op.devices.ensure_host_context() (or set {MOCK_CLUSTER_ENV}="
             f"{mock_cluster_descriptor('wormhole_b0')}) before ttnn first needs it (once per process)"
         ) from error
 

@@ -47,7 +47,8 @@ def measure(device, batch: int, calls: int = 200, warmup: int = 5) -> dict[str, 
     """Seconds per call for each host path at ``batch`` users on ``device`` (see the module docstring)."""
     import ttnn
 
-    from ttnn_flashdecode import attention, operation
+    from ttnn_flashdecode import attention
+    from ttnn_flashdecode.op import launch
 
     rng = np.random.default_rng(0)
 
@@ -63,11 +64,11 @@ def measure(device, batch: int, calls: int = 200, warmup: int = 5) -> dict[str, 
                        np.arange(batch, dtype=np.int32) * (CAPACITY // max(batch, 1)))
     results = {}
     real_generic_op = ttnn.generic_op
-    operation.ttnn.generic_op = lambda tensors, program: tensors[-1]  # stop just before the launch
+    launch.ttnn.generic_op = lambda tensors, program: tensors[-1]  # stop just before the launch
     try:
         results["ours, before generic_op"] = _time_calls(lambda: attention(q, k, v, cur_pos_tensor=positions), calls, warmup)
     finally:
-        operation.ttnn.generic_op = real_generic_op
+        launch.ttnn.generic_op = real_generic_op
     results["ours, with generic_op"] = _time_calls(lambda: attention(q, k, v, cur_pos_tensor=positions), calls, warmup)
     scale = HEAD_DIM ** -0.5
     results["ttnn sdpa_decode, with launch"] = _time_calls(
@@ -97,16 +98,16 @@ def run(batches: Sequence[int] = (1, 32), calls: int = 200, warmup: int = 5, arc
         RuntimeError: no card and no RISC-V toolchain for the mock device (the message says how to
             install it), or the subprocess failed.
     """
-    from ttnn_flashdecode.devices import detect_devices
+    from ttnn_flashdecode.op.devices import detect_devices
 
-    args = [sys.executable, "-m", "ttnn_flashdecode.host_bench", "--child", "--calls", str(calls),
+    args = [sys.executable, "-m", "ttnn_flashdecode.tools.host_bench", "--child", "--calls", str(calls),
             "--warmup", str(warmup), "--batches", ",".join(map(str, batches))]
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="ttnn-flashdecode-host-bench-") as work:
         if detect_devices().count == 0:
-            from ttnn_flashdecode import silicon_check
-            from ttnn_flashdecode.silicon_check.fake_root import build_root
-            from ttnn_flashdecode.silicon_check.toolchain import INSTALL_HINT, missing_toolchain
+            from ttnn_flashdecode.tools import silicon_check
+            from ttnn_flashdecode.tools.silicon_check.fake_root import build_root
+            from ttnn_flashdecode.tools.silicon_check.toolchain import INSTALL_HINT, missing_toolchain
 
             missing = missing_toolchain()
             if missing:

@@ -76,52 +76,7 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
-__all__ = [
-    "WORDS",
-    "ARG_REQUEST_COUNT",
-    "ARG_POSITIONS_BASE",
-    "ARG_PAGE_TABLE_BASE",
-    "ARG_HEADER",
-    "PAGE_TABLE_CHUNK_ENTRIES",
-    "page_table_entry",
-    "cache_tile_page",
-    "cache_block_valid",
-    "page_table_chunk",
-    "TILE_POSITIONS",
-    "INTERLEAVED_BIT",
-    "NO_MASK",
-    "GATHER_MASK",
-    "MASK_PAGE",
-    "MASK_BEFORE_PAGE",
-    "Field",
-    "Flag",
-    "CB",
-    "Semaphore",
-    "semaphore_ids",
-    "SEMAPHORES_PER_CORE",
-    "partial_pages",
-    "tree_levels",
-    "tree_children",
-    "tree_parent",
-    "ConstTile",
-    "Operand",
-    "Request",
-    "encode",
-    "decode",
-    "kv_positions_at",
-    "position_clamped",
-    "live_tiles",
-    "tail_width",
-    "padded_tiles",
-    "slice_tiles",
-    "mask_tile",
-    "mask_page",
-    "row_width",
-    "mask_row_source",
-    "slice_mask_tile",
-    "query_page",
-    "query_row_of",
-]
+__all__ = ["WORDS", "ARG_REQUEST_COUNT", "ARG_POSITIONS_BASE", "ARG_PAGE_TABLE_BASE", "ARG_HEADER", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
 
 WORDS = 16
 """Words in one parameter block."""
@@ -285,42 +240,6 @@ class ConstTile(enum.IntEnum):
     COUNT = 66
 
 
-PAGE_TABLE_CHUNK_ENTRIES = 256
-"""Page-table entries the reader holds in L1 at a time (CB PAGE_TABLE, 1 KiB; ``kPageTableChunkEntries``)."""
-
-
-def page_table_entry(tile: int, cache_block_tiles: int) -> int:
-    """Index into a user's page-table row of the entry that maps position tile ``tile`` (paged
-    cache of ``cache_block_tiles`` position tiles per block)."""
-    return tile // cache_block_tiles
-
-
-def cache_tile_page(first_page: int, tile: int, cache_block: int, cache_block_tiles: int, cache_block_pages: int,
-                    dim_tiles: int) -> int:
-    """Page (tile id) of dim tile 0 of position tile ``tile`` in a K or V cache.
-
-    Contiguous (``cache_block_tiles == 0``, ``[batch, n_kv_heads, capacity, head_dim]``): tile
-    ``tile`` of the region starting at ``first_page``. Paged (``[cache blocks, n_kv_heads,
-    block_size, head_dim]``, ``cache_block_tiles = block_size / 32``, ``cache_block_pages`` pages
-    per block): tile ``tile % cache_block_tiles`` of the KV head whose offset inside a block is
-    ``first_page``, in block ``cache_block`` (the page-table entry).
-    """
-    if cache_block_tiles == 0:
-        return first_page + tile * dim_tiles
-    return cache_block * cache_block_pages + first_page + (tile % cache_block_tiles) * dim_tiles
-
-
-def cache_block_valid(entry: int, cache_blocks: int) -> bool:
-    """True when page-table ``entry`` names one of the cache's ``cache_blocks`` blocks."""
-    return 0 <= entry < cache_blocks
-
-
-def page_table_chunk(entry: int, entries: int) -> tuple[int, int]:
-    """``(first, count)``: the chunk of a row of ``entries`` entries the reader loads to look up ``entry``."""
-    first = entry // PAGE_TABLE_CHUNK_ENTRIES * PAGE_TABLE_CHUNK_ENTRIES
-    return first, min(PAGE_TABLE_CHUNK_ENTRIES, entries - first)
-
-
 @dataclasses.dataclass(frozen=True)
 class Operand:
     """Where one operand lives: the (COORD, BASE) word pair of the parameter block.
@@ -419,149 +338,6 @@ class Request:
         return self.heads * self.rows_per_head
 
 
-def live_tiles(kv_positions: int) -> int:
-    """Position tiles holding at least one live position: ``ceil(kv_positions / 32)`` (tiles)."""
-    return -(-kv_positions // TILE_POSITIONS)
-
-
-def tail_width(kv_positions: int) -> int:
-    """Live positions in the last live tile when it is partial, else 0 (positions)."""
-    return kv_positions % TILE_POSITIONS
-
-
-def padded_tiles(kv_positions: int, block_tiles: int) -> int:
-    """Position tiles in the request's read window: live tiles rounded up to whole double blocks.
-
-    The rounding keeps every request's K/V circular-buffer push and pop counts a whole number of
-    double blocks (DESIGN.md §2, "Block prefetch, double-buffered").
-
-    Raises:
-        ValueError: ``block_tiles`` is not positive.
-    """
-    if block_tiles <= 0:
-        raise ValueError(f"block_tiles: expected >= 1, got {block_tiles}")
-    double_block = 2 * block_tiles
-    return -(-live_tiles(kv_positions) // double_block) * double_block
-
-
-def slice_tiles(kv_positions: int, index: int, count: int) -> tuple[int, int]:
-    """Live position tiles ``[begin, end)`` owned by split-K slice ``index`` of ``count``.
-
-    ``count`` 0 or 1 means not split: the whole live range. Slice 0 is never empty; later slices
-    are empty when there are fewer live tiles than slices.
-
-    Raises:
-        ValueError: ``index`` is not in ``0..max(count, 1) - 1``.
-    """
-    count = max(count, 1)
-    if not 0 <= index < count:
-        raise ValueError(f"index: expected 0 <= index < {count}, got {index}")
-    live = live_tiles(kv_positions)
-    return -(-index * live // count), -(-(index + 1) * live // count)
-
-
-def kv_positions_at(request: Request, position: int) -> int:
-    """``kv_positions`` the kernels derive for ``request`` from its POSITIONS entry ``position``
-    (int32): decode / ROWS ``position + 1`` (the last row attends to ``0..position``), CHUNK
-    ``position + C``; 0 (an idle slot: no K/V read, zero output rows) for a negative entry (-1 is
-    ttnn's idle marker); else clamped to ``rows_per_head .. capacity_tiles * 32`` so that a
-    device-side value the host could not check never makes a kernel read outside the cache
-    (``Params::kv_positions_at``)."""
-    if position < 0:
-        return 0
-    live = int(position) + (request.q_rows if request.flags & Flag.CHUNK else 1)
-    return min(max(live, request.rows_per_head), request.capacity_tiles * TILE_POSITIONS)
-
-
-def position_clamped(request: Request, position: int) -> bool:
-    """True when ``position`` is neither -1 (idle) nor taken as it is by :func:`kv_positions_at`:
-    the kernels clamp it (below -1: treat the slot as idle) and the reader reports it in a DPRINT
-    line starting ``ERROR`` (the emulator's :attr:`RunReport.errors`; ``Params::position_clamped``)."""
-    if position < 0:
-        return position != -1
-    return kv_positions_at(request, position) != position + (request.q_rows if request.flags & Flag.CHUNK else 1)
-
-
-def row_width(kv_positions: int, tile: int, row: int, *, rows_per_head: int = 1) -> int:
-    """Live columns (positions) of query row ``row`` (of every head) in window tile ``tile``, 0..32.
-
-    Row ``row`` attends to positions ``0 .. kv_positions - rows_per_head + row``.
-    """
-    live = kv_positions - rows_per_head + row + 1
-    return min(max(live - tile * TILE_POSITIONS, 0), TILE_POSITIONS)
-
-
-def mask_tile(kv_positions: int, tile: int, *, rows_per_head: int = 1, heads: int = 1) -> int:
-    """How window tile ``tile`` is masked: :data:`NO_MASK`, a constants tile, or :data:`GATHER_MASK`.
-
-    Fully live tiles (every row) need no mask. Otherwise, with one row per head every staged row
-    shares tail mask ``row_width(tile, 0)`` (decode; tail mask 0 kills a tile past the live ones);
-    one head whose first row starts a tile takes causal mask ``rows_per_head`` (tile ``34 +
-    rows_per_head - 1``); anything else is assembled row by row from :func:`mask_row_source`.
-    """
-    first_row = kv_positions - rows_per_head + 1 - tile * TILE_POSITIONS  # row 0's width, unclamped
-    if first_row >= TILE_POSITIONS:
-        return NO_MASK  # widths grow with the row: every row fully live
-    if tile >= live_tiles(kv_positions):
-        return int(ConstTile.TAIL_MASK)
-    first_row = max(first_row, 0)
-    if rows_per_head == 1:
-        return ConstTile.TAIL_MASK + first_row
-    if heads == 1 and first_row == 1:
-        return ConstTile.CAUSAL_MASK + rows_per_head - 1
-    return GATHER_MASK
-
-
-def mask_page(kv_positions: int, tile: int, *, rows_per_head: int = 1, heads: int = 1) -> int:
-    """The CONST page compute adds to live window tile ``tile``'s scores, or :data:`NO_MASK`."""
-    if mask_tile(kv_positions, tile, rows_per_head=rows_per_head, heads=heads) == NO_MASK:
-        return NO_MASK
-    return MASK_PAGE if tile + 1 == live_tiles(kv_positions) else MASK_BEFORE_PAGE
-
-
-def mask_row_source(width: int) -> tuple[int, int]:
-    """``(constants tile, row)`` of a mask row live for columns ``c < width`` (``width`` 0..32):
-    row 0 of tail mask ``width`` below 32, row 31 of causal mask 32 (all live) at 32."""
-    if width < TILE_POSITIONS:
-        return ConstTile.TAIL_MASK + width, 0
-    return ConstTile.CAUSAL_MASK + TILE_POSITIONS - 1, TILE_POSITIONS - 1
-
-
-def slice_mask_tile(request: Request, page: int) -> int:
-    """What the reader of ``request``'s split slice puts in CONST ``page`` (2 or 3).
-
-    The mask of the page's tile (page 2: the last live tile, page 3: the one before) when the
-    slice owns that tile and it is masked; the kill mask (tail mask 0) in page 2 of an empty slice;
-    else :data:`NO_MASK` (the page is left unfilled).
-    """
-    begin, end = slice_tiles(request.kv_positions, request.split_index, request.split_count)
-    if begin == end:
-        return int(ConstTile.TAIL_MASK) if page == MASK_PAGE else NO_MASK
-    tile = live_tiles(request.kv_positions) - 1 - (page - MASK_PAGE)
-    if tile < 0 or not begin <= tile < end:
-        return NO_MASK
-    return mask_tile(request.kv_positions, tile, rows_per_head=request.rows_per_head, heads=request.heads)
-
-
-def query_page(request: Request, stage_row: int, dim_tile: int, q_width_tiles: int) -> int:
-    """Page of Q (and the output), relative to the request's first page, holding ``stage_row``'s
-    dim tile ``dim_tile``; Q is ``q_width_tiles`` tiles wide. Its row in that page is
-    :func:`query_row_of` ``% 32``. HEAD_ROWS (Q ``[1, batch, n_heads, head_dim]``): a user's heads
-    are rows, so row tiles follow each other ``dim_tiles`` pages apart."""
-    head, _ = divmod(stage_row, request.rows_per_head)
-    row_tile = query_row_of(request, stage_row) // TILE_POSITIONS
-    if request.flags & Flag.HEAD_ROWS:
-        return row_tile * request.dim_tiles + dim_tile
-    return row_tile * q_width_tiles + head * request.dim_tiles + dim_tile
-
-
-def query_row_of(request: Request, stage_row: int) -> int:
-    """Q (and output) row of ``stage_row``, counted from row 0 of the first page's row tile:
-    ``query_row`` plus the stage row's row (HEAD_ROWS: its head)."""
-    head, row = divmod(stage_row, request.rows_per_head)
-    return request.query_row + (head if request.flags & Flag.HEAD_ROWS else row)
-
-
 def _require(field: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
         raise ValueError(f"{field}: expected {low} <= {field} <= {high}, got {value}")
@@ -574,7 +350,7 @@ def encode(request: Request, residency) -> list[int]:
 
     Args:
         request: the request.
-        residency: the program's :class:`ttnn_flashdecode.residency.Residency` (anything with
+        residency: the program's :class:`ttnn_flashdecode.op.residency.Residency` (anything with
             ``block_tiles``, ``dim_tiles`` and ``tile_bytes``); the request must agree with it.
 
     Returns:

@@ -99,7 +99,7 @@ def resolve_attention(backend: str) -> AttentionChoice:
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if backend == "reference":
-        from ..reference import attention_reference
+        from ttnn_flashdecode.op.reference import attention_reference
 
         return AttentionChoice(attention_reference, label="host float64 reference (--backend reference; the op is not used)")
     try:
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serving = None
     if (args.paged or args.kv_dtype != "bfloat16") and args.backend != "reference":
         if args.kv_dtype != "bfloat16":
-            from ..devices import ensure_host_context
+            from ttnn_flashdecode.op.devices import ensure_host_context
 
             ensure_host_context()  # ttnn packs the block-float cache on the host
         serving = ServingCache(choice.fn, args.block_size if args.paged else None, args.kv_dtype)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import glob
 import os
+from pathlib import Path
 from typing import NamedTuple
 
 __all__ = [
@@ -27,12 +28,29 @@ __all__ = [
     "available_device_count",
     "ensure_host_context",
     "MOCK_CLUSTER_ENV",
+    "MOCK_CLUSTER_ARCHS",
+    "mock_cluster_descriptor",
     "SIMULATOR_ENV",
     "DEVICE_NODE_GLOB",
 ]
 
 #: ttnn/tt-metal's variable naming a cluster descriptor YAML to mock instead of real chips.
 MOCK_CLUSTER_ENV = "TT_METAL_MOCK_CLUSTER_DESC_PATH"
+
+MOCK_CLUSTER_ARCHS = ("wormhole_b0", "blackhole")
+_MOCK_CLUSTERS = Path(__file__).resolve().parent / "mock_clusters"
+
+
+def mock_cluster_descriptor(arch: str) -> Path:
+    """This package's one-chip cluster descriptor for ``arch`` (a value for ``MOCK_CLUSTER_ENV``):
+    a Wormhole B0 (8x8 workers) or Blackhole (13x10) in tt-umd's cluster-descriptor format.
+
+    Raises:
+        ValueError: ``arch`` is not one of :data:`MOCK_CLUSTER_ARCHS`.
+    """
+    if arch not in MOCK_CLUSTER_ARCHS:
+        raise ValueError(f"arch: expected one of {MOCK_CLUSTER_ARCHS}, got {arch!r}")
+    return _MOCK_CLUSTERS / f"{arch}.yaml"
 #: tt-metal's variable selecting a simulator (ttsim) in place of a card.
 SIMULATOR_ENV = "TT_METAL_SIMULATOR"
 #: Device nodes the tt-kmd kernel driver creates, one per card.
@@ -99,8 +117,6 @@ def ensure_host_context() -> str | None:
         return os.environ[MOCK_CLUSTER_ENV]
     if detect_devices().count > 0:
         return None
-    from ttnn_flashdecode.silicon_check import mock_cluster_descriptor
-
     os.environ[MOCK_CLUSTER_ENV] = str(mock_cluster_descriptor("wormhole_b0"))
     os.environ.setdefault("TT_METAL_LOGGER_LEVEL", "ERROR")
     return os.environ[MOCK_CLUSTER_ENV]

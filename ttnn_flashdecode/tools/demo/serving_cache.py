@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..residency import KV_FORMATS, KV_TILE_BYTES
+from ttnn_flashdecode.op.residency import KV_FORMATS, KV_TILE_BYTES
 
 __all__ = ["ServingCache", "KV_DTYPES"]
 

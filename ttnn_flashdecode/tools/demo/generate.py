@@ -3,7 +3,7 @@
 Two generations run from the same host prefill (same bfloat16 KV cache contents):
 
 1. **op run** - every layer's decode attention is the injected op. At every layer of every step the
-   float64 :func:`~ttnn_flashdecode.reference.attention_reference` is also evaluated on the *same*
+   float64 :func:`~ttnn_flashdecode.op.reference.attention_reference` is also evaluated on the *same*
    bfloat16 Q/K/V the op saw, giving the per-layer PCC / max-abs / relative-L2 figures.
 2. **reference run** - an independent greedy generation whose decode attention is the float64
    reference (result fed on in float32). Its tokens are what "the reference's tokens" means.
@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..reference import attention_reference, max_abs, pcc, relative_l2
+from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
 from .model import KVCache, SmolLM
 
 TILE = 32

@@ -50,7 +50,7 @@ def wrapper_path(root: Path) -> Path:
 
 
 def default_root_dir() -> Path:
-    """``~/.cache/ttnn_flashdecode/silicon_check/root-<hash of the wheel and this package>``
+    """``~/.cache/ttnn_flashdecode/tools/silicon_check/root-<hash of the wheel and this package>``
     (override the parent folder with ``TTNN_FLASHDECODE_SILICON_CACHE``)."""
     wheel = ttnn_root()
     h = hashlib.sha256(str(wheel.resolve()).encode())

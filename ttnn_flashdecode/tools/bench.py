@@ -5,7 +5,7 @@ context (1k, 8k, 32k, 128k; every user at the full context) and batch (1, 32), a
 p150, it prints what the op's own planner schedules (cores used, max/min live tiles per core,
 largest split), the DRAM bytes it reads against the minimum (every live K and V tile once), the
 L1-to-L1 NoC bytes of the split-K combine, and a **modelled, not measured** time per call
-(:mod:`ttnn_flashdecode.cost_model`) next to the DRAM roofline (minimum bytes / DRAM bandwidth).
+(:mod:`ttnn_flashdecode.tools.cost_model`) next to the DRAM roofline (minimum bytes / DRAM bandwidth).
 
 Where a run is affordable (``batch x n_kv_heads x context`` up to ``--emulate-budget``), the n150
 row's byte counts and cores come from the host emulator running the real kernels (``src``
@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from ttnn_flashdecode import cost_model as cm
+from ttnn_flashdecode.tools import cost_model as cm
 
 __all__ = ["main", "Row", "run"]
 
@@ -38,7 +38,7 @@ EMULATE_BUDGET = 262_144
 """Default limit of ``batch x n_kv_heads x context`` (request-positions) for an emulator run:
 every such run takes a few seconds on a 2-core host (Llama-3.1-8B at batch 32, 1k: ~6 s)."""
 
-NOTE = ("Device times are MODELLED, not measured (no Tenstorrent card): ttnn_flashdecode.cost_model, "
+NOTE = ("Device times are MODELLED, not measured (no Tenstorrent card): ttnn_flashdecode.tools.cost_model, "
         "per-call cost fitted to the seed's Blackhole slope (the seed: the single-core op this project grew from, "
         "timed on a card by its authors; docs/reference/DESIGN.md §8), DRAM 288/512 GB/s, clocks "
         "1.0/1.35 GHz (docs/reference/TT_FACTS.md §8). Not included: the seed's per-launch overhead (its line's ~{launch:.0f} us "
@@ -83,24 +83,24 @@ def _measured(shape: cm.Shape, context: int, batch: int, split, kv_dtype: str = 
 def _min_slice_tiles(tiles: int | None):
     """Make the op's planner cut slices no smaller than ``tiles`` (a what-if; None: its default).
 
-    The op's planner (``operation.plan_program``) calls :func:`ttnn_flashdecode.schedule.schedule` with
+    The op's planner (``plan.plan_program``) calls :func:`ttnn_flashdecode.op.schedule.schedule` with
     the default bound; this swaps in a bound for the duration, for both the analytic rows and
     the emulator runs.
     """
     if tiles is None:
         yield
         return
-    from ttnn_flashdecode import operation
-    from ttnn_flashdecode import schedule as schedule_module
+    from ttnn_flashdecode.op import plan
+    from ttnn_flashdecode.op import schedule as schedule_module
 
-    original = operation.schedule
-    operation.schedule = functools.partial(schedule_module.schedule, min_slice_tiles=tiles)
-    operation.plan_program.cache_clear()  # plans are cached: none made under either bound may leak
+    original = plan.schedule
+    plan.schedule = functools.partial(schedule_module.schedule, min_slice_tiles=tiles)
+    plan.plan_program.cache_clear()  # plans are cached: none made under either bound may leak
     try:
         yield
     finally:
-        operation.schedule = original
-        operation.plan_program.cache_clear()
+        plan.schedule = original
+        plan.plan_program.cache_clear()
 
 
 def run(
@@ -122,7 +122,7 @@ def run(
     ``min_slice_tiles`` overrides the planner's smallest split-K slice
     (``schedule.DEFAULT_MIN_SLICE_TILES``) to compare bounds. ``kv_dtypes``: the K/V cache dtypes
     to run each call with (``bfloat16``, ``bfloat8_b``, ``bfloat4_b``); an emulated block-float
-    row packs its cache with ttnn (:func:`ttnn_flashdecode.devices.ensure_host_context` first).
+    row packs its cache with ttnn (:func:`ttnn_flashdecode.op.devices.ensure_host_context` first).
 
     Raises:
         cost_model.CalibrationError: the kernels no longer fit the cost model's features.
@@ -336,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _parser().error(f"{name}: expected names from {', '.join(allowed)}, got {', '.join(bad)}")
     started = time.monotonic()
     if set(kv_dtypes) - {"bfloat16"}:
-        from ttnn_flashdecode.devices import ensure_host_context
+        from ttnn_flashdecode.op.devices import ensure_host_context
 
         ensure_host_context()  # ttnn's block-float packing needs tt-metal's context
     log = functools.partial(print, file=sys.stderr, flush=True)

@@ -17,7 +17,7 @@ Inputs and where they come from
 - Grids: the installed core descriptors (:class:`ttnn_flashdecode.emulator.arch.ArchSpec`):
   8x8 = 64 (n150) and 13x10 = 130 (p150). p150 firmware >= v19.5 exposes 11x10 = 110 worker
   cores (TT_FACTS §8, tt-metal issue #47014): :func:`device` takes ``cores=110`` for that case.
-- Per-core work: :mod:`ttnn_flashdecode.schedule` (the op's own planner, via
+- Per-core work: :mod:`ttnn_flashdecode.op.schedule` (the op's own planner, via
   :func:`op_schedule`) says which slices each core runs; per slice, the compute kernel's API
   calls and the NoC bytes are a linear function of a few *work features* (live tiles, blocks,
   padding blocks, a masked tile, partials sent / combined, ...). The per-feature counts are
@@ -82,9 +82,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ttnn_flashdecode import protocol
-from ttnn_flashdecode.residency import BFLOAT16_TILE_BYTES, KV_FORMATS, KV_TILE_BYTES, stats_page_bytes
-from ttnn_flashdecode.schedule import Schedule, Slice
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.residency import BFLOAT16_TILE_BYTES, KV_FORMATS, KV_TILE_BYTES, stats_page_bytes
+from ttnn_flashdecode.op.schedule import Schedule, Slice
 
 __all__ = [
     "SEED_KV_POSITIONS", "SEED_MS", "SEED_READER_GBPS", "LAUNCH_OVERHEAD_S", "FEATURES", "WEIGHTINGS",
@@ -261,7 +262,7 @@ def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndar
     """The work features of one slice (mirrors ``Params`` in ``attention_protocol.hpp``)."""
     begin, end = item.tiles(kv_positions)
     live = end - begin
-    total_live = protocol.live_tiles(kv_positions)
+    total_live = kv_walk.live_tiles(kv_positions)
     double = 2 * block_tiles
     blocks = -(-live // double) * double // block_tiles
     live_blocks = -(-live // block_tiles)
@@ -278,9 +279,9 @@ def _slice_features(kv_positions: int, item: Slice, block_tiles: int) -> np.ndar
         live_tiles=live,
         later_blocks=max(live_blocks - 1, 0),
         skipped_blocks=blocks - live_blocks,
-        masked_tiles=int(live > 0 and end == total_live and protocol.tail_width(kv_positions) != 0),
-        stale_rows=(protocol.TILE_POSITIONS - protocol.tail_width(kv_positions)
-                    if live > 0 and end == total_live and protocol.tail_width(kv_positions) != 0 else 0),
+        masked_tiles=int(live > 0 and end == total_live and kv_walk.tail_width(kv_positions) != 0),
+        stale_rows=(protocol.TILE_POSITIONS - kv_walk.tail_width(kv_positions)
+                    if live > 0 and end == total_live and kv_walk.tail_width(kv_positions) != 0 else 0),
     )
     return np.array([row.get(name, 0) for name in FEATURES], dtype=np.int64)
 
@@ -416,7 +417,7 @@ class CallModel:
 
 
 def _kernel_hash() -> str:
-    from ttnn_flashdecode.paths import kernel_dir
+    from ttnn_flashdecode.op.paths import kernel_dir
 
     digest = hashlib.blake2b(digest_size=12)
     for path in sorted(kernel_dir().glob("*")):
@@ -473,7 +474,7 @@ def _run_emulated(shape: Shape, kv_positions: Sequence[int], split: int | None, 
 @functools.cache
 def _emulated_grid() -> tuple[int, int]:
     from ttnn_flashdecode.emulator.arch import ArchSpec
-    from ttnn_flashdecode.operation import DEFAULT_ARCH
+    from ttnn_flashdecode.op.plan import DEFAULT_ARCH
 
     return tuple(ArchSpec.for_name(DEFAULT_ARCH).default_grid)
 
@@ -483,14 +484,15 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     """The op's own program plan for a batch of ``len(kv_positions)`` users on a cache of
     ``capacity`` positions (schedule and residency), no device.
 
-    Uses the op's planner (``operation.plan_program``) with placeholder operand args, so the schedule,
+    Uses the op's planner (``plan.plan_program``) with placeholder operand args, so the schedule,
     block size and split limit are exactly the ones ``attention()`` would use: planned from the
     capacity (trace-safe), whatever the positions; each slice's share of the live tiles follows
     from ``kv_positions`` at run time (:func:`work_features`).
     """
-    from ttnn_flashdecode import operation
+    from ttnn_flashdecode.op.plan import plan_program
     from ttnn_flashdecode.emulator.arch import ArchSpec
-    from ttnn_flashdecode.program_factory import OPERANDS, ComputeOptions, DecodeShape
+    from ttnn_flashdecode.op.program_factory import OPERANDS
+    from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 
     decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity,
                          kv_dtype=kv_dtype)
@@ -498,7 +500,7 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     accessor_args = tuple((2, TILE_BYTES) for _ in range(len(OPERANDS)))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
         lambda x, y: (x % 64, y % 64))
-    return operation.plan_program(decode, block_tiles, split, ComputeOptions(), arch, grid, accessor_args, noc_xy)
+    return plan_program(decode, block_tiles, split, ComputeOptions(), arch, grid, accessor_args, noc_xy)
 
 
 def _fit(features: np.ndarray, values: np.ndarray, what: str) -> tuple[int, ...]:
@@ -616,7 +618,7 @@ def kv_tile_bytes(kv_dtype: str) -> int:
 
 def min_dram_bytes(kv_positions: Sequence[int], dim_tiles: int, kv_dtype: str = "bfloat16") -> int:
     """Every live K and V tile once: ``sum(2 * live_tiles * dim_tiles * tile bytes)`` bytes."""
-    return sum(2 * protocol.live_tiles(p) * dim_tiles * kv_tile_bytes(kv_dtype) for p in kv_positions)
+    return sum(2 * kv_walk.live_tiles(p) * dim_tiles * kv_tile_bytes(kv_dtype) for p in kv_positions)
 
 
 def roofline_s(kv_positions: Sequence[int], dim_tiles: int, dev: Device, kv_dtype: str = "bfloat16") -> float:
@@ -814,7 +816,7 @@ def estimate(
     chip_dram_s = dram_read / (dev.dram_gbps * 1e9)
     tile_s = model.weighted_per_feature(weights)["live_tiles"] * per_call
     level_s = sum(per_child_s.values()) + (stats_bytes + partial_bytes) / link
-    longest = max(protocol.live_tiles(int(p)) for p in kv_positions)
+    longest = max(kv_walk.live_tiles(int(p)) for p in kv_positions)
     floor_s = max(roofline_s(kv_positions, model.dim_tiles, dev, kv_dtype), min(
         -(-longest // p) * tile_s + protocol.tree_levels(p) * level_s
         for p in range(1, min(max(dev.cores // plan.requests, 1), longest, protocol.MAX_SPLIT) + 1)))
@@ -863,7 +865,7 @@ def op_schedule(shape: Shape, kv_positions_per_user: Sequence[int], dev: Device,
 
 
 def _main(argv: Iterable[str] | None = None) -> int:  # pragma: no cover - developer aid
-    """Print the fitted per-feature counts and the seed fit: ``python -m ttnn_flashdecode.cost_model``."""
+    """Print the fitted per-feature counts and the seed fit: ``python -m ttnn_flashdecode.tools.cost_model``."""
     seed = calibrate(SEED_Q_ROWS, SEED_HEAD_DIM // 32)
     for weights in WEIGHTINGS:
         check = seed_check(seed, weights)

@@ -1,0 +1,190 @@
+"""``attention()``: flash-decode GQA attention against a KV cache, on a card or the host emulator.
+
+Three request kinds (DESIGN.md §3, §5; ``docs/request_kinds.md``): decode (``cur_pos=``, one
+query row per user), ROWS (``cur_pos=`` and ``rows=P``, P consecutive query rows per user, e.g.
+draft tokens to verify) and CHUNK (``chunk_start=``, a causal chunk of up to 32 consecutive
+positions per sequence: prefill).
+
+Lifecycle (FlashInfer's plan/run split): the first call for a given (shapes, block size, compute
+config, grid) builds a :class:`~ttnn_flashdecode.op.program_factory.Plan`, and the first call for a
+plan and a set of buffer addresses builds its ``ttnn.ProgramDescriptor``; both are cached, so a
+decode loop only validates its inputs and launches the same descriptor -- through
+``ttnn.generic_op`` on a device, through :mod:`ttnn_flashdecode.emulator` otherwise.
+
+Trace-safe: positions are not in the program. The kernels read them at run time from the
+POSITIONS operand (``cur_pos_tensor``, one int32 per user, as ttnn's own decode op), and the plan
+assumes every request at full capacity, so cores, CBs, compile-time and runtime args and
+``custom_program_hash`` depend on shapes, dtypes, compute config, grid and addresses only: a
+program captured with ``ttnn.begin_trace_capture`` replays correctly for any positions written to
+the same tensor.
+"""
+
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ttnn
+
+from ttnn_flashdecode.op.launch import last_report, run_on_device, run_on_emulator, to_numpy
+from ttnn_flashdecode.op.plan import DEFAULT_ARCH, DEFAULT_BLOCK_TILES, plan_program, program_for
+from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.validate import IDLE, validate_inputs, validate_options
+
+__all__ = ["attention", "last_report", "to_numpy", "plan_program", "program_for", "DEFAULT_BLOCK_TILES",
+           "DEFAULT_ARCH", "IDLE"]
+
+
+def attention(
+    q,
+    k,
+    v,
+    *,
+    cur_pos: Sequence[int] | None = None,
+    cur_pos_tensor=None,
+    page_table_tensor=None,
+    chunk_start: int | Sequence[int] | None = None,
+    rows: int | None = None,
+    scale: float | None = None,
+    block_tiles: int | None = None,
+    q_layout: str = "rows",
+    compute_kernel_config=None,
+    memory_config=None,
+    split: int | None = None,
+    backend: str = "auto",
+):
+    """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
+
+    Q head ``h`` uses KV head ``h // (n_q_heads // n_kv_heads)``; every query row attends to
+    positions ``0..p`` of its user's K/V, ``p`` its own position. Three request kinds:
+
+    * **decode** (``cur_pos=``): one query row per user, at position ``cur_pos[b]``. One request
+      per (user, KV group); the KV cache is read once per group.
+    * **ROWS** (``cur_pos=`` and ``rows=P``): ``P`` consecutive query rows per user, the last at
+      ``cur_pos[b]`` (row ``j`` of user ``b`` is position ``cur_pos[b] - P + 1 + j``), e.g. draft
+      tokens to verify or several new tokens of one user. One request per (user, KV group) serves
+      all ``P`` rows of all its Q heads: K/V read once.
+    * **CHUNK** (``chunk_start=``): prefill of a chunk of ``C`` (1..32) consecutive positions per
+      sequence, causal: row ``r`` (position ``chunk_start[b] + r``) attends to ``0..chunk_start[b]
+      + r``. The chunk's own K/V must already be in the cache at ``chunk_start .. chunk_start +
+      C - 1``. One request per (sequence, Q head).
+
+    Each request runs on one core (or is cut into split-K slices over several) with an online
+    softmax.
+
+    Parameters:
+        q: ``[1, 1, batch * R, n_q_heads * head_dim]``, activation layout, ``R`` query rows per
+            user (1 for decode, ``rows`` for ROWS, the chunk length ``C`` for CHUNK); rows ``b * R
+            .. b * R + R - 1`` are user ``b``'s, in position order. On a device: bfloat16, TILE
+            layout, DRAM interleaved, whole-tile heads (``n_q_heads * ceil(head_dim / 32) * 32``
+            columns, each head zero-padded to whole tiles; the output likewise). On the host: a numpy array (float32 or
+            ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``. With ``q_layout="heads"`` (decode
+            only): ``[1, batch, n_q_heads, head_dim]``, ttnn's decode layout (on a device also L1
+            height-sharded, as ``nlp_create_qkv_heads_decode`` leaves it).
+        k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q`` (numpy
+            arrays and host tensors mix); with ``page_table_tensor``, a paged cache
+            ``[cache_blocks, n_kv_heads, block_size, head_dim]`` (ttnn's paged layout, ``block_size``
+            a multiple of 32). ttnn tensors may be bfloat16, ``ttnn.bfloat8_b`` or
+            ``ttnn.bfloat4_b`` (TILE; block-float tiles of 1088 / 576 bytes, unpacked on the fly;
+            numpy arrays are read as bfloat16); on a device DRAM interleaved. Tiles past the last live one are never
+            read, and the slots past a request's position in its last live tile are zeroed in L1
+            before compute, so anything there (NaN, inf: a recycled cache) never reaches the
+            output; the positions a row attends must hold finite values.
+        cur_pos: decode and ROWS: one int per user, the position of the user's last query row,
+            ``0 <= cur_pos[b] < capacity`` (ROWS: ``>= rows - 1``), or -1 for an idle batch slot
+            (no K/V read; its output rows are zero). Uploaded as a POSITIONS tensor: the same
+            path as ``cur_pos_tensor``. ``None`` for CHUNK.
+        cur_pos_tensor: decode and ROWS, instead of ``cur_pos``: the positions as a tensor the
+            kernels read at run time, as ttnn's own op takes them -- trace-safe: one captured
+            program serves every position written to it. On a device: int32, ROW_MAJOR, DRAM
+            interleaved, ``batch`` entries (ttnn's ``cur_pos_tensor``); the host never reads it,
+            so the kernels clamp an entry outside ``-1 .. capacity - 1`` into the cache (below -1:
+            idle) rather than read outside it. On the emulator: a numpy int32 array or a host
+            int32 ``ttnn.Tensor``, shape ``[batch]``, validated like ``cur_pos``.
+        page_table_tensor: a paged cache's page table, int32 ``[batch, blocks_per_user]``:
+            user ``b``'s positions ``i * block_size .. (i + 1) * block_size - 1`` live in cache
+            block ``page_table_tensor[b][i]`` (``capacity = blocks_per_user * block_size``). The
+            reader maps each position tile through it on device, a 256-entry chunk at a time
+            (any table length), so a captured trace replays with new tables too. On a device:
+            int32, ROW_MAJOR, DRAM interleaved (ttnn's ``page_table_tensor``); the host never reads
+            it, and an entry outside ``0 .. cache_blocks - 1`` is never read (its tiles read as
+            zeros; the reader reports it). On the emulator: a numpy int32 array or a host int32
+            ``ttnn.Tensor``; the entries a call reads (a user's blocks up to its position) must be
+            blocks of the cache; later entries may hold anything (e.g. -1). Blocks may be shared.
+        chunk_start: CHUNK: the chunk's first position, one int for every sequence or one per
+            sequence; ``0 <= chunk_start[b] <= capacity - C``. ``None`` (default) otherwise.
+        rows: ROWS: query rows per user ``P``, ``1 <= P`` and ``P * (n_q_heads // n_kv_heads)
+            <= 32``. ``None`` (default) for decode and CHUNK.
+        scale: query scale, a finite positive number; default ``1/sqrt(head_dim)`` of the real head_dim.
+        block_tiles: position tiles per K/V block (residency); default: the largest <= 16 that
+            fits L1 and whose double block divides the cache's tiles.
+        compute_kernel_config: ``ttnn.ComputeConfigDescriptor`` / ttnn compute config /
+            :class:`~ttnn_flashdecode.op.shape.ComputeOptions`; default HiFi4 with fp32
+            DST accumulation.
+        memory_config: output memory config on a device; must be DRAM interleaved (default).
+        split: split-K slices per request. ``None`` (default): the scheduler cuts long requests
+            so every core of the grid gets about the same live tiles (short requests stay whole);
+            ``1``: never split; ``k``: cut every request into ``k`` slices (some may be empty).
+        backend: ``"auto"`` (device tensors -> device, otherwise emulator), ``"device"`` or
+            ``"emulator"``.
+        q_layout: ``"rows"`` (default, the activation layout above) or ``"heads"`` (decode: Q and
+            the output ``[1, batch, n_q_heads, head_dim]``, read and written in place).
+
+    Returns:
+        The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
+        ``q_layout="heads"`` ``[1, batch, n_q_heads, head_dim]``) and of its kind: a device tensor
+        (bfloat16 TILE, in ``memory_config``), a host ``ttnn.Tensor`` (bfloat16 ROW_MAJOR), or a
+        numpy array of ``q``'s dtype.
+
+    Raises:
+        TypeError: an input is neither a ttnn.Tensor nor a numpy array; none of ``cur_pos``,
+            ``cur_pos_tensor`` and ``chunk_start`` is given; ``cur_pos_tensor`` is not int32; ``cur_pos`` is not a sequence of ints; ``chunk_start`` is
+            not an int or a sequence of ints.
+        ValueError: shapes disagree (``q`` rows vs batch x rows per user, ``k`` vs ``v``, width
+            not a multiple of head_dim, on a device of the tile-padded head), the GQA ratio is not an integer or exceeds 32, both
+            ``cur_pos`` and ``chunk_start`` (or ``cur_pos`` and ``cur_pos_tensor``, or ``rows``
+            or ``cur_pos_tensor`` with ``chunk_start``) are given, ``cur_pos_tensor`` or
+            ``page_table_tensor`` has the wrong length, shape, layout, memory or storage (device vs
+            host), a paged block size that is not a multiple of 32, a page-table entry the call
+            reads that is not a block of the cache, K and V of different dtypes, a block-float Q,
+            ``q_layout="heads"`` with ``rows`` or ``chunk_start`` or a Q that is not
+            ``[1, batch, n_q_heads, head_dim]``,
+            ``rows`` x GQA ratio exceeds 32, a chunk longer than 32, a position is negative or
+            past capacity (ROWS: below ``rows - 1``; CHUNK: the chunk runs past capacity), a cache
+            whose capacity is not a whole number of double blocks (its last positions' padded
+            window would leave it; any position), head_dim or block_tiles does not fit L1 (on a
+            device: what its L1 allocator leaves beside L1 tensors and ``l1_small_size``), a split
+            larger than the grid or the reducer's L1 inbox allows, more requests than the grid's
+            runtime-arg capacity, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
+            DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
+            different devices, a bad backend or memory_config. All raised
+            before anything reaches a device.
+
+    Example:
+        >>> import numpy as np
+        >>> from ttnn_flashdecode import attention
+        >>> rng = np.random.default_rng(0)
+        >>> q = rng.standard_normal((1, 1, 2, 4 * 64), dtype=np.float32)   # 2 users, 4 Q heads
+        >>> k = rng.standard_normal((2, 2, 128, 64), dtype=np.float32)     # 2 KV heads
+        >>> v = rng.standard_normal((2, 2, 128, 64), dtype=np.float32)
+        >>> out = attention(q, k, v, cur_pos=[5, 100])                      # runs on the emulator
+        >>> out.shape
+        (1, 1, 2, 256)
+        >>> rows = attention(np.repeat(q, 3, axis=2), k, v, cur_pos=[5, 100], rows=3)  # 3 rows per user
+        >>> rows.shape
+        (1, 1, 6, 256)
+        >>> chunk = attention(q[:, :, :1].repeat(7, axis=2), k[:1], v[:1], chunk_start=40)  # positions 40..46
+        >>> chunk.shape
+        (1, 1, 7, 256)
+    """
+    validate_options(backend=backend, split=split, scale=scale)
+    inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout)
+    compute = ComputeOptions.from_config(compute_kernel_config)
+    if backend == "device" or (backend == "auto" and inputs.kind == "device"):
+        if inputs.kind != "device":
+            raise ValueError(f"backend: 'device' expects device tensors, got {inputs.kind} inputs")
+        return run_on_device(q, k, v, inputs, scale, block_tiles, split, compute, memory_config)
+    if memory_config is not None and memory_config != ttnn.DRAM_MEMORY_CONFIG:
+        raise ValueError(f"memory_config: expected None or ttnn.DRAM_MEMORY_CONFIG on the emulator, got {memory_config}")
+    return run_on_emulator(q, k, v, inputs, scale, block_tiles, split, compute)
+

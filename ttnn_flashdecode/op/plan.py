@@ -1,0 +1,168 @@
+"""Planning an :func:`~ttnn_flashdecode.attention` call (FlashInfer's *plan*): shapes, block size,
+split-K and grid -> a cached :class:`~ttnn_flashdecode.op.program_factory.Plan`, and a plan plus
+operand addresses -> a cached ``ttnn.ProgramDescriptor``. Positions play no part (trace-safe)."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk
+from ttnn_flashdecode.op.program_factory import Addresses, Plan, build_program, decode_requests, max_requests_per_core, plan_decode
+from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.residency import Residency, cb_budget_bytes, l1_bytes, max_block_tiles
+from ttnn_flashdecode.op.schedule import schedule
+
+__all__ = ["DEFAULT_BLOCK_TILES", "DEFAULT_ARCH", "plan_program", "program_for", "check_windows"]
+
+DEFAULT_BLOCK_TILES = 16
+"""The seed's block size (DESIGN.md §8): 16 position tiles = 512 positions per K/V block."""
+
+DEFAULT_ARCH = "wormhole_b0"
+"""Architecture the emulator models when no device says otherwise (n150 / n300)."""
+
+
+def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
+                       l1_budget: int | None) -> int:
+    """The largest block that fits L1 unsplit; ``requested`` validated against it when given."""
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats, budget_bytes=l1_budget,
+                          **shape.cache_fields)
+    if fit == 0:
+        where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
+        raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1")
+    if requested is None:
+        return fit
+    if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
+        raise ValueError(f"block_tiles: expected a positive int, got {requested!r}")
+    if requested > fit:
+        raise ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), got {requested}")
+    return int(requested)
+
+
+def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: int, fp32_stats: bool,
+                         l1_budget: int | None, at_least: int | None = None) -> int:
+    """A block b <= ``upto`` that fits L1 beside the split-K inbox and whose double block tiles the
+    cache (2*b divides capacity_tiles, so every position up to capacity-1 has a padded window inside
+    the cache): the smallest such b >= ``at_least`` (default ``upto``), else the largest below it;
+    1 when none does."""
+    at_least = upto if at_least is None else at_least
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats,
+                          **shape.cache_fields,
+                          budget_bytes=l1_budget)
+    valid = [b for b in range(1, min(upto, fit) + 1) if shape.capacity_tiles % (2 * b) == 0]
+    covering = [b for b in valid if b >= at_least]
+    return min(covering) if covering else max(valid, default=1)
+
+
+def check_windows(plan: Plan) -> None:
+    """Refuse a cache in which some position could not be attended: every request's padded read
+    window (its live tiles rounded up to whole double blocks, the parameter block's contract) must
+    lie inside the cache, and the longest window is the one at the cache's last position. Checked
+    on every call, whatever the positions, so a cache that would fail once it fills up fails on
+    the first call instead."""
+    shape = plan.shape
+    block, capacity_tiles = plan.residency.block_tiles, shape.capacity_tiles
+    window = kv_walk.padded_tiles(shape.capacity, block)
+    if window > capacity_tiles:
+        multiple = 64 * block
+        if shape.paged:  # the capacity is the table's: entries x block_size
+            entries = multiple // math.gcd(multiple, shape.cache_block_size)
+            fix = (f"give the page table a multiple of {entries} entries per user (pad rows with -1: entries past a "
+                   f"user's position are never read)")
+            where = f"page_table_tensor ({shape.page_table_entries} entries x block size {shape.cache_block_size})"
+        else:
+            fix = f"use a capacity that is a multiple of {multiple} positions"
+            where = "k"
+        raise ValueError(
+            f"{where}: expected a KV cache of whole double blocks ({2 * block} position tiles, block_tiles {block}), so "
+            f"that its last positions can be attended, got capacity {shape.capacity} positions "
+            f"({capacity_tiles} tiles; the last position's padded read window is {window} tiles); "
+            + fix + (" or a smaller block_tiles" if block > 1 else ""))
+
+
+def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int, fp32_stats: bool,
+               l1_budget: int | None) -> int:
+    """Most split-K slices per request: bounded by the grid, word 5's byte, and the L1 left beside
+    blocks of ``block_tiles`` for the inbox (one partial per level of the combine tree)."""
+    for split in range(min(protocol.MAX_SPLIT, grid_cores), 1, -1):
+        residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats,
+                              **shape.cache_fields)
+        if l1_bytes(residency) <= cb_budget_bytes(arch, l1_budget):
+            return split
+    return 1
+
+
+@functools.lru_cache(maxsize=64)
+def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
+                 accessor_args, noc_xy, l1_budget: int | None = None) -> Plan:
+    """The plan :func:`attention` runs for these shapes, without running it (no device needed).
+
+    Positions play no part (trace-safe: one program for every position vector): the requests are
+    scheduled as if every one were at the cache's full capacity
+    (:attr:`~ttnn_flashdecode.op.shape.DecodeShape.planned_kv_positions`), so a long cache
+    splits every request into the same number of slices, and on device each slice takes its
+    ``ceil``-balanced share of its request's live tiles. Then sizes the residency (block size,
+    inbox, statistics format) and plans the program; plans are cached.
+
+    Args:
+        shape: validated shapes (:class:`~ttnn_flashdecode.op.shape.DecodeShape`).
+        block_tiles: ``None`` for the op's default, else the caller's block (position tiles).
+        split: ``None`` (by work), 1 (never) or a forced slice count.
+        compute: compute-kernel options.
+        arch: ``"wormhole_b0"`` or ``"blackhole"``.
+        grid: compute grid ``(x, y)`` in cores.
+        accessor_args: the seven operands' TensorAccessorArgs compile-time args (``program_factory.OPERANDS``).
+        noc_xy: logical core -> NoC coordinate.
+        l1_budget: L1 bytes for CBs (on a device, what its allocator leaves:
+            :func:`ttnn_flashdecode.op.residency.device_cb_budget_bytes`); default: the arch's whole free L1.
+
+    Raises:
+        ValueError: as :func:`attention` for block size, split and request-count limits.
+    """
+    fp32_stats = compute.fp32_dest_acc_en
+    fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats, l1_budget)
+    grid_cores = grid[0] * grid[1]
+    # Room for the inbox is counted with the smallest block the planner may pick (1), or the
+    # caller's block when given.
+    max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget)
+    if split is not None and split > max_split:
+        raise ValueError(f"split: expected <= {max_split} (grid cores, and L1 for the reducer's inbox on {arch}), got {split}")
+    kv_positions = shape.planned_kv_positions
+    per_core = max_requests_per_core(grid_cores if max_split > 1 else 0)
+    if len(kv_positions) > grid_cores * per_core:
+        heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
+        raise ValueError(
+            f"requests: expected at most {grid_cores * per_core} (batch x {heads}) on a {grid[0]}x{grid[1]} grid "
+            f"({per_core} per core), got {len(kv_positions)} ({shape.batch} x {shape.requests // shape.batch})"
+        )
+    plan_schedule = schedule(kv_positions, grid_cores, max_split=max_split, max_slices_per_core=per_core, split=split)
+    largest = max(plan_schedule.split_count(r) for r in range(len(kv_positions)))
+    if block_tiles is not None:
+        blocks = block_tiles
+    else:
+        # A split request's slices are short: one block holds the longest when L1 allows, so every
+        # slice goes max first (no rescale) and no block after a slice's first pays a rescale of the
+        # running state (~85 compute calls, the cost model's later_blocks).
+        longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
+        if largest == 1:
+            blocks = _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats, l1_budget)
+        else:
+            blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
+    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
+                          batch=shape.batch, **shape.cache_fields)
+    return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
+                       schedule=plan_schedule, noc_xy=noc_xy, l1_budget_bytes=l1_budget)
+
+
+@functools.lru_cache(maxsize=64)
+def program_for(plan: Plan, addresses: Addresses):
+    """The ``ttnn.ProgramDescriptor`` of ``plan`` for these operand addresses, built once and
+    reused (a decode loop's addresses repeat; its positions live in the POSITIONS operand).
+
+    Raises:
+        ValueError: as :func:`~ttnn_flashdecode.op.program_factory.build_program`.
+    """
+    return build_program(plan, decode_requests(plan, addresses), addresses.positions, addresses.page_table)

@@ -1,0 +1,226 @@
+"""What one :func:`~ttnn_flashdecode.attention` call is, once validated: its shapes and request
+kind (:class:`DecodeShape`) and its compute-kernel options (:class:`ComputeOptions`). Both are
+frozen and hashable: they key the plan cache (:func:`ttnn_flashdecode.op.plan.plan_program`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import ttnn
+
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op.residency import KV_FORMATS
+
+__all__ = ["KINDS", "Q_LAYOUTS", "DecodeShape", "ComputeOptions"]
+
+
+Q_LAYOUTS = ("rows", "heads")
+"""Q (and output) layouts: ``[1, 1, batch * rows, n_q_heads * head_dim]`` or ttnn's decode
+``[1, batch, n_q_heads, head_dim]`` (:class:`DecodeShape` ``q_layout``)."""
+
+KINDS = ("decode", "chunk", "rows")
+"""Request kinds: one query row per user; a causal chunk per sequence (CHUNK); several
+consecutive query rows per user (ROWS)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeShape:
+    """Shapes of one call.
+
+    Attributes:
+        batch: users (sequences); Q rows ``b * rows .. b * rows + rows - 1`` are user ``b``'s.
+        n_q_heads, n_kv_heads: head counts; ``n_q_heads % n_kv_heads == 0`` (GQA ratio = q_rows).
+        head_dim: elements per head (any >= 1; padded to ``dim_tiles * 32``).
+        capacity: positions the KV cache holds per (user, KV head); paged: the page table's
+            entries per user times ``cache_block_size``.
+        kind: one of :data:`KINDS`.
+        rows: query rows per user: 1 for decode; the chunk length C (1..32) for chunk; the
+            positions P per user for rows (``q_rows * P <= 32``).
+        cache_block_size: paged cache: positions per cache block (a multiple of 32); 0 for a
+            contiguous cache ``[batch, n_kv_heads, capacity, head_dim]``.
+        cache_blocks: paged cache: blocks in K (and V) ``[cache_blocks, n_kv_heads,
+            cache_block_size, head_dim]``; 0 for a contiguous cache.
+        kv_dtype: the K/V cache's dtype, a key of :data:`~ttnn_flashdecode.op.residency.KV_FORMATS`
+            (``"bfloat16"``, ``"bfloat8_b"``, ``"bfloat4_b"``); Q and the output are bfloat16.
+        q_layout: ``"rows"``: Q and the output ``[1, 1, batch * rows, n_q_heads * head_dim]``
+            (activation layout); ``"heads"`` (decode only): ``[1, batch, n_q_heads, head_dim]``,
+            ttnn's decode layout, each user's heads on the rows of its own row tiles (HEAD_ROWS).
+
+    Raises:
+        ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
+            block size is not a positive multiple of 32 or does not divide ``capacity``.
+    """
+
+    batch: int
+    n_q_heads: int
+    n_kv_heads: int
+    head_dim: int
+    capacity: int
+    kind: str = "decode"
+    rows: int = 1
+    cache_block_size: int = 0
+    cache_blocks: int = 0
+    kv_dtype: str = "bfloat16"
+    q_layout: str = "rows"
+
+    def __post_init__(self):
+        if self.q_layout not in Q_LAYOUTS:
+            raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {self.q_layout!r}")
+        if self.q_layout == "heads" and self.kind != "decode":
+            raise ValueError(f"q_layout: 'heads' ([1, batch, n_heads, head_dim]) is for decode only, got kind {self.kind!r}")
+        if self.kv_dtype not in KV_FORMATS:
+            raise ValueError(f"kv_dtype: expected one of {sorted(KV_FORMATS)}, got {self.kv_dtype!r}")
+        if self.cache_block_size or self.cache_blocks:
+            if self.cache_block_size <= 0 or self.cache_block_size % 32 or self.cache_blocks < 1 \
+                    or self.capacity % self.cache_block_size:
+                raise ValueError(f"paged cache: expected a block size that is a positive multiple of 32 dividing "
+                                 f"capacity {self.capacity} and >= 1 block, got block size {self.cache_block_size}, "
+                                 f"{self.cache_blocks} blocks")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
+        ratio = self.n_q_heads // self.n_kv_heads if self.n_kv_heads > 0 else 1
+        most = {"decode": 1, "chunk": protocol.MAX_Q_ROWS, "rows": protocol.MAX_Q_ROWS // max(ratio, 1)}[self.kind]
+        if not 1 <= self.rows <= most:
+            raise ValueError(f"rows: expected 1 <= rows <= {most} for kind {self.kind!r} "
+                             f"(GQA ratio {ratio}), got {self.rows}")
+
+    @property
+    def paged(self) -> bool:
+        """True for a paged KV cache (a page table maps position tiles to cache blocks)."""
+        return self.cache_block_size > 0
+
+    @property
+    def cache_fields(self) -> dict:
+        """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache decides (``paged``,
+        ``kv_format``), as keywords for it and for ``max_block_tiles``."""
+        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype])
+
+    @property
+    def cache_block_tiles(self) -> int:
+        """Position tiles per cache block (``cache_block_size / 32``); 0 for a contiguous cache."""
+        return self.cache_block_size // 32
+
+    @property
+    def page_table_entries(self) -> int:
+        """Entries per user of a paged cache's page table (``capacity / cache_block_size``); 0 if contiguous."""
+        return self.capacity // self.cache_block_size if self.paged else 0
+
+    @property
+    def q_rows(self) -> int:
+        """GQA ratio: Q heads per KV group."""
+        return self.n_q_heads // self.n_kv_heads
+
+    @property
+    def q_height(self) -> int:
+        """Rows of Q and the output: ``batch * rows``."""
+        return self.batch * self.rows
+
+    @property
+    def request_q_rows(self) -> int:
+        """Word 0 byte 0 of every request: C for chunk, else the GQA ratio."""
+        return self.rows if self.kind == "chunk" else self.q_rows
+
+    def kv_positions(self, positions: Sequence[int]) -> list[int]:
+        """Per request (plan order), the live positions of its last query row.
+
+        ``positions[b]``: for decode and rows, user ``b``'s ``cur_pos`` (its last row's position);
+        for chunk, sequence ``b``'s chunk start (its first row's position).
+        """
+        if self.kind == "chunk":
+            return [int(start) + self.rows for start in positions for _ in range(self.n_q_heads)]
+        return [int(position) + 1 for position in positions for _ in range(self.n_kv_heads)]
+
+    @property
+    def planned_kv_positions(self) -> list[int]:
+        """What the program is planned for, per request (plan order): the cache's whole capacity.
+
+        Positions are not known when the program is built (the kernels read them from the
+        POSITIONS operand; under trace capture they change on every replay), so the schedule,
+        residency and runtime args assume every request at full capacity, and each slice works
+        out its own share of the live tiles on device (``Params::slice_begin``)."""
+        return [self.capacity] * self.requests
+
+    @property
+    def dim_tiles(self) -> int:
+        """``ceil(head_dim / 32)``."""
+        return -(-self.head_dim // 32)
+
+    @property
+    def capacity_tiles(self) -> int:
+        """``ceil(capacity / 32)`` position tiles per (user, KV head)."""
+        return -(-self.capacity // 32)
+
+    @property
+    def head_row_tiles(self) -> int:
+        """``"heads"`` layout: row tiles per user, ``ceil(n_q_heads / 32)`` (heads padded to 32 rows)."""
+        return -(-self.n_q_heads // 32)
+
+    @property
+    def q_tiled_shape(self) -> tuple[int, int, int, int]:
+        """Q's (and the output's) 4-D shape in whole tiles, heads padded to whole tiles."""
+        if self.q_layout == "heads":
+            return (1, self.batch, self.head_row_tiles * 32, self.dim_tiles * 32)
+        return (1, 1, -(-self.q_height // 32) * 32, self.q_width_tiles * 32)
+
+    @property
+    def q_width_tiles(self) -> int:
+        """Tile columns of Q and the output: every head padded to ``dim_tiles`` tiles."""
+        return self.n_q_heads * self.dim_tiles
+
+    @property
+    def requests(self) -> int:
+        """Requests per call: one per (user, KV group), or per (sequence, Q head) for chunk."""
+        return self.batch * (self.n_q_heads if self.kind == "chunk" else self.n_kv_heads)
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputeOptions:
+    """The compute kernel's configuration (``ttnn.ComputeConfigDescriptor``).
+
+    Defaults favour accuracy: HiFi4, fp32 DST accumulation, exact (non-approximate) exp.
+    """
+
+    math_fidelity: ttnn.MathFidelity = ttnn.MathFidelity.HiFi4
+    fp32_dest_acc_en: bool = True
+    math_approx_mode: bool = False
+    dst_full_sync_en: bool = False
+
+    @property
+    def dst_tiles(self) -> int:
+        """DST tiles per acquire: 8 (16-bit) / 4 (fp32) in half sync, doubled in full sync (TT_FACTS §6)."""
+        tiles = 4 if self.fp32_dest_acc_en else 8
+        return tiles * 2 if self.dst_full_sync_en else tiles
+
+    def descriptor(self) -> ttnn.ComputeConfigDescriptor:
+        """The ttnn descriptor for these options."""
+        return ttnn.ComputeConfigDescriptor(
+            math_fidelity=self.math_fidelity,
+            math_approx_mode=self.math_approx_mode,
+            fp32_dest_acc_en=self.fp32_dest_acc_en,
+            dst_full_sync_en=self.dst_full_sync_en,
+        )
+
+    @classmethod
+    def from_config(cls, config) -> ComputeOptions:
+        """From ``None`` (defaults), a :class:`ComputeOptions`, a ``ttnn.ComputeConfigDescriptor``,
+        or a ttnn compute-kernel config with the same attribute names.
+
+        Raises:
+            TypeError: ``config`` has none of the expected attributes.
+        """
+        if config is None:
+            return cls()
+        if isinstance(config, cls):
+            return config
+        try:
+            return cls(
+                math_fidelity=config.math_fidelity,
+                fp32_dest_acc_en=bool(config.fp32_dest_acc_en),
+                math_approx_mode=bool(config.math_approx_mode),
+                dst_full_sync_en=bool(getattr(config, "dst_full_sync_en", False)),
+            )
+        except AttributeError as error:
+            raise TypeError(
+                f"compute_kernel_config: expected None, ComputeOptions or a ttnn compute config, got {type(config).__name__}"
+            ) from error

@@ -1,0 +1,379 @@
+"""Validation of an :func:`~ttnn_flashdecode.attention` call: everything checked on the host
+before anything is planned or reaches a device.
+
+:func:`validate_inputs` turns the user's tensors and keywords into :class:`Inputs`: the call's
+:class:`~ttnn_flashdecode.op.shape.DecodeShape` and the host-visible positions and page
+table. Every refusal is a ``ValueError`` / ``TypeError`` of the form "name: expected ..., got ..."
+(STYLE: FlashInfer's errors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+import ttnn
+
+from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op.shape import Q_LAYOUTS, DecodeShape
+from ttnn_flashdecode.op.residency import MAX_DIM_TILES
+
+__all__ = ["IDLE", "BACKENDS", "Inputs", "validate_inputs", "validate_options", "height_sharded_l1"]
+
+BACKENDS = ("auto", "device", "emulator")
+
+IDLE = -1
+"""A position that marks an idle batch slot (as in ttnn's ``cur_pos_tensor``): no K/V read, zero output rows."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    shape: DecodeShape
+    #: per user: cur_pos (decode, rows; -1 idle) or chunk start (chunk); None when only a device
+    #: tensor holds them (cur_pos_tensor on a device: never read by the host)
+    positions: tuple[int, ...] | None
+    kind: str  # "numpy", "host" (ttnn host tensor) or "device"
+    positions_tensor: object = None  # cur_pos_tensor on a device, passed to the kernels as it is
+    #: paged cache: the page table as int32 [batch, entries] when the host can see it, else None
+    page_table: np.ndarray | None = None
+    page_table_tensor: object = None  # page_table_tensor on a device, passed to the kernels as it is
+
+
+def _shape_of(tensor) -> tuple[int, ...]:
+    return tuple(int(d) for d in tensor.shape)
+
+
+_BLOCK_FLOAT = {ttnn.bfloat8_b: "bfloat8_b", ttnn.bfloat4_b: "bfloat4_b"}
+
+
+def _kind(tensor, name: str) -> str:
+    if isinstance(tensor, np.ndarray):
+        if tensor.dtype not in (np.float32, ml_dtypes.bfloat16):
+            raise ValueError(f"{name}: expected a float32 or bfloat16 array, got dtype {tensor.dtype}")
+        return "numpy"
+    if isinstance(tensor, ttnn.Tensor):
+        cache = name in ("k", "v")
+        if tensor.dtype not in (ttnn.bfloat16, ttnn.float32) and not (cache and tensor.dtype in _BLOCK_FLOAT):
+            what = "bfloat16, float32, bfloat8_b or bfloat4_b" if cache else "bfloat16 or float32"
+            raise ValueError(f"{name}: expected a {what} ttnn.Tensor, got dtype {tensor.dtype}")
+        if tensor.dtype in _BLOCK_FLOAT and tensor.layout != ttnn.TILE_LAYOUT:
+            raise ValueError(f"{name}: expected a {tensor.dtype} tensor in TILE layout (block-float is tiled), got {tensor.layout}")
+        return "device" if tensor.storage_type() == ttnn.StorageType.DEVICE else "host"
+    raise TypeError(f"{name}: expected a ttnn.Tensor or numpy.ndarray, got {type(tensor).__name__}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
+    """``"decode"``, ``"rows"`` or ``"chunk"`` from which of the arguments are given (``cur_pos``
+    and ``cur_pos_tensor`` are the same positions, as a list or a tensor)."""
+    if cur_pos is not None and cur_pos_tensor is not None:
+        raise ValueError("cur_pos, cur_pos_tensor: expected one of them (the same positions, as a list or a tensor), got both")
+    if cur_pos_tensor is not None and chunk_start is not None:
+        raise ValueError("chunk_start: cur_pos_tensor is for decode and ROWS; a chunk takes chunk_start= only")
+    if cur_pos is None:
+        cur_pos = cur_pos_tensor
+    if chunk_start is not None:
+        if cur_pos is not None:
+            raise ValueError("cur_pos, chunk_start: expected one of them (cur_pos for decode and rows, chunk_start "
+                             "for a chunk), got both")
+        if rows is not None:
+            raise ValueError(f"rows: expected None with chunk_start (a chunk's rows are q's rows), got {rows!r}")
+        return "chunk"
+    if cur_pos is None:
+        raise TypeError("attention() needs cur_pos= or cur_pos_tensor= (decode; with rows=, ROWS) or chunk_start= (a causal chunk)")
+    if rows is None:
+        return "decode"
+    if not _is_int(rows) or rows < 1:
+        raise ValueError(f"rows: expected None or a positive int (query rows per user), got {rows!r}")
+    return "rows"
+
+
+def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
+              q_layout="rows") -> Inputs:
+    request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
+    kind = _kind(q, "q")  # the output's kind
+    kinds = {kind, _kind(k, "k"), _kind(v, "v")}
+    if "device" in kinds and len(kinds) != 1:
+        raise ValueError(
+            f"q, k, v: expected device tensors for all three or none (host tensors and numpy arrays mix), got {sorted(kinds)}"
+        )
+    q_shape, k_shape, v_shape = _shape_of(q), _shape_of(k), _shape_of(v)
+    if q_layout not in Q_LAYOUTS:
+        raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {q_layout!r}")
+    if q_layout == "heads":
+        if request_kind != "decode":
+            raise ValueError(f"q_layout: 'heads' ([1, batch, n_q_heads, head_dim]) is for decode only, got a {request_kind} call")
+        if len(q_shape) != 4 or q_shape[0] != 1 or (len(k_shape) == 4 and q_shape[3] != k_shape[3]):
+            raise ValueError(f"q: expected shape [1, batch, n_q_heads, head_dim] (q_layout 'heads'; head_dim = k's "
+                             f"last dim), got {list(q_shape)}")
+        # Checked below as [1, 1, batch, n_q_heads * head_dim]: the same heads, one row per user.
+        q_shape = (1, 1, q_shape[1], q_shape[2] * q_shape[3])
+    elif len(q_shape) != 4 or q_shape[:2] != (1, 1):
+        raise ValueError(f"q: expected shape [1, 1, batch, n_q_heads * head_dim], got {list(q_shape)}")
+    layout = ("[cache_blocks, n_kv_heads, block_size, head_dim] (paged: page_table_tensor given)"
+              if page_table_tensor is not None else "[batch, n_kv_heads, capacity, head_dim]")
+    if len(k_shape) != 4:
+        raise ValueError(f"k: expected shape {layout}, got {list(k_shape)}")
+    if v_shape != k_shape:
+        raise ValueError(f"v: expected the shape of k {list(k_shape)}, got {list(v_shape)}")
+    if min(k_shape) < 1:
+        raise ValueError(f"k: expected every dimension >= 1, got {list(k_shape)}")
+    kv_dtype = _kv_dtype(k)
+    if _kv_dtype(v) != kv_dtype:
+        got = _kv_dtype(v) if isinstance(v, ttnn.Tensor) else f"a {v.dtype} array (read as bfloat16)"
+        raise ValueError(f"v: expected k's dtype ({kv_dtype}), got {got}")
+    page_table = None
+    cache_block_size = cache_blocks = 0
+    if page_table_tensor is None:
+        batch, n_kv_heads, capacity, head_dim = k_shape
+    else:
+        cache_blocks, n_kv_heads, cache_block_size, head_dim = k_shape
+        if cache_block_size % 32:
+            raise ValueError(f"k: expected a block size (dim 2 of a paged cache) that is a multiple of 32 (whole "
+                             f"position tiles), got {cache_block_size}")
+        batch, entries, page_table = _page_table_values(page_table_tensor, kind)
+        capacity = entries * cache_block_size
+    width = q_shape[3]
+    # On a device Q is a TILE-layout tensor whose heads start on tile columns (DESIGN.md §5): each
+    # head takes head_dim rounded up to 32 columns, zero-padded. The emulator pads host inputs itself.
+    head_columns = -(-head_dim // 32) * 32 if kind == "device" and q_layout == "rows" else head_dim
+    if width % head_columns:
+        what = (f"head_dim {head_dim}" if head_columns == head_dim else
+                f"{head_columns} (head_dim {head_dim} padded to whole tiles: on a device each head takes {head_columns} columns)")
+        raise ValueError(f"q: expected a width that is a multiple of {what}, got {width}")
+    n_q_heads = width // head_columns
+    if n_q_heads % n_kv_heads:
+        raise ValueError(
+            f"GQA ratio: expected n_q_heads ({n_q_heads}) to be a multiple of n_kv_heads ({n_kv_heads})"
+        )
+    ratio = n_q_heads // n_kv_heads
+    if ratio > protocol.MAX_Q_ROWS:
+        raise ValueError(
+            f"GQA ratio: expected at most {protocol.MAX_Q_ROWS} Q heads per KV head (one tile's rows), got {ratio}"
+        )
+    if -(-head_dim // 32) > MAX_DIM_TILES:
+        raise ValueError(f"head_dim: expected <= {MAX_DIM_TILES * 32}, got {head_dim}")
+    height = q_shape[2]
+    batch_of = "page_table_tensor's rows" if page_table_tensor is not None else "k's batch"
+    if request_kind == "decode":
+        per_user = 1
+        if height != batch:
+            what = "users (dim 1" if q_layout == "heads" else "rows (one per user"
+            raise ValueError(f"q: expected {batch} {what}, {batch_of}), got {height}")
+        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
+    elif request_kind == "rows":
+        per_user = int(rows)
+        if ratio * per_user > protocol.MAX_Q_ROWS:
+            raise ValueError(
+                f"rows: expected rows * GQA ratio <= {protocol.MAX_Q_ROWS} (one tile's rows per KV group), got "
+                f"{per_user} * {ratio} = {per_user * ratio}"
+            )
+        if height != batch * per_user:
+            raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}, {batch_of}), "
+                             f"got {height}")
+        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
+        name = "cur_pos" if cur_pos is not None else "cur_pos_tensor"
+        for user, position in enumerate(positions or ()):
+            if position != IDLE and position < per_user - 1:
+                raise ValueError(
+                    f"{name}[{user}]: expected >= rows - 1 = {per_user - 1} (the user's first row is position "
+                    f"cur_pos - rows + 1), got {position}"
+                )
+    else:
+        per_user = height // batch
+        if height % batch or not 1 <= per_user <= protocol.MAX_Q_ROWS:
+            raise ValueError(
+                f"q: expected batch x C rows for a chunk (batch {batch}, {batch_of}; C = 1..{protocol.MAX_Q_ROWS} "
+                f"positions per sequence), got {height}"
+            )
+        positions = _chunk_starts(chunk_start, batch, per_user, capacity)
+    if kind == "device":
+        _validate_device_tensors(q, k, v, q_layout)
+    shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
+                        cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
+                        q_layout=q_layout)
+    if page_table is not None and positions is not None:
+        _check_page_table(page_table, shape, positions)
+    device_positions = cur_pos_tensor if positions is None else None
+    device_table = page_table_tensor if page_table_tensor is not None and page_table is None else None
+    return Inputs(shape, positions, kind, device_positions, page_table, device_table)
+
+
+def _kv_dtype(tensor) -> str:
+    """The K/V cache dtype the kernels read: a block-float ttnn.Tensor's (``"bfloat8_b"``,
+    ``"bfloat4_b"``), else ``"bfloat16"`` (float32 inputs are rounded to it)."""
+    return _BLOCK_FLOAT.get(tensor.dtype, "bfloat16") if isinstance(tensor, ttnn.Tensor) else "bfloat16"
+
+
+def _int32_operand(name: str, tensor, kind: str, shape_ok, shape_text: str) -> np.ndarray | None:
+    """An int32 operand the kernels read at run time (``cur_pos_tensor``, ``page_table_tensor``):
+    its values when the host can see them (numpy array, host ttnn.Tensor), None for a device
+    tensor, whose dtype, layout, memory and shape are checked instead.
+
+    Raises:
+        TypeError: not a numpy array or ttnn.Tensor, or not int32.
+        ValueError: a shape ``shape_ok`` refuses (``shape_text`` says what it wants), not ROW_MAJOR
+            DRAM interleaved, or a device tensor with host inputs (or a host one with device inputs).
+    """
+    if isinstance(tensor, np.ndarray):
+        if kind == "device":
+            raise ValueError(f"{name}: expected a device tensor with device q, k, v, got a numpy array")
+        if tensor.dtype != np.int32:
+            raise TypeError(f"{name}: expected an int32 array (as ttnn's {name}), got dtype {tensor.dtype}")
+        shape, values = tuple(tensor.shape), tensor
+    elif isinstance(tensor, ttnn.Tensor):
+        if tensor.dtype != ttnn.int32:
+            raise TypeError(f"{name}: expected dtype int32 (as ttnn's {name}), got {tensor.dtype}")
+        on_device = tensor.storage_type() == ttnn.StorageType.DEVICE
+        if on_device != (kind == "device"):
+            raise ValueError(f"{name}: expected a {'device' if kind == 'device' else 'host'} tensor like q, "
+                             f"got a {'device' if on_device else 'host'} tensor")
+        if tensor.layout != ttnn.ROW_MAJOR_LAYOUT:
+            raise ValueError(f"{name}: expected ROW_MAJOR layout, got {tensor.layout}")
+        shape = tuple(int(d) for d in tensor.shape)
+        if on_device:
+            config = tensor.memory_config()
+            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+                raise ValueError(f"{name}: expected a DRAM-interleaved tensor, got {config}")
+            values = None
+        else:
+            values = np.asarray(tensor.to_numpy()).astype(np.int32).reshape(shape)
+    else:
+        raise TypeError(f"{name}: expected a ttnn.Tensor or a numpy int32 array, got {type(tensor).__name__}")
+    if not shape_ok(shape):
+        raise ValueError(f"{name}: expected shape {shape_text}, got {list(shape)}")
+    return values
+
+
+def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
+    """``(batch, entries, values)`` of ``page_table_tensor`` (int32 ``[batch, entries]``, one
+    page per user); ``values`` None for a device tensor. Raises as :func:`_int32_operand`."""
+    values = _int32_operand("page_table_tensor", tensor, kind, lambda shape: len(shape) == 2 and min(shape) >= 1,
+                            "[batch, blocks_per_user]")
+    batch, entries = (int(d) for d in tensor.shape)
+    return batch, entries, None if values is None else np.ascontiguousarray(values, dtype=np.int32)
+
+
+def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> None:
+    """Every entry a request will read (the blocks holding its user's positions ``0 .. p``) names
+    a block of the cache. Entries past a user's position are never read and may hold anything
+    (-1 for unused, as serving stacks leave them).
+
+    Raises:
+        ValueError: naming the first entry outside ``0 .. cache_blocks - 1``.
+    """
+    kv = shape.kv_positions(positions)  # an idle slot (-1) reads nothing
+    per_user = len(kv) // shape.batch
+    for user in range(shape.batch):
+        live = max(kv[user * per_user:(user + 1) * per_user])
+        used = -(-live // shape.cache_block_size)
+        row = table[user, :used]
+        bad = np.flatnonzero((row < 0) | (row >= shape.cache_blocks))
+        if bad.size:
+            entry = int(bad[0])
+            raise ValueError(
+                f"page_table_tensor[{user}][{entry}]: expected a block of the cache (0..{shape.cache_blocks - 1}; "
+                f"user {user} reads entries 0..{used - 1}), got {int(row[entry])}")
+
+
+def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool,
+                   idle: bool = False) -> tuple[int, ...]:
+    """``value`` as one int per user, each in ``0..high`` (or :data:`IDLE` when ``idle``);
+    ``broadcast``: a single int serves all.
+
+    Raises:
+        TypeError: not a sequence (or int, with ``broadcast``) of ints.
+        ValueError: wrong length (``noun`` names the items) or a value outside ``0..high`` (``rule``
+            states the bound).
+    """
+    what = "an int or one int per sequence" if broadcast else "one position per user (a sequence of ints)"
+    if _is_int(value):
+        if not broadcast:
+            raise TypeError(f"{name}: expected {what}, got a single int")
+        value = (value,) * batch
+    elif isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"{name}: expected {what}, got {type(value).__name__}")
+    values = tuple(value)
+    if len(values) != batch:
+        raise ValueError(f"{name}: expected {batch} {noun}, got {len(values)}")
+    for user, item in enumerate(values):
+        if not _is_int(item):
+            raise TypeError(f"{name}[{user}]: expected an int, got {type(item).__name__}")
+        if not (0 <= item <= high or (idle and item == IDLE)):
+            raise ValueError(f"{name}[{user}]: expected {rule}, got {item}")
+    return tuple(int(item) for item in values)
+
+
+def _positions(cur_pos, cur_pos_tensor, batch: int, capacity: int, kind: str) -> tuple[int, ...] | None:
+    """The host-visible positions (validated), or None for a device ``cur_pos_tensor``."""
+    name = "cur_pos"
+    if cur_pos_tensor is not None:
+        name = "cur_pos_tensor"
+        cur_pos = _positions_tensor_values(cur_pos_tensor, batch, kind)
+        if cur_pos is None:
+            return None
+    return _per_user_ints(name, cur_pos, batch, capacity - 1, noun="positions (one per user)",
+                          rule=f"0 <= position < capacity {capacity}, or {IDLE} for an idle slot", broadcast=False,
+                          idle=True)
+
+
+def _positions_tensor_values(tensor, batch: int, kind: str) -> list[int] | None:
+    """``cur_pos_tensor``'s values when the host can see them (int32 ``[batch]``), None for a
+    device tensor. Raises as :func:`_int32_operand`."""
+    values = _int32_operand("cur_pos_tensor", tensor, kind, lambda shape: shape == (batch,),
+                            f"[{batch}] (one position per user)")
+    return None if values is None else [int(value) for value in values]
+
+
+def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
+    return _per_user_ints("chunk_start", chunk_start, batch, capacity - length, noun="starts (one per sequence)",
+                          rule=f"0 <= start <= capacity - C = {capacity - length} (C = {length} rows)", broadcast=True)
+
+
+def _validate_device_tensors(q, k, v, q_layout: str = "rows") -> None:
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if tensor.dtype != ttnn.bfloat16 and not (name != "q" and tensor.dtype in _BLOCK_FLOAT):
+            what = "bfloat16" if name == "q" else "bfloat16, bfloat8_b or bfloat4_b"
+            raise ValueError(f"{name}: expected dtype {what}, got {tensor.dtype}")
+        if tensor.layout != ttnn.TILE_LAYOUT:
+            raise ValueError(f"{name}: expected TILE layout, got {tensor.layout}")
+        config = tensor.memory_config()
+        if name == "q" and q_layout == "heads" and height_sharded_l1(config):
+            continue  # nlp_create_qkv_heads_decode's Q: the reader's TensorAccessor finds its shards
+        if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+            also = " or an L1 height-sharded one (q_layout 'heads')" if name == "q" and q_layout == "heads" else ""
+            raise ValueError(f"{name}: expected a DRAM-interleaved tensor{also}, got {config}")
+    devices = {t.device().id() for t in (q, k, v)}
+    if len(devices) != 1:
+        raise ValueError("q, k, v: expected tensors on one device, got tensors on different devices")
+    chips = q.device().get_num_devices() if hasattr(q.device(), "get_num_devices") else 1
+    if chips != 1:
+        raise NotImplementedError(f"device: expected a single-chip (1x1) mesh, got {chips} chips; shard the batch per chip")
+
+
+def height_sharded_l1(config) -> bool:
+    return config.buffer_type == ttnn.BufferType.L1 and config.memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
+
+
+
+def validate_options(*, backend: str, split, scale) -> None:
+    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``.
+
+    Raises:
+        ValueError: a backend outside :data:`BACKENDS`, a split outside ``1..MAX_SPLIT``, a scale
+            that is not a finite positive number.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if split is not None and (isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 1 <= split <= protocol.MAX_SPLIT):
+        raise ValueError(f"split: expected None or an int in 1..{protocol.MAX_SPLIT}, got {split!r}")
+    if scale is not None and not (
+        isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0
+    ):
+        raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
