@@ -12,9 +12,9 @@
 //   OUT = O * (1 / L)
 //
 // Compile-time args: named dim_tiles, block_tiles, dst_tiles (DST tiles per acquire for this
-// compute config), exp_approx (approximate exp). Runtime args: as the reader (request count, POSITIONS
-// address -- unused here -- then 16 words per request).
-// CBs in (from the reader): POSITIONS 1 page once (an int32 per user: each request's kv_positions,
+// compute config), exp_approx (approximate exp). Runtime args: none.
+// CBs in (from the reader): WORK 1 page once (this core's work row: the request count, then 16
+// parameter-block words per request), POSITIONS 1 page once (an int32 per user: each request's kv_positions,
 // attention_protocol.hpp kv_positions_at), then per request QSTAGE dim_tiles, CONST 4, K and V
 // block_tiles*dim_tiles per block.
 // CB out (to the writer): OUT dim_tiles. The rest are internal (residency.py lists them).
@@ -566,10 +566,12 @@ void attend(const Params& p) {
 
 void kernel_main() {
     compute_kernel_hw_startup(kCbQStage, kCbConst, kCbQs);
-    const uint32_t requests = served_requests(get_arg_val<uint32_t>(kArgRequestCount));
+    // This core's work row, from the reader (UNPACK reads each word and shares it with MATH and PACK).
+    cb_wait_front(kCbWork, 1);
+    const uint32_t requests = served_requests(read_tile_value(kCbWork, 0, kRowRequestCount));
     cb_wait_front(kCbPositions, 1);
     for (uint32_t r = 0; r < requests; ++r) {
-        Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        Params p = read_request([](uint32_t i) { return read_tile_value(kCbWork, 0, i); }, r);
         if (!p.valid_layout(kDimTiles, kBlockTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
@@ -578,4 +580,5 @@ void kernel_main() {
         attend(p);
     }
     cb_pop_front(kCbPositions, 1);
+    cb_pop_front(kCbWork, 1);
 }

@@ -29,7 +29,7 @@ constexpr bool kPaged = kCacheBlockTiles != 0;
 
 // The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
 // program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS,
-// PAGE_TABLE (a contiguous cache has none: POSITIONS' args stand in, never used).
+// PAGE_TABLE (a contiguous cache has none: POSITIONS' args stand in, never used), WORK.
 constexpr auto kQArgs = TensorAccessorArgs<0>();
 constexpr auto kKArgs = TensorAccessorArgs<kQArgs.next_compile_time_args_offset()>();
 constexpr auto kVArgs = TensorAccessorArgs<kKArgs.next_compile_time_args_offset()>();
@@ -37,6 +37,24 @@ constexpr auto kConstArgs = TensorAccessorArgs<kVArgs.next_compile_time_args_off
 constexpr auto kOutArgs = TensorAccessorArgs<kConstArgs.next_compile_time_args_offset()>();
 constexpr auto kPositionsArgs = TensorAccessorArgs<kOutArgs.next_compile_time_args_offset()>();
 constexpr auto kPageTableArgs = TensorAccessorArgs<kPositionsArgs.next_compile_time_args_offset()>();
+constexpr auto kWorkArgs = TensorAccessorArgs<kPageTableArgs.next_compile_time_args_offset()>();
+// Bytes of one work row (a WORK page), and the grid's width in cores (work_slot).
+constexpr uint32_t kWorkRowBytes = get_named_compile_time_arg_val("work_row_bytes");
+constexpr uint32_t kGridX = get_named_compile_time_arg_val("grid_x");
+
+// The buffer address of an operand (common runtime arg `arg`, attention_protocol.hpp CommonArg).
+inline uint32_t operand_base(CommonArg arg) { return get_common_arg_val<uint32_t>(arg); }
+
+// Reads this core's work row into a reserved page of `cb` (the caller pushes it or keeps it) and
+// returns the page's L1 address.
+inline uint32_t read_work_row(uint32_t cb) {
+    cb_reserve_back(cb, 1);
+    const uint32_t page = get_write_ptr(cb);
+    const auto work = TensorAccessor(kWorkArgs, operand_base(kCommonWorkBase), kWorkRowBytes);
+    noc_async_read_page(work_slot(get_absolute_logical_x(), get_absolute_logical_y(), kGridX), work, page);
+    noc_async_read_barrier();
+    return page;
+}
 
 // Word `index` of the uint32 array at L1 address `addr` on this core. On a device a plain load
 // (the kernel idiom); the emulator never dereferences L1 addresses, so its build (TT_EMULATOR)
@@ -62,7 +80,7 @@ inline void l1_set_word(uint32_t addr, uint32_t index, uint32_t value) {
 // NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
 // split program hold the table).
 inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {
-    const uint32_t word = get_common_arg_val<uint32_t>(core);
+    const uint32_t word = get_common_arg_val<uint32_t>(kCommonCoreTable + core);
     return get_noc_addr(core_noc_x(word), core_noc_y(word), l1_addr);
 }
 

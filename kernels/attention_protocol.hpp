@@ -54,8 +54,9 @@
 // passes (maxima, then sums; see partial_pages) whose root, slice 0, normalises.
 // Live tiles and tail width are derived from kv_positions here and in protocol.py, never sent.
 // A COORD word with bit 31 set marks a DRAM-interleaved operand addressed through its
-// TensorAccessor: low 31 bits = first page (tile) id, BASE = buffer address. Otherwise COORD is a
-// NoC coordinate (y << 16) | x and BASE an L1 byte address.
+// TensorAccessor: low 31 bits = first page (tile) id; its BASE word is 0 in a work row, the buffer's
+// address being a common runtime arg (kCommon*Base below). Otherwise COORD is a NoC coordinate
+// (y << 16) | x and BASE an L1 byte address.
 #pragma once
 
 #include <cstdint>
@@ -109,6 +110,9 @@ enum Cb : uint32_t {
     kCbMaxGlobal = 21,  // split-K only, slices 1..: the request's max, copied from the parent
     kCbPositions = 22,  // the POSITIONS operand's one page (int32 per user): reader -> compute
     kCbPageTable = 23,  // paged caches: one chunk of a user's page-table row, the reader's own
+    kCbWork = 24,        // this core's work row (WORK operand): reader -> compute
+    kCbReaderWork = 25,  // the same row, the reader's own copy (reserved once, never pushed)
+    kCbWriterWork = 26,  // the same row, the writer's own copy
 };
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
@@ -456,28 +460,47 @@ constexpr Params decode_words(const uint32_t* w) {
     return p;
 }
 
-// Runtime-arg layout of every kernel: word 0 is the request count, word 1 the POSITIONS
-// operand's buffer address, word 2 the page table's (0 for a contiguous cache), then kWords
-// words per request.
-constexpr uint32_t kArgRequestCount = 0;
-constexpr uint32_t kArgPositionsBase = 1;
-constexpr uint32_t kArgPageTableBase = 2;
-constexpr uint32_t kArgHeader = 3;
-constexpr uint32_t request_arg_offset(uint32_t request) { return kArgHeader + request * kWords; }
-// Most requests a core can run: tt-metal guarantees 341 runtime args per kernel per core
-// (program_factory.MAX_RUNTIME_ARGS); the reader keeps one position per request.
-constexpr uint32_t kMaxRuntimeArgs = 341;
-constexpr uint32_t kMaxRequestsPerCore = (kMaxRuntimeArgs - kArgHeader) / kWords;
+// No kernel has per-core runtime args: tt-metal re-applies every per-core arg on each
+// program-cache hit (its host cost grows with cores x args), so a core's work lives in the WORK
+// operand, a DRAM-interleaved uint32 table written once per plan, and each core finds its row by
+// its logical coordinates (work_slot). A row: word 0 the request count, then kWords words per
+// request. The words hold no addresses (their BASE words are 0): every operand's buffer address is
+// a common runtime arg, the same for all cores, so the table outlives the tensors it describes.
+constexpr uint32_t kRowRequestCount = 0;
+constexpr uint32_t kRowHeader = 1;
+constexpr uint32_t request_row_offset(uint32_t request) { return kRowHeader + request * kWords; }
+// Most requests one core's row holds: the reader keeps one position per request in a fixed array
+// (program_factory.MAX_REQUESTS_PER_CORE).
+constexpr uint32_t kMaxRequestsPerCore = 21;
+// Words of a row holding `requests` requests, rounded up to 16 (64 bytes) so every row starts on
+// the DRAM alignment of both architectures (TensorAccessor steps pages by this size).
+constexpr uint32_t work_row_words(uint32_t requests) { return (request_row_offset(requests) + 15u) / 16u * 16u; }
+// The row of the core at logical (x, y) of a grid `grid_x` cores wide.
+constexpr uint32_t work_slot(uint32_t x, uint32_t y, uint32_t grid_x) { return y * grid_x + x; }
 // Requests the kernels run for request-count word `count`: never more than a core can hold, so
 // the reader's per-request array stays in bounds and all three kernels agree.
 constexpr uint32_t served_requests(uint32_t count) { return count < kMaxRequestsPerCore ? count : kMaxRequestsPerCore; }
 
-// Reads request `request` through `arg` (a callable uint32_t(uint32_t index), e.g. a lambda over
-// get_arg_val<uint32_t>), so the header needs no kernel API.
+// Common runtime args of the reader and the writer: the operands' buffer addresses, in
+// program_factory.OPERANDS order, then (split programs) the NoC coordinate table of the cores.
+enum CommonArg : uint32_t {
+    kCommonQBase = 0,
+    kCommonKBase = 1,
+    kCommonVBase = 2,
+    kCommonConstBase = 3,
+    kCommonOutBase = 4,
+    kCommonPositionsBase = 5,
+    kCommonPageTableBase = 6,  // 0 for a contiguous cache
+    kCommonWorkBase = 7,
+    kCommonCoreTable = 8,
+};
+
+// Reads request `request` of a work row through `arg` (a callable uint32_t(uint32_t index) over
+// the row's words, e.g. a lambda over l1_word), so the header needs no kernel API.
 template <typename ArgReader>
 Params read_request(ArgReader arg, uint32_t request) {
     uint32_t words[kWords];
-    const uint32_t offset = request_arg_offset(request);
+    const uint32_t offset = request_row_offset(request);
     for (uint32_t i = 0; i < kWords; ++i) {
         words[i] = arg(offset + i);
     }

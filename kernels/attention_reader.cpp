@@ -2,15 +2,16 @@
 // tile, fetches the constants each request needs, and streams the live K/V position tiles into the
 // double-buffered K and V circular buffers, one block at a time.
 //
-// Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS, PAGE_TABLE
+// Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS, PAGE_TABLE, WORK
 // (chained, in that order, same list for all three kernels); named = dim_tiles, block_tiles,
 // tile_bytes, q_width_tiles (tiles per row tile of Q and the output), inbox_slots,
-// positions_bytes, and the cache layout (cache_block_tiles, cache_block_pages, cache_blocks,
+// positions_bytes, work_row_bytes, grid_x, and the cache layout (cache_block_tiles, cache_block_pages, cache_blocks,
 // page_table_entries; attention_protocol.hpp "Paged KV cache").
-// Runtime args: request count, the POSITIONS buffer address, the page table's (0: contiguous),
-// then 16 parameter-block words per request (attention_protocol.hpp).
+// Runtime args: none per core. Common: the operands' buffer addresses (attention_protocol.hpp
+// CommonArg), then, for a split program, the NoC coordinate table of its cores.
 //
-// First, once: the POSITIONS operand's one page (an int32 per user) into POSITIONS, pushed for
+// First, once: this core's work row from the WORK operand (its request count and 16 parameter-block
+// words per request), kept in READER_WORK and copied into WORK for compute; the POSITIONS operand's one page (an int32 per user) into POSITIONS, pushed for
 // compute; the reader keeps each of its requests' kv_positions. Then per request it pushes: QSTAGE dim_tiles pages (the request's stage rows, attention_protocol.hpp
 // "Request kinds"); CONST 4 pages (scaler, scale and the masks it needs); then for each block of the
 // slice's window (its live tiles rounded up to whole double blocks), K and V
@@ -29,7 +30,6 @@
 // slot as it lands. Between the two passes, the request's max travels down the tree the way Q
 // does (kSemMaxReady / kSemMaxFetched).
 // Named compile-time arg inbox_slots: ceil(log2(largest split)), 0 when nothing is split.
-// Common runtime args (split programs): the NoC coordinate table of the program's cores.
 #include <cstdint>
 
 #include "api/dataflow/dataflow_api.h"
@@ -151,7 +151,7 @@ public:
         if (entry - first_ >= count_) {
             first_ = page_table_chunk_first(entry);
             count_ = page_table_chunk_entries(first_, kPageTableEntries);
-            const auto reader = TensorAccessor(kPageTableArgs, get_arg_val<uint32_t>(kArgPageTableBase),
+            const auto reader = TensorAccessor(kPageTableArgs, operand_base(kCommonPageTableBase),
                                                kPageTableEntries * sizeof(uint32_t));
             noc_async_read(reader.get_noc_addr(user_, first_ * sizeof(uint32_t)), page_, count_ * sizeof(uint32_t));
             noc_async_read_barrier();
@@ -300,15 +300,14 @@ void fetch_request_max(const Params& p, uint32_t split_items) {
 
 // Reads the POSITIONS page, derives kv_positions of each of this core's requests into
 // `kv_positions` (attention_protocol.hpp kv_positions_at), then hands the page to compute.
-void read_positions(uint32_t requests, uint32_t* kv_positions) {
+void read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions) {
     cb_reserve_back(kCbPositions, 1);
     const uint32_t page = get_write_ptr(kCbPositions);
-    const auto positions_reader =
-        TensorAccessor(kPositionsArgs, get_arg_val<uint32_t>(kArgPositionsBase), kPositionsBytes);
+    const auto positions_reader = TensorAccessor(kPositionsArgs, operand_base(kCommonPositionsBase), kPositionsBytes);
     noc_async_read_page(0, positions_reader, page);
     noc_async_read_barrier();
     for (uint32_t r = 0; r < requests; ++r) {
-        const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        const Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
         const int32_t position = static_cast<int32_t>(l1_word(page, p.user));
         kv_positions[r] = p.kv_positions_at(position);
         if (p.position_clamped(position)) {
@@ -331,24 +330,28 @@ void kernel_main() {
     const uint32_t const_base = get_write_ptr(kCbConst);
     uint32_t split_items = 0;  // split slices served so far: the *_READY semaphores count them
 
-    const uint32_t requests = served_requests(get_arg_val<uint32_t>(kArgRequestCount));
+    // This core's work row: the reader's own copy, and one for compute, handed over at once.
+    const uint32_t row = read_work_row(kCbReaderWork);
+    read_work_row(kCbWork);
+    cb_push_back(kCbWork, 1);
+    const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));
     uint32_t kv_positions[kMaxRequestsPerCore];
-    read_positions(requests, kv_positions);
+    read_positions(row, requests, kv_positions);
+    const auto q_reader = TensorAccessor(kQArgs, operand_base(kCommonQBase), kTileBytes);
+    const auto k_reader = TensorAccessor(kKArgs, operand_base(kCommonKBase), kKvTileBytes);
+    const auto v_reader = TensorAccessor(kVArgs, operand_base(kCommonVBase), kKvTileBytes);
+    const auto const_reader = TensorAccessor(kConstArgs, operand_base(kCommonConstBase), kTileBytes);
     uint32_t table_page = 0;
     if constexpr (kPaged) {
         cb_reserve_back(kCbPageTable, 1);
         table_page = get_write_ptr(kCbPageTable);
     }
     for (uint32_t r = 0; r < requests; ++r) {
-        Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
         if (!p.valid_layout(kDimTiles, kBlockTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
         p.kv_positions = kv_positions[r];
-        const auto q_reader = TensorAccessor(kQArgs, p.q.base, kTileBytes);
-        const auto k_reader = TensorAccessor(kKArgs, p.k.base, kKvTileBytes);
-        const auto v_reader = TensorAccessor(kVArgs, p.v.base, kKvTileBytes);
-        const auto const_reader = TensorAccessor(kConstArgs, p.constants.base, kTileBytes);
         split_items += p.split() ? 1 : 0;
 
         if (p.split()) {

@@ -1,10 +1,10 @@
 // Flash-decode attention, writer (data movement): scatters the group's normalised output rows from
 // the OUT circular buffer back into the output tensor, which has Q's activation layout.
 //
-// Compile-time args: as the reader (TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS; named
-// dim_tiles, block_tiles, tile_bytes, q_width_tiles). Runtime args: as the reader (request count,
-// POSITIONS address, then 16 words per request). It never reads positions: what it writes does not
-// depend on them (the stage rows, the split tree), so it checks only the request's layout.
+// Compile-time args: as the reader. Runtime args: none per core; common ones as the reader's (the
+// operands' addresses, the NoC table). It reads its own copy of the core's work row (WRITER_WORK)
+// from the WORK operand. It never reads positions: what it writes does not depend on them (the
+// stage rows, the split tree), so it checks only the request's layout.
 //
 // Other rows of the same output tile belong to other users or heads (other requests), so only the
 // request's stage rows are written: two 32-byte face-row writes per (stage row, dim tile), never a
@@ -78,9 +78,11 @@ void scatter_rows(const Params& p, const Accessor& out_writer) {
 void kernel_main() {
     uint32_t split_items = 0;  // split slices served so far: kSemInboxReady counts them
 
-    const uint32_t requests = served_requests(get_arg_val<uint32_t>(kArgRequestCount));
+    const uint32_t row = read_work_row(kCbWriterWork);  // this core's work row, the writer's own copy
+    const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));
+    const auto out_writer = TensorAccessor(kOutArgs, operand_base(kCommonOutBase), kTileBytes);
     for (uint32_t r = 0; r < requests; ++r) {
-        const Params p = read_request([](uint32_t i) { return get_arg_val<uint32_t>(i); }, r);
+        const Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
         if (!p.valid_layout(kDimTiles, kBlockTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
@@ -95,7 +97,7 @@ void kernel_main() {
             share_request_max(p);
         }
         cb_wait_front(kCbOut, kDimTiles);
-        scatter_rows(p, TensorAccessor(kOutArgs, p.out.base, kTileBytes));
+        scatter_rows(p, out_writer);
         cb_pop_front(kCbOut, kDimTiles);
     }
 }

@@ -5,20 +5,32 @@ import ttnn
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.paths import kernel_dir
-from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, Addresses, build_program, decode_requests, plan_decode
+from ttnn_flashdecode.op.program_factory import (
+    MAX_REQUESTS_PER_CORE, Addresses, build_program, decode_requests, plan_decode, set_addresses, work_table,
+)
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import Residency, cb_plan
 from ttnn_flashdecode.op.schedule import schedule
 
 DRAM_ACCESSOR = [2, 2048]  # TensorAccessorArgs of a DRAM-interleaved bf16 tile tensor (TT_FACTS §3)
-POSITIONS_ACCESSOR = [2, 12]  # any list: the factory copies the six operands' args in order
-ACCESSORS = [DRAM_ACCESSOR] * 5 + [POSITIONS_ACCESSOR] * 2  # no page table: POSITIONS stands in
-ADDRESSES = Addresses(q=0x1000, k=0x20000, v=0x40000, constants=0x60000, out=0x70000, positions=0x78000)
-HEADER = protocol.ARG_HEADER  # [request count, POSITIONS address, page table address] before the blocks
+POSITIONS_ACCESSOR = [2, 12]  # any list: the factory copies the operands' args in order
+ACCESSORS = [DRAM_ACCESSOR] * 5 + [POSITIONS_ACCESSOR] * 3  # no page table, and WORK: POSITIONS stands in
+ADDRESSES = Addresses(q=0x1000, k=0x20000, v=0x40000, constants=0x60000, out=0x70000, positions=0x78000, work=0x7c000)
+HEADER = protocol.ROW_HEADER  # [request count] before a work row's blocks
 
 
 def _build(plan, addresses=ADDRESSES):
-    return build_program(plan, decode_requests(plan, addresses), addresses.positions)
+    program = build_program(plan)
+    set_addresses(program, plan, addresses)
+    return program
+
+
+def _row(plan, core):
+    """The work row core ``core`` reads (its slot: its index in the plan's cores)."""
+    table = work_table(plan)
+    slot = protocol.work_slot(*core, plan.grid[0])
+    assert slot == plan.cores.index(core)
+    return [int(w) for w in table[slot]]
 
 
 def _noc_xy(x, y):
@@ -33,13 +45,11 @@ def _plan(batch=2, n_q=16, n_kv=2, head_dim=128, capacity=8192, block=16, grid=(
     plan_schedule = schedule(kv, grid[0] * grid[1], max_split=max(max_split, 1), split=split,
                              max_slices_per_core=21 if max_split == 1 else 17)
     largest = max(plan_schedule.split_count(r) for r in range(len(kv)))
-    residency = Residency(shape.q_rows, shape.dim_tiles, block, max_split=largest, batch=batch)
+    busiest = max(len(slices) for slices in plan_schedule.cores)
+    residency = Residency(shape.q_rows, shape.dim_tiles, block, max_split=largest, batch=batch,
+                          work_requests=min(busiest, MAX_REQUESTS_PER_CORE))
     return plan_decode(shape, residency, grid=grid, arch="wormhole_b0", compute=compute, accessor_args=ACCESSORS,
                        schedule=plan_schedule, noc_xy=_noc_xy)
-
-
-def _runtime_args(kernel, core):
-    return list(kernel.runtime_args[core[0]][core[1]])
 
 
 def test_descriptor_has_the_residency_cbs():
@@ -49,7 +59,7 @@ def test_descriptor_has_the_residency_cbs():
     got = {(cb.format_descriptors[0].buffer_index, cb.format_descriptors[0].page_size, cb.total_size,
             cb.format_descriptors[0].data_format_as_uint8) for cb in program.cbs}
     want = {(spec.index, spec.page_bytes, spec.total_bytes, spec.data_format) for spec in cb_plan(plan.residency)}
-    assert got == want and len(program.cbs) == 17  # the seed's 16 and POSITIONS
+    assert got == want and len(program.cbs) == 20  # the seed's 16, POSITIONS and the three WORK copies
     positions = next(cb for cb in program.cbs if cb.format_descriptors[0].buffer_index == protocol.CB.POSITIONS)
     assert positions.total_size == positions.format_descriptors[0].page_size == 32  # 2 users' int32, aligned
     assert positions.format_descriptors[0].data_format_as_uint8 == 8  # tt::DataFormat::Int32
@@ -61,12 +71,12 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
     sources = [k.kernel_source for k in program.kernels]
     assert sources == [str(kernel_dir() / n) for n in ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")]
     for kernel in program.kernels:
-        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 2
+        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 3
         assert dict(kernel.named_compile_time_args) == {
             "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0,
             "inbox_slots": 0, "q_width_tiles": 16 * 4, "positions_bytes": 2 * 4,
             "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
-            "page_table_entries": 0}
+            "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
@@ -93,33 +103,40 @@ def test_every_core_decodes_to_its_request():
     plan = _plan(batch=3, n_q=32, n_kv=8, head_dim=128, positions=positions)
     program = _build(plan)
     assert len(plan.cores) == 24 and sorted(s.request for (s,) in plan.schedule.cores) == list(range(24))
+    for kernel in program.kernels:  # no per-core runtime args: tt-metal re-applies those on every cache hit
+        assert len(kernel.runtime_args) == 0
     for core, (item,) in zip(plan.cores, plan.schedule.cores):
         user, group = divmod(item.request, 8)
-        for kernel in program.kernels:
-            args = _runtime_args(kernel, core)
-            assert args[:HEADER] == [1, ADDRESSES.positions, 0] and len(args) == HEADER + protocol.WORDS
-            request = protocol.decode(args[HEADER:])
-            assert request.user == user  # its POSITIONS entry; the position itself is not a runtime arg
-            assert request.q_rows == 4 and request.query_row == user and request.dim_tiles == 4
-            assert request.k.first_page == (user * 8 + group) * 256 * 4 and request.k.base == ADDRESSES.k
-            assert request.v.first_page == request.k.first_page and request.v.base == ADDRESSES.v
-            assert request.q.first_page == group * 4 * 4 == request.out.first_page  # row tile 0
-            assert request.constants == protocol.Operand.interleaved(ADDRESSES.constants)
+        args = _row(plan, core)
+        assert args[:HEADER] == [1] and len(args) == protocol.work_row_words(1) == 32
+        assert args[HEADER + protocol.WORDS:] == [0] * (32 - HEADER - protocol.WORDS)  # padding to 64 bytes
+        request = protocol.decode(args[HEADER:HEADER + protocol.WORDS])
+        assert request.user == user  # its POSITIONS entry; the position itself is not in the row
+        assert request.q_rows == 4 and request.query_row == user and request.dim_tiles == 4
+        assert request.k.first_page == (user * 8 + group) * 256 * 4 and request.k.base == 0  # addresses: common args
+        assert request.v.first_page == request.k.first_page and request.v.base == 0
+        assert request.q.first_page == group * 4 * 4 == request.out.first_page  # row tile 0
+        assert request.constants == protocol.Operand.interleaved(0)
+    for role in (0, 2):  # reader and writer: the operands' addresses in OPERANDS order
+        assert list(program.kernels[role].common_runtime_args) == [
+            ADDRESSES.q, ADDRESSES.k, ADDRESSES.v, ADDRESSES.constants, ADDRESSES.out, ADDRESSES.positions, 0, ADDRESSES.work]
+    assert list(program.kernels[1].common_runtime_args) == []
 
 
 def test_more_requests_than_cores_share_cores_in_sequence():
     plan = _plan(batch=32, n_q=32, n_kv=8, positions=list(range(32)))  # 256 requests on 64 cores
     assert len(plan.cores) == 64 and set(plan.requests_per_core) == {4}
     program = _build(plan)
+    assert plan.residency.work_requests == 4 and plan.residency.work_row_bytes == 4 * 80  # 1 + 64 words, to 80
     for core, slices in zip(plan.cores, plan.schedule.cores):
-        args = _runtime_args(program.kernels[0], core)
-        assert args[0] == 4 and len(args) == HEADER + 4 * protocol.WORDS
+        args = _row(plan, core)
+        assert args[0] == 4 and len(args) == protocol.work_row_words(4) == 80
         decoded = [protocol.decode(args[HEADER + i * 16: HEADER + 16 + i * 16]) for i in range(4)]
         want = [divmod(item.request, 8) for item in slices]  # (user, group) of each scheduled request
         assert [(r.query_row, r.k.first_page // (256 * 4) % 8) for r in decoded] == want
 
 
-def test_requests_past_runtime_arg_capacity_are_refused():
+def test_requests_past_a_work_rows_capacity_are_refused():
     with pytest.raises(ValueError, match="requests"):
         _plan(batch=32, n_q=32, n_kv=8, grid=(1, 2))  # 256 > 2 * 21
     assert MAX_REQUESTS_PER_CORE == 21
@@ -128,15 +145,16 @@ def test_requests_past_runtime_arg_capacity_are_refused():
 def test_split_program_has_semaphores_noc_table_and_split_words():
     plan = _plan(batch=1, n_q=16, n_kv=2, positions=[8191], split=3, max_split=3)
     program = _build(plan)
-    assert len(program.cbs) == 22 and sorted(s.id for s in program.semaphores) == [0, 1, 2, 3, 4, 5, 6]  # 2 arrival slots
+    assert len(program.cbs) == 25 and sorted(s.id for s in program.semaphores) == [0, 1, 2, 3, 4, 5, 6]  # 2 arrival slots
     assert dict(program.kernels[0].named_compile_time_args)["inbox_slots"] == 2  # ceil(log2(3))
     assert plan.noc_table == tuple(((y + 16) << 16) | (x + 1) for x, y in plan.cores)
     for kernel in program.kernels:
-        want = [] if kernel is program.kernels[1] else list(plan.noc_table)
+        want = [] if kernel is program.kernels[1] else ADDRESSES.common_args() + list(plan.noc_table)
         assert list(kernel.common_runtime_args) == want
+    assert protocol.CommonArg.CORE_TABLE == len(ADDRESSES.common_args())
     splits = []
     for core in plan.cores:
-        request = protocol.decode(_runtime_args(program.kernels[0], core)[HEADER:])
+        request = protocol.decode(_row(plan, core)[HEADER:HEADER + protocol.WORDS])
         splits.append((request.split_index, request.split_count, request.split_first_core, request.k.first_page))
     # group 0's slices on cores 0..2 (reducer core 0), group 1's on cores 3..5 (reducer core 3)
     assert splits == [(0, 3, 0, 0), (1, 3, 0, 0), (2, 3, 0, 0),
@@ -154,7 +172,7 @@ def test_residency_must_hold_the_largest_split():
 def test_program_hash_ignores_positions_and_addresses_but_not_structure():
     plan = _plan()
     one = _build(plan)
-    two = _build(plan, Addresses(1, 2, 3, 4, 5, 6))
+    two = _build(plan, Addresses(1, 2, 3, 4, 5, 6, 0, 7))
     assert one.custom_program_hash == two.custom_program_hash == plan.program_hash
     assert _plan(block=8).program_hash != plan.program_hash
     assert _plan(batch=3).program_hash != plan.program_hash
@@ -181,7 +199,7 @@ def test_chunk_requests_are_one_per_sequence_and_q_head():
     one request per (sequence, Q head), K/V of the head's group, kv_positions = start + C."""
     starts = [0, 45, 100]
     plan = _kind_plan("chunk", 7, positions=starts)
-    requests = decode_requests(plan, ADDRESSES)
+    requests = decode_requests(plan)
     assert len(requests) == 3 * 12 == plan.shape.requests
     width = 12 * 2  # Q tile columns: 12 heads x 2 dim tiles
     for index, request in enumerate(requests):
@@ -190,10 +208,10 @@ def test_chunk_requests_are_one_per_sequence_and_q_head():
         assert (request.heads, request.rows_per_head, request.stage_rows) == (1, 7, 7)
         assert request.kv_positions == plan.shape.capacity  # planned at full capacity; positions come on device
         assert divmod(user * 7, 32) == (request.q.first_page // width, request.query_row)
-        assert request.q.first_page % width == head * 2 and request.out == protocol.Operand.interleaved(ADDRESSES.out, request.q.first_page)
+        assert request.q.first_page % width == head * 2 and request.out == protocol.Operand.interleaved(0, request.q.first_page)
         assert request.k.first_page == (user * 4 + head // 3) * 32 * 2
         protocol.encode(request, plan.residency)
-    program = build_program(plan, requests, ADDRESSES.positions)
+    program = _build(plan)
     assert dict(program.kernels[0].named_compile_time_args)["q_width_tiles"] == width
 
 
@@ -201,7 +219,7 @@ def test_rows_requests_are_one_per_user_and_kv_group():
     """ROWS: user b's P = 10 rows are Q rows 10b.. (user 3's straddle row tiles 0 and 1)."""
     cur_pos = [9, 40, 500, 1023]
     plan = _kind_plan("rows", 10, batch=4, n_q=6, n_kv=2, positions=cur_pos)
-    requests = decode_requests(plan, ADDRESSES)
+    requests = decode_requests(plan)
     assert len(requests) == 4 * 2
     for index, request in enumerate(requests):
         user, group = divmod(index, 2)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ttnn_flashdecode.op import constants, protocol, tiles
 from ttnn_flashdecode.op import kv_walk
 from ttnn_flashdecode.op.paths import kernel_dir
-from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, MAX_RUNTIME_ARGS
+from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, MAX_RUNTIME_ARGS, OPERANDS
 from ttnn_flashdecode.op.residency import Residency
 
 HERE = pathlib.Path(__file__).parent
@@ -165,19 +165,20 @@ def test_header_constants_match_python(decoder):
                 "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut",
                 "PARTIALS": "kCbPartials", "OUTBOX": "kCbOutbox", "MAX_INBOX": "kCbMaxInbox", "MAX_OUT": "kCbMaxOut",
                 "MAX_GLOBAL": "kCbMaxGlobal", "POSITIONS": "kCbPositions",
-                "PAGE_TABLE": "kCbPageTable"}
+                "PAGE_TABLE": "kCbPageTable", "WORK": "kCbWork", "READER_WORK": "kCbReaderWork",
+                "WRITER_WORK": "kCbWriterWork"}
     assert set(cb_names) == {cb.name for cb in protocol.CB}
     for cb in protocol.CB:
         assert header[cb_names[cb.name]] == cb.value, cb
     assert header["kWords"] == protocol.WORDS
-    assert header["kArgRequestCount"] == protocol.ARG_REQUEST_COUNT
-    assert header["kArgPositionsBase"] == protocol.ARG_POSITIONS_BASE
-    assert header["kArgPageTableBase"] == protocol.ARG_PAGE_TABLE_BASE
+    assert header["kRowRequestCount"] == protocol.ROW_REQUEST_COUNT
+    assert header["kRowHeader"] == protocol.ROW_HEADER
     assert header["kPageTableChunkEntries"] == kv_walk.PAGE_TABLE_CHUNK_ENTRIES
-    assert header["kArgHeader"] == protocol.ARG_HEADER
-    assert header["kMaxRuntimeArgs"] == MAX_RUNTIME_ARGS
-    assert re.search(r"kMaxRequestsPerCore = \(kMaxRuntimeArgs - kArgHeader\) / kWords;", text)
-    assert (MAX_RUNTIME_ARGS - protocol.ARG_HEADER) // protocol.WORDS == MAX_REQUESTS_PER_CORE
+    assert header["kMaxRequestsPerCore"] == MAX_REQUESTS_PER_CORE == protocol.MAX_REQUESTS_PER_CORE
+    for arg in protocol.CommonArg:  # the common runtime args: addresses in OPERANDS order, then the NoC table
+        assert header["kCommon" + "".join(part.capitalize() for part in arg.name.split("_"))] == arg.value, arg
+    assert [a.name for a in protocol.CommonArg][:len(OPERANDS)] == [f"{o.upper()}_BASE".replace("CONSTANTS", "CONST") for o in OPERANDS]
+    assert protocol.CommonArg.CORE_TABLE + 64 <= MAX_RUNTIME_ARGS
     for sem in protocol.Semaphore:
         assert header["kSem" + "".join(part.capitalize() for part in sem.name.split("_"))] == sem.value, sem
     assert header["kFlagChunk"] == protocol.Flag.CHUNK and header["kFlagRows"] == protocol.Flag.ROWS
@@ -292,9 +293,11 @@ FREE_FUNCTIONS = {
                                 for row in range(32) for half in range(2)],
     "mask_row_tile": lambda: [(("mask_row_tile", w), kv_walk.mask_row_source(w)[0]) for w in range(33)],
     "mask_row_row": lambda: [(("mask_row_row", w), kv_walk.mask_row_source(w)[1]) for w in range(33)],
-    # Word 0 of a core's runtime args is the request count; request r's block follows.
-    "request_arg_offset": lambda: [(("request_arg_offset", r), protocol.ARG_HEADER + r * protocol.WORDS)
-                                   for r in range(64)],
+    # Word 0 of a core's work row is the request count; request r's block follows.
+    "request_row_offset": lambda: [(("request_row_offset", r), protocol.request_row_offset(r)) for r in range(64)],
+    "work_row_words": lambda: [(("work_row_words", r), protocol.work_row_words(r)) for r in range(0, 22)],
+    "work_slot": lambda: [(("work_slot", x, y, gx), protocol.work_slot(x, y, gx))
+                          for gx in (1, 8, 13) for y in range(10) for x in range(gx)],
     # The request-count word as the kernels honour it: never more blocks than a core's args hold.
     "served_requests": lambda: [(("served_requests", c), min(c, MAX_REQUESTS_PER_CORE))
                                 for c in [*range(0, 40), 2**31, 2**32 - 1]],

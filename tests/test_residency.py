@@ -19,7 +19,18 @@ def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
                   protocol.CB.MAX_GLOBAL}
     paged_only = {protocol.CB.PAGE_TABLE}
     assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only | paged_only)
-    assert len({cb.index for cb in plan}) == 17  # the seed's 16 and POSITIONS
+    assert len({cb.index for cb in plan}) == 20  # the seed's 16, POSITIONS and the three copies of the work row
+
+
+@pytest.mark.parametrize("requests, row_bytes", [(1, 128), (3, 256), (4, 320), (21, 1408)])
+def test_work_cbs_hold_one_work_row(requests, row_bytes):
+    """WORK (reader -> compute), READER_WORK and WRITER_WORK: one page each, one row of the WORK
+    operand: the request count and 16 words per request, padded to 64 bytes."""
+    residency = Residency(8, 4, 16, work_requests=requests)
+    work = [cb for cb in cb_plan(residency) if cb.name in ("WORK", "READER_WORK", "WRITER_WORK")]
+    assert [(cb.pages, cb.page_bytes, cb.data_format) for cb in work] == [(1, row_bytes, 8)] * 3
+    with pytest.raises(ValueError, match="work_requests"):
+        cb_plan(Residency(8, 4, 16, work_requests=22))
 
 
 def test_paged_cache_adds_one_page_table_chunk():
@@ -46,13 +57,16 @@ def test_plan_page_counts():
     assert pages["Q"] == 1
     assert all(pages[name] == 4 for name in ["O", "PV", "QSTAGE", "QS", "OUT"])
     assert pages["POSITIONS"] == 1
-    assert all(cb.page_bytes == 2048 and cb.data_format == 5 for cb in cb_plan(SEED) if cb.name != "POSITIONS")
+    assert all(pages[name] == 1 for name in ["WORK", "READER_WORK", "WRITER_WORK"])
+    int32 = {"POSITIONS", "WORK", "READER_WORK", "WRITER_WORK"}
+    assert all(cb.page_bytes == 2048 and cb.data_format == 5 for cb in cb_plan(SEED) if cb.name not in int32)
 
 
 def test_l1_bytes_is_the_sum_of_the_cbs_and_flat_in_context():
     assert l1_bytes(SEED) == sum(cb.total_bytes for cb in cb_plan(SEED))
     # the context length is not an input: a residency serves any kv_positions
-    assert l1_bytes(SEED) == (2 * 2 * 16 * 4 + 2 * 16 + 1 + 4 + 5 + 5 * 4) * 2048 + 32  # + the POSITIONS page
+    # + the POSITIONS page and three 128-byte work rows
+    assert l1_bytes(SEED) == (2 * 2 * 16 * 4 + 2 * 16 + 1 + 4 + 5 + 5 * 4) * 2048 + 32 + 3 * 128
 
 
 @pytest.mark.parametrize("arch", ARCHES)
@@ -96,7 +110,7 @@ def test_split_programs_add_an_inbox_slot_per_tree_level_and_an_outbox():
     assert plan["PARTIALS"] == 3 * (4 + 1)  # ceil(log2(7)) levels of (O, L)
     assert plan["OUTBOX"] == 4 + 1
     assert plan["MAX_INBOX"] == 3 and plan["MAX_OUT"] == plan["MAX_GLOBAL"] == 1
-    assert len(plan) == 22  # with POSITIONS
+    assert len(plan) == 25  # with POSITIONS and the three work-row copies
     assert l1_bytes(Residency(8, 4, 16, max_split=7)) == l1_bytes(SEED) + (4 * 5 + 3 + 1 + 1) * 2048
 
 

@@ -18,7 +18,7 @@ int main() {
         if (std::scanf("%d", &position) != 1) {
             return 1;
         }
-        Params p = read_request([&](uint32_t index) { return words[index - request_arg_offset(0)]; }, 0);
+        Params p = read_request([&](uint32_t index) { return words[index - request_row_offset(0)]; }, 0);
         const bool layout = p.valid_layout(p.dim_tiles, p.block_tiles);
         p.kv_positions = p.kv_positions_at(position);
         std::printf("u%u l%u c%u ", p.user, layout ? 1u : 0u, p.position_clamped(position) ? 1u : 0u);

@@ -67,7 +67,9 @@ int main() {
         FREE2(face_row_offset)
         FREE1(mask_row_tile)
         FREE1(mask_row_row)
-        FREE1(request_arg_offset)
+        FREE1(request_row_offset)
+        FREE1(work_row_words)
+        FREE3(work_slot)
         FREE1(served_requests)
         FREE2(page_table_entry)
         FREE1(kv_datum_bits)
@@ -131,7 +133,7 @@ int main() {
             std::printf("%u\n", fields[field < 11 ? field : 0]);
             continue;
         }
-        // read_request: request `r` of a runtime-arg array of r + 1 requests (word 0 the count,
+        // read_request: request `r` of a work row of r + 1 requests (word 0 the count,
         // every block but the last zero), read through an arg callable; prints its user (word 2).
         if (std::strcmp(name, "read_request") == 0) {
             const Params p = next_params();
@@ -139,11 +141,11 @@ int main() {
             const uint32_t words[kWords] = {p.q_rows | p.query_row << 8 | p.flags << 16 | p.positions << 24,
                                             p.dim_tiles, p.user};
             auto arg = [&](uint32_t index) -> uint32_t {
-                if (index == kArgRequestCount) {
+                if (index == kRowRequestCount) {
                     return r + 1;
                 }
-                const uint32_t block = (index - kArgHeader) / kWords;
-                return block == r ? words[(index - kArgHeader) % kWords] : 0u;
+                const uint32_t block = (index - kRowHeader) / kWords;
+                return block == r ? words[(index - kRowHeader) % kWords] : 0u;
             };
             std::printf("%u\n", read_request(arg, r).user);
             continue;

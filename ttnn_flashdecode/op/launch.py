@@ -13,7 +13,7 @@ import ttnn
 
 from ttnn_flashdecode.op import constants, protocol, tiles
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, program_for
-from ttnn_flashdecode.op.program_factory import Addresses, operand_accessor_args
+from ttnn_flashdecode.op.program_factory import Addresses, Plan, operand_accessor_args, set_addresses, work_table
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import device_cb_budget_bytes
 from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1
@@ -123,8 +123,15 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
                             emu.worker_core_from_logical_core)
         check_windows(plan)
-        program = program_for(plan, Addresses(*(b.address for b in operands)))
-        report = emu.run(program)
+        table = work_table(plan)
+        buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
+        emu.write_pages(buffers[-1], table)
+        addresses = [b.address for b in operands]
+        page_table = addresses[6] if shape.paged else 0
+        program = program_for(plan)
+        with _launch_lock:
+            set_addresses(program, plan, Addresses(*addresses[:6], page_table=page_table, work=buffers[-1].address))
+            report = emu.run(program)
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
     finally:
         for buffer in buffers:
@@ -168,13 +175,19 @@ def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: C
     plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                         _device_noc_xy(device), device_cb_budget_bytes(device))
     check_windows(plan)
-    program = program_for(plan, Addresses(*(t.buffer_address() for t in operands)))
+    table = _device_work_table(device, plan)
+    operands += (table,)
+    program = program_for(plan)
+    page_table = inputs.page_table_tensor.buffer_address() if shape.paged else 0
+    addresses = Addresses(*(t.buffer_address() for t in operands[:6]), page_table=page_table, work=table.buffer_address())
     # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
     # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
     ttnn.tracy_message(f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                        f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
-    # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
-    return ttnn.generic_op([q, k, v, operands[3], *operands[5:], out], program)
+    with _launch_lock:
+        set_addresses(program, plan, addresses)
+        # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
+        return ttnn.generic_op([q, k, v, operands[3], *operands[5:], out], program)
 
 
 @functools.lru_cache(maxsize=8)
@@ -189,6 +202,22 @@ def _device_noc_xy(device):
 
 
 _device_constants_cache: dict = {}
+_device_work_tables: dict = {}
+_launch_lock = threading.Lock()
+"""Held from writing a call's addresses into its plan's shared descriptor until the launch has
+read them (``set_addresses``)."""
+
+
+def _device_work_table(device, plan: Plan):
+    """The plan's WORK operand on ``device`` (:func:`~ttnn_flashdecode.op.program_factory.work_table`,
+    uint32 ROW_MAJOR, DRAM interleaved: one page per core), uploaded once per (device id, plan) and
+    kept for the process's life (a few KiB; a plan's rows never change, whatever the tensors)."""
+    key = (device.id(), plan)
+    if key not in _device_work_tables:
+        _device_work_tables[key] = ttnn.Tensor(work_table(plan), ttnn.uint32, device=device,
+                                               layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    return _device_work_tables[key]
+
 
 
 def _device_constants(device, head_dim: int, scale: float | None):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op import kv_walk
-from ttnn_flashdecode.op.program_factory import Addresses, Plan, build_program, decode_requests, max_requests_per_core, plan_decode
+from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, Plan, build_program, plan_decode
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import Residency, cb_budget_bytes, l1_bytes, max_block_tiles
 from ttnn_flashdecode.op.schedule import schedule
@@ -131,7 +131,7 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
     if split is not None and split > max_split:
         raise ValueError(f"split: expected <= {max_split} (grid cores, and L1 for the reducer's inbox on {arch}), got {split}")
     kv_positions = shape.planned_kv_positions
-    per_core = max_requests_per_core(grid_cores if max_split > 1 else 0)
+    per_core = MAX_REQUESTS_PER_CORE
     if len(kv_positions) > grid_cores * per_core:
         heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
         raise ValueError(
@@ -152,17 +152,18 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         else:
             blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
-                          batch=shape.batch, **shape.cache_fields)
+                          batch=shape.batch, work_requests=max(len(slices) for slices in plan_schedule.cores),
+                          **shape.cache_fields)
     return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
                        schedule=plan_schedule, noc_xy=noc_xy, l1_budget_bytes=l1_budget)
 
 
 @functools.lru_cache(maxsize=64)
-def program_for(plan: Plan, addresses: Addresses):
-    """The ``ttnn.ProgramDescriptor`` of ``plan`` for these operand addresses, built once and
-    reused (a decode loop's addresses repeat; its positions live in the POSITIONS operand).
-
-    Raises:
-        ValueError: as :func:`~ttnn_flashdecode.op.program_factory.build_program`.
+def program_for(plan: Plan):
+    """The ``ttnn.ProgramDescriptor`` of ``plan``, built once and reused for every call of the plan
+    (its per-call half, the operands' addresses, is written by
+    :func:`~ttnn_flashdecode.op.program_factory.set_addresses`; positions live in the POSITIONS
+    operand, the work in the WORK table). Not thread-safe across calls that share a plan: the
+    launch holds :data:`ttnn_flashdecode.op.launch` 's lock from addresses to ``generic_op``.
     """
-    return build_program(plan, decode_requests(plan, addresses), addresses.positions, addresses.page_table)
+    return build_program(plan)

@@ -33,6 +33,7 @@ import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import protocol
@@ -51,8 +52,8 @@ __all__ = [
     "Addresses",
     "plan_decode",
     "operand_accessor_args",
-    "runtime_args",
-    "max_requests_per_core",
+    "work_table",
+    "set_addresses",
     "decode_requests",
     "build_program",
     "KERNEL_FILES",
@@ -61,32 +62,39 @@ __all__ = [
 MAX_RUNTIME_ARGS = 341
 """uint32 runtime args per kernel per core that tt-metal guarantees (TT_FACTS §3)."""
 
-MAX_REQUESTS_PER_CORE = (MAX_RUNTIME_ARGS - protocol.ARG_HEADER) // protocol.WORDS
+MAX_REQUESTS_PER_CORE = protocol.MAX_REQUESTS_PER_CORE
+"""Most requests one core runs (its work row's bound; ``kMaxRequestsPerCore``)."""
 
 KERNEL_FILES = {"reader": "attention_reader.cpp", "compute": "attention_compute.cpp", "writer": "attention_writer.cpp"}
 """Kernel sources under :func:`ttnn_flashdecode.op.paths.kernel_dir`; names appear in profiler reports."""
 
-OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table")
+OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table", "work")
 """Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args
-(``attention_dataflow.hpp``). ``positions``: one int32 per user, a ROW_MAJOR DRAM-interleaved
-buffer of one page (ttnn's ``cur_pos_tensor``). ``page_table``: a paged cache's int32 page table
-``[batch, entries]``, ROW_MAJOR, one page per user; a contiguous cache has none, and the
-POSITIONS operand's args stand in (never used)."""
+(``attention_dataflow.hpp``), and of their addresses in the common runtime args
+(:class:`~ttnn_flashdecode.op.protocol.CommonArg`). ``positions``: one int32 per user, a ROW_MAJOR
+DRAM-interleaved buffer of one page (ttnn's ``cur_pos_tensor``). ``page_table``: a paged cache's
+int32 page table ``[batch, entries]``, ROW_MAJOR, one page per user; a contiguous cache has none,
+and the POSITIONS operand's args stand in (never used). ``work``: the plan's work table
+(:func:`work_table`), a ROW_MAJOR DRAM-interleaved uint32 buffer like POSITIONS, whose
+TensorAccessorArgs are therefore POSITIONS' (the table is written after the plan it belongs to)."""
 
 
 def operand_accessor_args(per_operand: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
-    """The TensorAccessorArgs lists of :data:`OPERANDS`, from those of the operands a call has
-    (Q .. POSITIONS, and PAGE_TABLE when paged): a contiguous cache's missing PAGE_TABLE takes
-    POSITIONS' args, which the kernels never use for it.
+    """The TensorAccessorArgs lists of :data:`OPERANDS`, from those of the operands a call brings
+    (Q .. POSITIONS, and PAGE_TABLE when paged): a contiguous cache's missing PAGE_TABLE and the
+    WORK table take POSITIONS' args (the kernels never use the former; the latter is a buffer of
+    the same kind).
 
     Raises:
         ValueError: not 6 or 7 lists.
     """
-    if len(per_operand) not in (len(OPERANDS) - 1, len(OPERANDS)):
-        raise ValueError(f"accessor args: expected {len(OPERANDS) - 1} or {len(OPERANDS)} lists ({', '.join(OPERANDS)}), "
+    brought = len(OPERANDS) - 1
+    if len(per_operand) not in (brought - 1, brought):
+        raise ValueError(f"accessor args: expected {brought - 1} or {brought} lists ({', '.join(OPERANDS[:brought])}), "
                          f"got {len(per_operand)}")
     lists = tuple(tuple(int(a) for a in args) for args in per_operand)
-    return lists + lists[-1:] * (len(OPERANDS) - len(lists))
+    positions = lists[OPERANDS.index("positions")]
+    return lists + (positions,) * (len(OPERANDS) - len(lists))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +113,8 @@ class Plan:
         program_hash: ``custom_program_hash``: structure only (shapes, residency, cores,
             schedule, compute options, accessor args), so new positions within the same schedule
             or new buffer addresses never recompile.
+        grid: the compute grid ``(x, y)``; core ``cores[i]`` reads row ``i`` of the work table
+            (``work_slot``).
     """
 
     shape: DecodeShape
@@ -115,6 +125,7 @@ class Plan:
     compute: ComputeOptions
     accessor_args: tuple[int, ...]
     program_hash: int
+    grid: tuple[int, int] = (8, 8)
 
     def __hash__(self) -> int:
         # The structure hash, computed once: a decode loop looks its descriptor up by (plan,
@@ -139,7 +150,8 @@ class Plan:
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
                 ("exp_approx", int(self.compute.math_approx_mode)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
-                ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes), *self.cache_layout_args]
+                ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
+                ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid[0]), *self.cache_layout_args]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -149,11 +161,6 @@ class Plan:
         block_pages = shape.n_kv_heads * shape.cache_block_tiles * shape.dim_tiles
         return [("cache_block_tiles", shape.cache_block_tiles), ("cache_block_pages", block_pages),
                 ("cache_blocks", shape.cache_blocks), ("page_table_entries", shape.page_table_entries)]
-
-
-def max_requests_per_core(table_words: int) -> int:
-    """Parameter blocks a core may run when ``table_words`` common runtime args are in use."""
-    return (MAX_RUNTIME_ARGS - protocol.ARG_HEADER - table_words) // protocol.WORDS
 
 
 def plan_decode(
@@ -214,25 +221,27 @@ def plan_decode(
         raise ValueError(f"residency: expected max_split >= {largest_split} (the schedule's largest split), got {residency.max_split}")
     cores = tuple((i % grid[0], i // grid[0]) for i in range(schedule.used_cores))
     noc_table = tuple((ny << 16) | nx for nx, ny in (noc_xy(x, y) for x, y in cores)) if largest_split > 1 else ()
-    limit = max_requests_per_core(len(noc_table))
     busiest = max(len(slices) for slices in schedule.cores)
-    if busiest > limit:
+    if busiest > MAX_REQUESTS_PER_CORE or busiest > residency.work_requests:
         raise ValueError(
-            f"requests: expected at most {limit} per core ({MAX_RUNTIME_ARGS} runtime args, {len(noc_table)} "
-            f"common), got {busiest} on one core ({shape.requests} requests on {schedule.used_cores} cores)"
+            f"requests: expected at most {min(MAX_REQUESTS_PER_CORE, residency.work_requests)} per core (the work row "
+            f"the residency holds), got {busiest} on one core ({shape.requests} requests on {schedule.used_cores} cores)"
         )
+    if protocol.CommonArg.CORE_TABLE + len(noc_table) > MAX_RUNTIME_ARGS:
+        raise ValueError(f"cores: expected at most {MAX_RUNTIME_ARGS - protocol.CommonArg.CORE_TABLE} in a split program "
+                         f"(common runtime args), got {len(noc_table)}")
     flat_args = tuple(int(a) for args in accessor_args for a in args)
     # The kernel folder is part of the structure: ttnn's program cache keys on this hash alone.
     kernels = (str(kernel_dir()), sorted(KERNEL_FILES.items()))
-    structure = repr((shape, residency, cores, schedule.cores, noc_table, compute, flat_args, kernels))
+    structure = repr((shape, residency, tuple(grid), cores, schedule.cores, noc_table, compute, flat_args, kernels))
     program_hash = int.from_bytes(hashlib.blake2b(structure.encode(), digest_size=8).digest(), "little")
-    return Plan(shape, residency, cores, schedule, noc_table, compute, flat_args, program_hash)
+    return Plan(shape, residency, cores, schedule, noc_table, compute, flat_args, program_hash, tuple(grid))
 
 
 @dataclasses.dataclass(frozen=True)
 class Addresses:
-    """Buffer addresses (bytes) of the DRAM-interleaved operands of one call (:data:`OPERANDS`);
-    ``page_table`` is 0 for a contiguous cache."""
+    """Buffer addresses (bytes) of the DRAM-interleaved operands of one call (:data:`OPERANDS`,
+    whose order is the common runtime args'); ``page_table`` is 0 for a contiguous cache."""
 
     q: int
     k: int
@@ -241,9 +250,22 @@ class Addresses:
     out: int
     positions: int
     page_table: int = 0
+    work: int = 0
+
+    def common_args(self) -> list[int]:
+        """The words :class:`~ttnn_flashdecode.op.protocol.CommonArg` ``Q_BASE .. WORK_BASE``.
+
+        Raises:
+            ValueError: an address does not fit 32 bits.
+        """
+        words = [self.q, self.k, self.v, self.constants, self.out, self.positions, self.page_table, self.work]
+        for name, address in zip(OPERANDS, words):
+            if not 0 <= address <= 0xFFFFFFFF:
+                raise ValueError(f"{name}: expected a uint32 byte address, got {address}")
+        return words
 
 
-def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
+def decode_requests(plan: Plan) -> list[Request]:
     """The program's requests, in plan order (user-major), for the plan's request kind; no
     position is needed (the kernels read them from the POSITIONS operand).
 
@@ -255,9 +277,11 @@ def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
     user ``b``'s row tile ``first // 32``. ``kv_positions`` (host accounting only, not on the
     wire) is the plan's assumption, :attr:`DecodeShape.planned_kv_positions`.
 
+    The operands' BASE words are 0: addresses are common runtime args (:meth:`Addresses.common_args`),
+    not part of the plan.
+
     Args:
         plan: the plan.
-        addresses: buffer addresses of this call's operands.
     """
     shape, residency = plan.shape, plan.residency
     chunk = shape.kind == "chunk"
@@ -289,43 +313,32 @@ def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:
                 flags=int(flags),
                 positions=shape.rows if shape.kind == "rows" else 0,
                 user=user,
-                q=Operand.interleaved(addresses.q, q_page),
-                k=Operand.interleaved(addresses.k, kv_page),
-                v=Operand.interleaved(addresses.v, kv_page),
-                constants=Operand.interleaved(addresses.constants),
-                out=Operand.interleaved(addresses.out, q_page),
+                q=Operand.interleaved(0, q_page),
+                k=Operand.interleaved(0, kv_page),
+                v=Operand.interleaved(0, kv_page),
+                constants=Operand.interleaved(0),
+                out=Operand.interleaved(0, q_page),
                 tile_bytes=residency.tile_bytes,
             ))
     return requests
 
 
-def runtime_args(plan: Plan, requests: Sequence[Request], positions_address: int,
-                 page_table_address: int = 0) -> list[list[int]]:
-    """Per-core runtime args ``[count, positions_address, page_table_address, words...]`` in
-    ``plan.cores`` order: each scheduled slice's request, with its split fields (word 5) filled in
-    from the schedule.
+def work_table(plan: Plan) -> np.ndarray:
+    """The plan's WORK operand: one row per core (``plan.cores`` order, ``work_slot``), each
+    ``[request count, words(request 0), words(request 1), ...]`` zero-padded to
+    ``residency.work_row_bytes``, every scheduled slice's request with its split fields (word 5)
+    filled in from the schedule. Address-free, so it is built and uploaded once per plan.
 
-    Args:
-        plan: the plan.
-        requests: this call's requests (:func:`decode_requests`).
-        positions_address: the POSITIONS operand's buffer address (bytes), runtime arg 1.
-        page_table_address: a paged cache's page-table buffer address (bytes), runtime arg 2; 0
-            for a contiguous cache.
+    Returns:
+        uint32 ``[len(plan.cores), work_row_bytes // 4]``.
 
     Raises:
-        ValueError: a request fails :func:`protocol.encode`'s checks, the count differs from the
-            plan's, an address does not fit 32 bits, or a paged plan has no page table.
+        ValueError: a request fails :func:`protocol.encode`'s checks.
     """
-    if len(requests) != plan.shape.requests:
-        raise ValueError(f"requests: expected {plan.shape.requests}, got {len(requests)}")
-    for name, address in (("positions_address", positions_address), ("page_table_address", page_table_address)):
-        if not 0 <= address <= 0xFFFFFFFF:
-            raise ValueError(f"{name}: expected a uint32 byte address, got {address}")
-    if plan.shape.paged and page_table_address == 0:
-        raise ValueError("page_table_address: a paged cache needs its page table's address, got 0")
-    per_core = []
-    for slices in plan.schedule.cores:
-        args = [len(slices), positions_address, page_table_address]
+    requests = decode_requests(plan)
+    table = np.zeros((len(plan.cores), plan.residency.work_row_bytes // 4), dtype=np.uint32)
+    for row, slices in enumerate(plan.schedule.cores):
+        words = [len(slices)]
         for item in slices:
             request = requests[item.request]
             if item.count > 1:
@@ -333,9 +346,9 @@ def runtime_args(plan: Plan, requests: Sequence[Request], positions_address: int
                     request, split_index=item.index, split_count=item.count,
                     split_first_core=plan.schedule.first_core(item.request),
                 )
-            args.extend(protocol.encode(request, plan.residency))
-        per_core.append(args)
-    return per_core
+            words.extend(protocol.encode(request, plan.residency))
+        table[row, :len(words)] = words
+    return table
 
 
 _DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int32, BFP8_B: ttnn.bfloat8_b,
@@ -346,18 +359,15 @@ def _core_range_set(cores: Sequence[tuple[int, int]]) -> ttnn.CoreRangeSet:
     return ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(x, y), ttnn.CoreCoord(x, y)) for x, y in cores])
 
 
-def build_program(plan: Plan, requests: Sequence[Request], positions_address: int,
-                  page_table_address: int = 0) -> ttnn.ProgramDescriptor:
-    """The ``ttnn.ProgramDescriptor`` for one call: the CBs of :func:`cb_plan`, reader / compute /
-    writer kernels with absolute source paths, compile-time args from the plan, runtime args from
-    ``requests``, the POSITIONS operand's address ``positions_address`` and (paged) the page
-    table's ``page_table_address`` (bytes).
-
-    Raises:
-        ValueError: as :func:`runtime_args`.
+def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
+    """The ``ttnn.ProgramDescriptor`` of ``plan``: the CBs of :func:`cb_plan`, reader / compute /
+    writer kernels with absolute source paths and compile-time args from the plan, no per-core
+    runtime args (each core reads its row of :func:`work_table`), and common runtime args of the
+    reader and writer that :func:`set_addresses` fills per call (zeros until then) followed by
+    the NoC table of a split program.
     """
     core_ranges = _core_range_set(plan.cores)
-    args = runtime_args(plan, requests, positions_address, page_table_address)
+    placeholder = [0] * protocol.CommonArg.CORE_TABLE + list(plan.noc_table)
     cbs = [
         ttnn.CBDescriptor(
             total_size=spec.total_bytes,
@@ -373,19 +383,15 @@ def build_program(plan: Plan, requests: Sequence[Request], positions_address: in
         "writer": ttnn.WriterConfigDescriptor(),
     }
     kernels = []
-    table = list(plan.noc_table)
     for role, filename in KERNEL_FILES.items():
-        per_core = ttnn.RuntimeArgs()
-        for (x, y), core_args in zip(plan.cores, args):
-            per_core.append(ttnn.CoreCoord(x, y), core_args)
         kernels.append(ttnn.KernelDescriptor(
             kernel_source=str(kernel_dir() / filename),
             source_type=ttnn.KernelDescriptor.SourceType.FILE_PATH,
             core_ranges=core_ranges,
             compile_time_args=list(plan.accessor_args),
             named_compile_time_args=plan.named_compile_time_args,
-            runtime_args=per_core,
-            common_runtime_args=table if role != "compute" else [],
+            runtime_args=ttnn.RuntimeArgs(),
+            common_runtime_args=placeholder if role != "compute" else [],
             config=configs[role],
         ))
     semaphores = [
@@ -395,3 +401,20 @@ def build_program(plan: Plan, requests: Sequence[Request], positions_address: in
     program = ttnn.ProgramDescriptor(kernels=kernels, semaphores=semaphores, cbs=cbs)
     program.custom_program_hash = plan.program_hash
     return program
+
+
+_DATAFLOW_KERNELS = tuple(i for i, role in enumerate(KERNEL_FILES) if role != "compute")
+
+
+def set_addresses(program: ttnn.ProgramDescriptor, plan: Plan, addresses: Addresses) -> None:
+    """Write this call's operand addresses into ``program``'s common runtime args (reader and
+    writer), in place: the per-call half of the descriptor. ttnn's program cache re-applies
+    common args on every hit, so this is all a new set of tensors costs (~1 us).
+
+    Raises:
+        ValueError: as :meth:`Addresses.common_args`.
+    """
+    args = addresses.common_args() + list(plan.noc_table)
+    kernels = program.kernels
+    for index in _DATAFLOW_KERNELS:
+        kernels[index].common_runtime_args = args

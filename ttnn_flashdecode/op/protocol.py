@@ -34,7 +34,7 @@ Positions are not runtime args. The POSITIONS operand (one int32 per user, ttnn'
 ``cur_pos_tensor``; a DRAM-interleaved ROW_MAJOR buffer whose one page is the whole vector) holds
 each user's last row's position (decode, ROWS: ``cur_pos``) or its chunk's first position
 (CHUNK); the kernels read it on device, so one program (and a captured trace) serves every
-position vector. Its address is runtime arg 1 of every kernel (:data:`ARG_POSITIONS_BASE`).
+position vector. Its address is a common runtime arg (:attr:`CommonArg.POSITIONS_BASE`).
 ``kv_positions`` (:func:`kv_positions_at`) is the LAST row's live count: row ``row`` (of every head) attends to positions
 ``0 .. kv_positions - rows_per_head + row``.
 
@@ -76,23 +76,60 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
-__all__ = ["WORDS", "ARG_REQUEST_COUNT", "ARG_POSITIONS_BASE", "ARG_PAGE_TABLE_BASE", "ARG_HEADER", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
+__all__ = ["WORDS", "ROW_REQUEST_COUNT", "ROW_HEADER", "MAX_REQUESTS_PER_CORE", "request_row_offset", "work_row_words", "work_slot", "CommonArg", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
 
 WORDS = 16
 """Words in one parameter block."""
 
-ARG_REQUEST_COUNT = 0
-"""Runtime arg 0 of every kernel: the core's request count."""
+ROW_REQUEST_COUNT = 0
+"""Word 0 of a core's work row (a page of the WORK operand): the core's request count."""
 
-ARG_POSITIONS_BASE = 1
-"""Runtime arg 1 of every kernel: the POSITIONS operand's buffer address (bytes)."""
+ROW_HEADER = 1
+"""Words of a work row before the first parameter block; request ``r``'s block starts at
+``ROW_HEADER + r * WORDS`` (``request_row_offset``).
 
-ARG_PAGE_TABLE_BASE = 2
-"""Runtime arg 2 of every kernel: the page table's buffer address (bytes); 0 for a contiguous cache."""
+No kernel has per-core runtime args: tt-metal re-applies every per-core arg on each program-cache
+hit, a host cost that grows with cores x args (measured by ``host-bench``). A core's work is a row of
+the WORK operand, a DRAM-interleaved uint32 table written once per plan, found by the core's
+logical coordinates (:func:`work_slot`). Its words hold no addresses (BASE words 0): every
+operand's address is a common runtime arg (:class:`CommonArg`), so the table outlives the tensors."""
 
-ARG_HEADER = 3
-"""Runtime args before the first parameter block (``kArgHeader``); request ``r``'s block starts at
-``ARG_HEADER + r * WORDS``."""
+MAX_REQUESTS_PER_CORE = 21
+"""Most requests one core's work row holds: the reader keeps one position per request in a fixed
+array (``kMaxRequestsPerCore``)."""
+
+
+def request_row_offset(request: int) -> int:
+    """Word of a work row where request ``request``'s parameter block starts."""
+    return ROW_HEADER + request * WORDS
+
+
+def work_row_words(requests: int) -> int:
+    """Words of a work row holding ``requests`` requests, rounded up to 16 (64 bytes: every row
+    starts on the DRAM alignment of both architectures; ``work_row_words``)."""
+    return -(-request_row_offset(requests) // 16) * 16
+
+
+def work_slot(x: int, y: int, grid_x: int) -> int:
+    """The work row of the core at logical ``(x, y)`` of a grid ``grid_x`` cores wide."""
+    return y * grid_x + x
+
+
+class CommonArg(enum.IntEnum):
+    """Common runtime args of the reader and the writer (``attention_protocol.hpp`` ``CommonArg``):
+    the operands' buffer addresses in ``program_factory.OPERANDS`` order, then (split programs)
+    the NoC coordinate table of the program's cores from :attr:`CORE_TABLE` on."""
+
+    Q_BASE = 0
+    K_BASE = 1
+    V_BASE = 2
+    CONST_BASE = 3
+    OUT_BASE = 4
+    POSITIONS_BASE = 5
+    PAGE_TABLE_BASE = 6  # 0 for a contiguous cache
+    WORK_BASE = 7
+    CORE_TABLE = 8
+
 
 TILE_POSITIONS = 32
 """Positions (rows) per tile on the position axis (a 32x32 tile)."""
@@ -173,6 +210,9 @@ class CB(enum.IntEnum):
     MAX_GLOBAL = 21  # split-K only, slices 1..: the request's max, copied from the parent
     POSITIONS = 22  # the POSITIONS operand's one page (an int32 per user), reader -> compute
     PAGE_TABLE = 23  # paged caches: one chunk of a user's page-table row (the reader's own)
+    WORK = 24  # this core's work row (WORK operand): reader -> compute
+    READER_WORK = 25  # the same row, the reader's own copy
+    WRITER_WORK = 26  # the same row, the writer's own copy
 
 
 class Semaphore(enum.IntEnum):

@@ -36,7 +36,7 @@ import dataclasses
 
 from ttnn_flashdecode.emulator.arch import ArchSpec
 from ttnn_flashdecode.op.tiles import BLOCK_FLOAT_TILE_BYTES
-from ttnn_flashdecode.op.protocol import CB, MAX_SPLIT, partial_pages, tree_levels
+from ttnn_flashdecode.op.protocol import CB, MAX_REQUESTS_PER_CORE, MAX_SPLIT, partial_pages, tree_levels, work_row_words
 from ttnn_flashdecode.op.kv_walk import PAGE_TABLE_CHUNK_ENTRIES
 
 __all__ = [
@@ -103,6 +103,8 @@ class Residency:
             the PAGE_TABLE CB (``PAGE_TABLE_CHUNK_ENTRIES`` int32, 1 KiB).
         kv_format: tt::DataFormat code of the K and V CBs, the cache's (:data:`KV_FORMATS`):
             bfloat16, or block-float bfloat8_b / bfloat4_b, which compute unpacks as it reads.
+        work_requests: most requests on one core: sizes the WORK CBs' page, one work row
+            (:attr:`work_row_bytes`).
     """
 
     q_rows: int
@@ -114,6 +116,12 @@ class Residency:
     batch: int = 1
     paged: bool = False
     kv_format: int = FLOAT16_B
+    work_requests: int = 1
+
+    @property
+    def work_row_bytes(self) -> int:
+        """Bytes of one work row (a page of the WORK operand and of the WORK CBs)."""
+        return 4 * work_row_words(self.work_requests)
 
     @property
     def kv_tile_bytes(self) -> int:
@@ -155,6 +163,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
+        CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
     } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
@@ -182,6 +191,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, INT32, residency.positions_page_bytes, pages)
         if cb == CB.PAGE_TABLE:
             return CbSpec(int(cb), cb.name, INT32, 4 * PAGE_TABLE_CHUNK_ENTRIES, pages)
+        if cb in (CB.WORK, CB.READER_WORK, CB.WRITER_WORK):
+            return CbSpec(int(cb), cb.name, INT32, residency.work_row_bytes, pages)
         if cb in (CB.K, CB.V):
             return CbSpec(int(cb), cb.name, residency.kv_format, residency.kv_tile_bytes, pages)
         if residency.fp32_stats and cb in STATS_CBS:
@@ -204,6 +215,8 @@ def _validate(residency: Residency) -> None:
         raise ValueError(f"kv_format: expected one of {sorted(KV_TILE_BYTES)} (bfloat16, bfloat8_b, bfloat4_b), got {residency.kv_format}")
     if residency.tile_bytes != BFLOAT16_TILE_BYTES:
         raise ValueError(f"tile_bytes: expected {BFLOAT16_TILE_BYTES} (bfloat16 KV cache), got {residency.tile_bytes}")
+    if not 1 <= residency.work_requests <= MAX_REQUESTS_PER_CORE:
+        raise ValueError(f"work_requests: expected 1 <= work_requests <= {MAX_REQUESTS_PER_CORE}, got {residency.work_requests}")
 
 
 def l1_bytes(residency: Residency) -> int:
