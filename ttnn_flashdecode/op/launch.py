@@ -4,6 +4,7 @@ operand, the POSITIONS and PAGE_TABLE operands)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import device_cb_budget_bytes
 from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1
 
-__all__ = ["last_report", "to_numpy", "run_on_emulator", "run_on_device"]
+__all__ = ["last_report", "to_numpy", "run_on_emulator", "run_on_device", "prepare_device_launch", "DeviceLaunch"]
 
 _last_report = threading.local()
 
@@ -148,8 +149,51 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
 
 # ---------------------------------------------------------------- device backend
 
-def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config):
-    _last_report.value = None
+@dataclasses.dataclass(frozen=True)
+class DeviceLaunch:
+    """Everything a device call of one plan needs beyond its tensors, prepared once: the plan's
+    descriptor, its constants and WORK operands on the device, and the output's spec. Calling it
+    launches: allocate the output, write the tensors' addresses into the descriptor's common
+    runtime args, ``ttnn.generic_op``. Nothing here depends on positions or tensor contents, so a
+    decode loop (and :mod:`ttnn_flashdecode.op.fast_path`) reuses it for every call whose tensor
+    specs and options match."""
+
+    plan: Plan
+    program: object  #: the plan's ttnn.ProgramDescriptor (shared: program_for's)
+    constants: object  #: the constants operand on the device
+    work: object  #: the plan's WORK operand on the device
+    out_spec: object  #: ttnn.TensorSpec of the output
+    signpost: str  #: the Tracy message naming the call in ops_perf_results
+
+    def __call__(self, q, k, v, positions, page_table=None):
+        """Launch on ``q``'s device; returns the output tensor (``out_spec``).
+
+        ``positions``: the POSITIONS operand (a device int32 tensor); ``page_table``: a paged
+        cache's device page table, else None."""
+        out = ttnn.allocate_tensor_on_device(self.out_spec, q.device())
+        addresses = Addresses(q.buffer_address(), k.buffer_address(), v.buffer_address(), self.constants.buffer_address(),
+                              out.buffer_address(), positions.buffer_address(),
+                              0 if page_table is None else page_table.buffer_address(), self.work.buffer_address())
+        inputs = [q, k, v, self.constants, positions] + ([] if page_table is None else [page_table]) + [self.work, out]
+        # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
+        # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
+        ttnn.tracy_message(self.signpost)
+        with _launch_lock:
+            set_addresses(self.program, self.plan, addresses)
+            # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
+            return ttnn.generic_op(inputs, self.program)
+
+
+def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions,
+                          memory_config) -> DeviceLaunch:
+    """Plan a device call (cached plan and descriptor; constants and WORK uploaded once per
+    device) and return its :class:`DeviceLaunch`.
+
+    Raises:
+        ValueError: a ``memory_config`` other than DRAM interleaved (or, with the heads layout,
+            L1 height-sharded); as :func:`~ttnn_flashdecode.op.plan.plan_program` and
+            :func:`~ttnn_flashdecode.op.plan.check_windows`.
+    """
     shape = inputs.shape
     sharded_ok = shape.q_layout == "heads" and memory_config is not None and height_sharded_l1(memory_config)
     if memory_config is not None and not sharded_ok and (
@@ -159,35 +203,47 @@ def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: C
     device = q.device()
     arch = "blackhole" if "BLACKHOLE" in str(device.arch()).upper() else "wormhole_b0"
     grid = device.compute_with_storage_grid_size()
-    out = ttnn.allocate_tensor_on_device(
-        q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device, memory_config or ttnn.DRAM_MEMORY_CONFIG
-    )
-    # The POSITIONS operand: the caller's cur_pos_tensor, or cur_pos uploaded as one (int32 [batch],
-    # ROW_MAJOR, DRAM: one page). Under trace capture only the former works (no host writes).
-    positions = inputs.positions_tensor
-    if positions is None:
-        positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=device,
-                                layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
-    operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out, positions)
-    if shape.paged:  # with device inputs the page table is a device tensor (_int32_operand refuses others)
-        operands += (inputs.page_table_tensor,)
-    accessor_args = operand_accessor_args([ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands])
-    plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
+    constants_tensor = _device_constants(device, shape.head_dim, scale)
+    # An output like every call's: its spec, and its accessor args (set by its kind, not its address).
+    probe_out = ttnn.allocate_tensor_on_device(q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device,
+                                               memory_config or ttnn.DRAM_MEMORY_CONFIG)
+    out_spec = probe_out.spec
+    operands = [q, k, v, constants_tensor, probe_out, inputs.positions_tensor or constants_tensor]
+    if shape.paged:  # with device inputs the page table is a device tensor (validate refuses others)
+        operands.append(inputs.page_table_tensor)
+    # Accessor args depend on each operand's kind (DRAM interleaved, or Q's L1 shards), not its address;
+    # a list of positions is uploaded to DRAM interleaved, ROW_MAJOR, like a cur_pos_tensor.
+    args = [ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands]
+    if inputs.positions_tensor is None:
+        args[5] = _dram_row_major_accessor_args(device)
+    plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), operand_accessor_args(args),
                         _device_noc_xy(device), device_cb_budget_bytes(device))
     check_windows(plan)
-    table = _device_work_table(device, plan)
-    operands += (table,)
-    program = program_for(plan)
-    page_table = inputs.page_table_tensor.buffer_address() if shape.paged else 0
-    addresses = Addresses(*(t.buffer_address() for t in operands[:6]), page_table=page_table, work=table.buffer_address())
-    # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
-    # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
-    ttnn.tracy_message(f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
-                       f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
-    with _launch_lock:
-        set_addresses(program, plan, addresses)
-        # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
-        return ttnn.generic_op([q, k, v, operands[3], *operands[5:], out], program)
+    signpost = (f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
+                f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
+    return DeviceLaunch(plan, program_for(plan), constants_tensor, _device_work_table(device, plan), out_spec, signpost)
+
+
+def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config):
+    """One device call without the fast path: prepare its launch, upload a ``cur_pos`` list as the
+    POSITIONS operand (int32 [batch], ROW_MAJOR, DRAM: one page; under trace capture only a
+    ``cur_pos_tensor`` works: no host writes), launch. Returns ``(output, launch)``."""
+    _last_report.value = None
+    launch = prepare_device_launch(q, k, v, inputs, scale, block_tiles, split, compute, memory_config)
+    positions = inputs.positions_tensor
+    if positions is None:
+        positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=q.device(),
+                                layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    page_table = inputs.page_table_tensor if inputs.shape.paged else None
+    return launch(q, k, v, positions, page_table), launch
+
+
+@functools.lru_cache(maxsize=8)
+def _dram_row_major_accessor_args(device) -> tuple[int, ...]:
+    """TensorAccessorArgs of a DRAM-interleaved ROW_MAJOR int32 buffer (POSITIONS, WORK)."""
+    probe = ttnn.Tensor(np.zeros(8, np.int32), ttnn.int32, device=device, layout=ttnn.ROW_MAJOR_LAYOUT,
+                        mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    return tuple(ttnn.TensorAccessorArgs(probe).get_compile_time_args())
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,0 +1,75 @@
+"""The program-cache-hit fast path of a device call (issue 19, the host path).
+
+A decode loop calls the op with tensors whose specs never change (only their contents and, for Q
+and the output, their addresses): the first call validates everything and prepares a
+:class:`~ttnn_flashdecode.op.launch.DeviceLaunch`; later calls whose tensor specs and options
+match skip validation and planning and only launch. Only calls whose every input the host never
+reads are eligible: device Q/K/V, positions as a device ``cur_pos_tensor``, a device page table
+(a ``cur_pos`` list or a chunk's starts are values the host validates on every call).
+
+The key holds ``hash(tensor.spec)`` per tensor (spec, not identity or address: a new Q tensor of the
+same spec hits) -- ttnn's TensorSpec hash covers shape, dtype, layout, memory config and tile; a
+spec equality test costs ~6 us a tensor, its hash ~0.2 us.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import ttnn
+
+from ttnn_flashdecode.op.shape import ComputeOptions
+
+__all__ = ["call_key", "lookup", "remember", "clear"]
+
+MAX_ENTRIES = 256
+"""Keys kept; past that the oldest is dropped (a model has a handful per layer type)."""
+
+_entries: dict = {}
+_lock = threading.Lock()
+
+
+def _device_spec(tensor):
+    """``hash(tensor.spec)`` of a device ttnn.Tensor, else None (not eligible)."""
+    if type(tensor) is not ttnn.Tensor or tensor.storage_type() != ttnn.StorageType.DEVICE:
+        return None
+    return hash(tensor.spec)
+
+
+def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start, rows, scale, block_tiles, q_layout,
+             compute_kernel_config, memory_config, split, backend):
+    """The fast-path key of an :func:`~ttnn_flashdecode.attention` call, or None when the call is not
+    eligible (see the module docstring). Never raises: anything unexpected makes the call take the
+    validated path, which raises what it must."""
+    if cur_pos is not None or chunk_start is not None or backend == "emulator":
+        return None
+    try:
+        specs = (_device_spec(q), _device_spec(k), _device_spec(v), _device_spec(cur_pos_tensor))
+        if None in specs:
+            return None
+        table = None if page_table_tensor is None else _device_spec(page_table_tensor)
+        if page_table_tensor is not None and table is None:
+            return None
+        compute = ComputeOptions.from_config(compute_kernel_config)
+        return (q.device().id(), specs, table, rows, scale, block_tiles, q_layout, compute, memory_config, split, backend)
+    except (TypeError, AttributeError, RuntimeError):  # unhashable or odd inputs: validate them the long way
+        return None
+
+
+def lookup(key):
+    """The launch remembered for ``key`` (None: a miss)."""
+    return _entries.get(key)
+
+
+def remember(key, launch) -> None:
+    """Keep ``launch`` for ``key`` (the validated call that prepared it)."""
+    with _lock:
+        if len(_entries) >= MAX_ENTRIES:
+            _entries.pop(next(iter(_entries)))
+        _entries[key] = launch
+
+
+def clear() -> None:
+    """Forget every launch (e.g. after closing a device)."""
+    with _lock:
+        _entries.clear()
