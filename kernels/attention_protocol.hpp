@@ -163,7 +163,7 @@ constexpr uint32_t lowbit_level(uint32_t index) {
     return level;
 }
 
-// Common runtime args of split programs: the NoC coordinate of every core of the program,
+// The NoC coordinate table of a split program (common runtime args from kCommonCoreTable):
 // word i = (noc_y << 16) | noc_x for core-table index i.
 constexpr uint32_t core_noc_x(uint32_t word) { return word & 0xFFFFu; }
 constexpr uint32_t core_noc_y(uint32_t word) { return word >> 16; }
@@ -226,8 +226,8 @@ constexpr uint32_t mask_row_row(uint32_t width) { return width < kTilePositions 
 // compile-time args: cache_block_tiles (block_size / 32; 0 for a contiguous cache [batch,
 // n_kv_heads, capacity, head_dim]), cache_block_pages (pages per cache block, all KV heads),
 // cache_blocks, page_table_entries. A paged request's K/V first page is its KV head's offset
-// inside a cache block (kv_head * cache_block_tiles * dim_tiles); runtime arg 2 is the page
-// table's address. The reader keeps one chunk of a user's row in L1 (CB PAGE_TABLE).
+// inside a cache block (kv_head * cache_block_tiles * dim_tiles); common arg kCommonPageTableBase
+// is the page table's address. The reader keeps one chunk of a user's row in L1 (CB PAGE_TABLE).
 constexpr uint32_t kPageTableChunkEntries = 256;
 
 // The page-table entry (index into the user's row) that maps position tile `tile`.

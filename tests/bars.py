@@ -20,3 +20,15 @@ def assert_close(out, want, label: str) -> np.ndarray:
     figures = pcc(got, want), relative_l2(got, want)
     assert figures[0] >= MIN_PCC and figures[1] <= MAX_RELATIVE_L2, f"{label}: PCC {figures[0]:.6f}, rel-L2 {figures[1]:.2e}"
     return got
+
+
+WORK_ROW_READS = 3
+"""DRAM reads of a core's work row per launch: the reader's own copy, the copy it hands compute,
+and the writer's (``attention_dataflow.hpp`` ``read_work_row``)."""
+
+
+def work_row_bytes(cores: int, requests_per_core: int = 1) -> int:
+    """DRAM bytes ``cores`` cores read for their work rows (``protocol.work_row_words``, 4 bytes a word)."""
+    from ttnn_flashdecode.op import protocol
+
+    return cores * WORK_ROW_READS * 4 * protocol.work_row_words(requests_per_core)

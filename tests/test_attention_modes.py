@@ -22,6 +22,7 @@ import pytest
 
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
+from bars import work_row_bytes
 
 MIN_PCC = 0.9999
 MAX_RELATIVE_L2 = 1e-2
@@ -84,14 +85,15 @@ def test_chunk_reads_kv_once_per_q_head():
     run_case("chunk traffic", n_q=2, n_kv=1, head_dim=128, capacity=1024, chunk_start=45, chunk=32, split=1)
     live_tiles = -(-(45 + 32) // 32)
     per_head = 2 * live_tiles * 4 * 2048 + 32 * 4 * 128 + 2 * 2048 + 2 * 32 * 128
-    assert last_report().totals.dram_read_bytes == 2 * per_head + 2 * 4  # + each core's POSITIONS page
+    # + each core's POSITIONS page and work row
+    assert last_report().totals.dram_read_bytes == 2 * per_head + 2 * 4 + work_row_bytes(2)
     assert last_report().totals.dram_write_bytes == 2 * 32 * 4 * 64  # one 64-byte row per (head, row, dim tile)
 
 
 def test_tile_aligned_chunk_reads_the_causal_tile_whole():
     run_case("chunk traffic aligned", n_q=1, n_kv=1, head_dim=64, capacity=1024, chunk_start=64, chunk=20, split=1)
-    # K/V, query rows, scaler, scale, causal mask 20, POSITIONS page
-    assert last_report().totals.dram_read_bytes == 2 * 3 * 2 * 2048 + 20 * 2 * 128 + 3 * 2048 + 4
+    # K/V, query rows, scaler, scale, causal mask 20, POSITIONS page, work row
+    assert last_report().totals.dram_read_bytes == 2 * 3 * 2 * 2048 + 20 * 2 * 128 + 3 * 2048 + 4 + work_row_bytes(1)
 
 
 # ----------------------------------------------------------------------------------------- ROWS
@@ -125,5 +127,6 @@ def test_rows_read_kv_once_for_every_row():
     kv_bytes = 2 * live_tiles * 4 * 2048
     q_bytes = 32 * 4 * 128  # 8 heads x 4 rows, two 64-byte chunks per (row, dim tile)
     mask_bytes = 32 * 128  # rows 996..999 end in tile 31: one gathered mask, 32 stage rows
-    assert last_report().totals.dram_read_bytes == kv_bytes + q_bytes + 2 * 2048 + mask_bytes + 4  # + POSITIONS
+    # + POSITIONS and the work row
+    assert last_report().totals.dram_read_bytes == kv_bytes + q_bytes + 2 * 2048 + mask_bytes + 4 + work_row_bytes(1)
     assert last_report().totals.zones["fd-compute-scores"] == 2  # two blocks of 16 tiles, read once

@@ -157,7 +157,7 @@ def test_device_plan_fits_beside_l1_small_and_a_live_l1_tensor(mock_device):
     assert budget == empty - 32 * 2048
     shape = DecodeShape(1, 16, 2, 128, 8192)
     grid = mock_device.compute_with_storage_grid_size()
-    accessor = tuple((2, 2048) for _ in range(7))  # program_factory.OPERANDS
+    accessor = tuple((2, 2048) for _ in range(8))  # program_factory.OPERANDS
     unaware = plan_program(shape, None, 2, ComputeOptions(), "wormhole_b0", (grid.x, grid.y), accessor, lambda x, y: (x, y))
     assert l1_bytes(unaware.residency) > budget, "the case must need the allocator-aware budget"
     out = attention(*_device_inputs(mock_device), cur_pos=[8191], split=2)
@@ -176,7 +176,7 @@ def test_device_refuses_before_launch_when_l1_is_nearly_full(mock_device):
     assert tuple(attention(*inputs, cur_pos=[100]).shape) == (1, 1, 1, 16 * 128)
 
 
-def test_host_bench_measures_three_paths_on_a_mock_device():
+def test_host_bench_measures_four_paths_on_a_mock_device():
     """The host-path benchmark runs end to end (no timing is asserted: it prints what it measured)."""
     from ttnn_flashdecode.tools import host_bench
     from ttnn_flashdecode.tools.silicon_check.toolchain import INSTALL_HINT, in_ci, missing_toolchain
@@ -185,6 +185,6 @@ def test_host_bench_measures_three_paths_on_a_mock_device():
         pytest.skip(f"the mock device needs the RISC-V toolchain: {INSTALL_HINT}")
     rows = host_bench.run(batches=(2,), calls=3, warmup=1)
     assert {row["path"] for row in rows} == {"ours, before generic_op", "ours, with generic_op",
-                                              "ttnn sdpa_decode, with launch"}
+                                              "generic_op alone, our descriptor", "ttnn sdpa_decode, with launch"}
     assert all(len(row["seconds"]) == 3 and min(row["seconds"]) > 0 for row in rows)
     assert "median us" in host_bench.format_table(rows)

@@ -170,18 +170,23 @@ class DeviceLaunch:
 
         ``positions``: the POSITIONS operand (a device int32 tensor); ``page_table``: a paged
         cache's device page table, else None."""
-        out = ttnn.allocate_tensor_on_device(self.out_spec, q.device())
-        addresses = Addresses(q.buffer_address(), k.buffer_address(), v.buffer_address(), self.constants.buffer_address(),
-                              out.buffer_address(), positions.buffer_address(),
-                              0 if page_table is None else page_table.buffer_address(), self.work.buffer_address())
-        inputs = [q, k, v, self.constants, positions] + ([] if page_table is None else [page_table]) + [self.work, out]
         # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
         # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
         ttnn.tracy_message(self.signpost)
         with _launch_lock:
-            set_addresses(self.program, self.plan, addresses)
             # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
-            return ttnn.generic_op(inputs, self.program)
+            return ttnn.generic_op(self.bind(q, k, v, positions, page_table), self.program)
+
+    def bind(self, q, k, v, positions, page_table=None) -> list:
+        """Allocate an output and write this call's operand addresses into the descriptor; returns
+        ``generic_op``'s tensor list (inputs, then the output). The caller holds ``_launch_lock``
+        until ``generic_op`` has read the descriptor."""
+        out = ttnn.allocate_tensor_on_device(self.out_spec, q.device())
+        addresses = Addresses(q.buffer_address(), k.buffer_address(), v.buffer_address(), self.constants.buffer_address(),
+                              out.buffer_address(), positions.buffer_address(),
+                              0 if page_table is None else page_table.buffer_address(), self.work.buffer_address())
+        set_addresses(self.program, self.plan, addresses)
+        return [q, k, v, self.constants, positions] + ([] if page_table is None else [page_table]) + [self.work, out]
 
 
 def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions,
@@ -266,24 +271,25 @@ read them (``set_addresses``)."""
 
 def _device_work_table(device, plan: Plan):
     """The plan's WORK operand on ``device`` (:func:`~ttnn_flashdecode.op.program_factory.work_table`,
-    uint32 ROW_MAJOR, DRAM interleaved: one page per core), uploaded once per (device id, plan) and
+    uint32 ROW_MAJOR, DRAM interleaved: one page per core), uploaded once per (device object, plan) and
     kept for the process's life (a few KiB; a plan's rows never change, whatever the tensors)."""
-    key = (device.id(), plan)
+    key = (id(device), plan)  # the device object itself, held below: a reopened device is another object
     if key not in _device_work_tables:
-        _device_work_tables[key] = ttnn.Tensor(work_table(plan), ttnn.uint32, device=device,
-                                               layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
-    return _device_work_tables[key]
+        _device_work_tables[key] = device, ttnn.Tensor(work_table(plan), ttnn.uint32, device=device,
+                                                       layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    return _device_work_tables[key][1]
 
 
 
 def _device_constants(device, head_dim: int, scale: float | None):
-    """The constants operand on ``device``, uploaded once per (device id, head_dim, scale) and kept
-    for the process's life (66 tiles, 132 KiB of DRAM)."""
-    key = (device.id(), head_dim, scale)
+    """The constants operand on ``device``, uploaded once per (device, head_dim, scale) and kept
+    for the process's life (66 tiles, 132 KiB of DRAM). Keyed by the device object, not its id: a
+    device closed and opened again is a new object whose DRAM holds none of the old tensors."""
+    key = (id(device), head_dim, scale)  # the device object, held below: a reopened device is another object
     if key not in _device_constants_cache:
         tiles_rows = constants.constant_tiles(head_dim, scale).reshape(1, 1, protocol.ConstTile.COUNT * 32, 32)
-        _device_constants_cache[key] = ttnn.Tensor(
+        _device_constants_cache[key] = device, ttnn.Tensor(
             tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG
         )
-    return _device_constants_cache[key]
+    return _device_constants_cache[key][1]
 

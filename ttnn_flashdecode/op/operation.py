@@ -159,7 +159,7 @@ def attention(
             window would leave it; any position), head_dim or block_tiles does not fit L1 (on a
             device: what its L1 allocator leaves beside L1 tensors and ``l1_small_size``), a split
             larger than the grid or the reducer's L1 inbox allows, more requests than the grid's
-            runtime-arg capacity, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
+            work-row capacity (21 requests a core), device tensors that are not bfloat16 (K/V: or block-float) / TILE /
             DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
             different devices, a bad backend or memory_config. All raised
             before anything reaches a device.

@@ -1,8 +1,8 @@
 """Program factory: validated decode shapes in, a ``ttnn.ProgramDescriptor`` out. No device.
 
 Split into a frozen *plan* (what compiles: residency, CBs, core map, compile-time args, compute
-config, program hash; built once per model shape) and per-call *runtime args* (addresses and
-positions; cheap). The same descriptor runs on a card through ``ttnn.generic_op`` and on the
+config, program hash, and the WORK table of each core's requests; built once per model shape) and
+the per-call operand addresses (common runtime args, :func:`set_addresses`; cheap). The same descriptor runs on a card through ``ttnn.generic_op`` and on the
 host emulator.
 
 Request kinds (:class:`DecodeShape` ``kind``, DESIGN.md §3 and §5): ``"decode"`` (one query row
@@ -14,17 +14,16 @@ hold ``batch * rows`` rows, user ``b``'s at ``b * rows ..``; a user's rows may s
 Work split: one request per (user, KV group) for decode and rows, per (sequence, Q head) for
 chunk; a :class:`~ttnn_flashdecode.op.schedule.Schedule`
 cuts long requests into split-K slices on dedicated cores and packs the others, several per core
-when there are more requests than cores. Every kernel's runtime args on a core are
-``[request_count, positions_address, page_table_address, words(request 0), words(request 1), ...]``
-(positions and page tables are not runtime args: the kernels read them from the POSITIONS and
-PAGE_TABLE operands, ``protocol`` module docstring; a contiguous cache's page-table address is
-0); a split program adds the NoC
-coordinate table of its cores as common runtime args of the reader and the writer, and the
-semaphores of ``protocol.semaphore_ids`` (five handshakes, one arrival per inbox slot).
+when there are more requests than cores. No kernel has per-core runtime args (tt-metal re-applies
+those on every program-cache hit): core ``i`` reads row ``i`` of the WORK table,
+``[request_count, words(request 0), words(request 1), ...]`` (:func:`work_table`), and the reader
+and writer share common runtime args: the operands' addresses in :data:`OPERANDS` order
+(``protocol.CommonArg``), then, for a split program, the NoC coordinate table of its cores; a split
+program also has the semaphores of ``protocol.semaphore_ids`` (five handshakes, one arrival per
+inbox slot).
 
-Runtime-arg limit relied on: tt-metal's ``max_runtime_args = 341`` uint32 per kernel per core
-(unique + common; "0 to 341" in the kernel API docs, TT_FACTS §3), so a core serves at most
-``(341 - 3 - table) // 16`` requests (21 without a table); more is refused at plan time.
+Limits relied on: a core serves at most 21 requests (its work row's bound); tt-metal's
+``max_runtime_args = 341`` uint32 per kernel (unique + common, TT_FACTS §3) bounds the common args.
 """
 
 from __future__ import annotations
@@ -194,7 +193,7 @@ def plan_decode(
     Raises:
         ValueError: residency disagrees with the shape or the schedule, or does not fit L1; the
             schedule does not cover the shape's requests, needs more cores than ``grid``, or puts
-            more parameter blocks on a core than the runtime-arg limit allows; wrong number of
+            more parameter blocks on a core than a work row holds; wrong number of
             accessor arg lists.
     """
     if (residency.q_rows, residency.dim_tiles, residency.batch) != (shape.q_rows, shape.dim_tiles, shape.batch):

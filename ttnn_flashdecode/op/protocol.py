@@ -1,4 +1,5 @@
-"""The parameter block: the 16 uint32 runtime-arg words that describe one attention request.
+"""The parameter block: the 16 uint32 words that describe one attention request (a core's run of
+them, after a request count, is its row of the WORK table).
 
 Host half of the contract; the kernel half is ``kernels/attention_protocol.hpp``. The two must
 agree word for word, and ``tests/test_protocol_pair.py`` pins them off-hardware by compiling the
@@ -394,7 +395,7 @@ def encode(request: Request, residency) -> list[int]:
             ``block_tiles``, ``dim_tiles`` and ``tile_bytes``); the request must agree with it.
 
     Returns:
-        16 ints, each in ``0..2**32-1`` (little-endian uint32 runtime args).
+        16 ints, each in ``0..2**32-1`` (little-endian uint32 words of a work row).
 
     Raises:
         ValueError: naming the field, the value and the bound, when ``q_rows`` is not in 1..32,

@@ -14,8 +14,8 @@ Rules of a :class:`Schedule` (tested in ``tests/test_schedule.py``):
   reducer with its senders; a core that also served other requests would stall them behind, or
   in front of, the combine);
 - unsplit requests (``count == 1``) are packed onto the remaining cores, at most
-  ``max_slices_per_core`` per core (the runtime-arg limit: ``(341 - 1) // 16 = 21`` parameter
-  blocks per kernel per core, ``program_factory.MAX_REQUESTS_PER_CORE``), balanced by live tiles
+  ``max_slices_per_core`` per core (a work row's bound: 21 parameter blocks,
+  ``program_factory.MAX_REQUESTS_PER_CORE``), balanced by live tiles
   with the LPT rule (longest first onto the least loaded core);
 - at most ``cores`` cores are used.
 
@@ -92,7 +92,7 @@ combine work changes (``python -m ttnn_flashdecode bench --min-slice-tiles N`` c
 """
 
 DEFAULT_MAX_SLICES_PER_CORE = 21
-"""Parameter blocks per core: ``(341 - 1) // 16`` (tt-metal's runtime-arg guarantee, TT_FACTS §3)."""
+"""Parameter blocks per core: a work row's bound (``protocol.MAX_REQUESTS_PER_CORE``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,7 +257,7 @@ def schedule(
         min_slice_tiles: with ``split=None``, no request is cut into slices smaller than this
             (live tiles; slice sizes differ by at most one, so the bound holds for every slice);
             default :data:`DEFAULT_MIN_SLICE_TILES`.
-        max_slices_per_core: parameter blocks one core may run (runtime-arg limit); default 21.
+        max_slices_per_core: parameter blocks one core may run (a work row's bound); default 21.
         split: ``None``: choose counts by work (module docstring). An int ``k``: cut every
             request into ``min(k, max_split)`` slices, even into more slices than it has live
             tiles (the extra slices are empty; the kernels handle them), which tests use.

@@ -252,6 +252,7 @@ FEATURES = (
     "skipped_blocks",     # padding blocks (no live tile) up to a whole double block
     "masked_tiles",       # slices holding the request's partial last tile (tail mask)
     "stale_rows",         # rows past the position in that tile, zeroed by the reader in K and V
+    "work_row_words",     # words of the core's work row (the plan's busiest core sets it), read 3 times
 )
 """Work features of a core; every count the model uses is linear in them."""
 
@@ -296,9 +297,11 @@ def work_features(plan: Schedule, kv_positions: Sequence[int], block_tiles: int,
         users: the batch (entries of the POSITIONS page every core reads).
     """
     rows = np.zeros((plan.used_cores, len(FEATURES)), dtype=np.int64)
+    row_words = protocol.work_row_words(max(len(slices) for slices in plan.cores))
     for core, slices in enumerate(plan.cores):
         rows[core, 0] = 1
         rows[core, 1] = users
+        rows[core, FEATURES.index("work_row_words")] = row_words
         for item in slices:
             rows[core] += _slice_features(int(kv_positions[item.request]), item, block_tiles)
     return rows

@@ -1,0 +1,115 @@
+"""The device call's program-cache-hit fast path (``op/fast_path.py``) and the per-call half of the
+descriptor (operand addresses in the common runtime args), on a MOCK device: nothing executes, so
+these tests assert on what was validated, planned and written into the descriptor, never on values
+(the emulator's tests cover the numbers; the fast path never runs there: host inputs are values the
+op validates on every call)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ttnn_flashdecode import attention
+from ttnn_flashdecode.op import fast_path, protocol
+
+BATCH, N_Q, N_KV, HEAD_DIM, CAPACITY = 2, 8, 2, 64, 1024
+
+
+def _tensor(device, shape, dtype=None, layout=None, values=None):
+    import ttnn
+
+    data = np.random.default_rng(0).standard_normal(shape, dtype=np.float32) if values is None else values
+    return ttnn.Tensor(data, dtype or ttnn.bfloat16, layout=layout or ttnn.TILE_LAYOUT, device=device,
+                       mem_config=ttnn.DRAM_MEMORY_CONFIG)
+
+
+def _inputs(device, batch=BATCH):
+    import ttnn
+
+    q = _tensor(device, (1, 1, batch, N_Q * HEAD_DIM))
+    k = _tensor(device, (batch, N_KV, CAPACITY, HEAD_DIM))
+    v = _tensor(device, (batch, N_KV, CAPACITY, HEAD_DIM))
+    positions = _tensor(device, (batch,), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT, np.array([5, 900][:batch], np.int32))
+    return q, k, v, positions
+
+
+def _key(q, k, v, positions, **options):
+    defaults = dict(cur_pos=None, cur_pos_tensor=positions, page_table_tensor=None, chunk_start=None, rows=None,
+                    scale=None, block_tiles=None, q_layout="rows", compute_kernel_config=None, memory_config=None,
+                    split=None, backend="auto")
+    return fast_path.call_key(q, k, v, **(defaults | options))
+
+
+@pytest.fixture
+def refuse_validation(monkeypatch):
+    """After this fixture, the validated path raises: a call that still succeeds took the fast path."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("validate_inputs ran")
+
+    return lambda: monkeypatch.setattr("ttnn_flashdecode.op.operation.validate_inputs", refuse)
+
+
+def test_a_call_like_a_validated_one_skips_validation_and_writes_its_own_addresses(mock_device, refuse_validation):
+    fast_path.clear()
+    q, k, v, positions = _inputs(mock_device)
+    first = attention(q, k, v, cur_pos_tensor=positions)
+    launch = fast_path.lookup(_key(q, k, v, positions))
+    assert launch is not None and tuple(first.shape) == tuple(q.shape)
+    refuse_validation()
+    q2 = _tensor(mock_device, tuple(q.shape))  # a new Q of the same spec: another address, the same plan
+    assert q2.buffer_address() != q.buffer_address()
+    second = attention(q2, k, v, cur_pos_tensor=positions)
+    reader_args = list(launch.program.kernels[0].common_runtime_args)
+    assert reader_args[protocol.CommonArg.Q_BASE] == q2.buffer_address()
+    assert reader_args[protocol.CommonArg.OUT_BASE] == second.buffer_address()
+    assert reader_args[protocol.CommonArg.POSITIONS_BASE] == positions.buffer_address()
+    assert reader_args[protocol.CommonArg.WORK_BASE] == launch.work.buffer_address()
+    assert list(launch.program.kernels[2].common_runtime_args) == reader_args  # the writer's: the same words
+    assert all(len(kernel.runtime_args) == 0 for kernel in launch.program.kernels)
+
+
+def test_another_spec_or_option_is_validated_again(mock_device, refuse_validation):
+    fast_path.clear()
+    q, k, v, positions = _inputs(mock_device)
+    attention(q, k, v, cur_pos_tensor=positions)
+    refuse_validation()
+    with pytest.raises(AssertionError, match="validate_inputs ran"):
+        attention(q, k, v, cur_pos_tensor=positions, split=1)  # another option
+    with pytest.raises(AssertionError, match="validate_inputs ran"):
+        attention(q, k, v, cur_pos_tensor=positions, scale=0.5)
+    k_long = _tensor(mock_device, (BATCH, N_KV, 2 * CAPACITY, HEAD_DIM))  # another spec
+    with pytest.raises(AssertionError, match="validate_inputs ran"):
+        attention(q, k_long, k_long, cur_pos_tensor=positions)
+
+
+def test_host_visible_values_are_never_on_the_fast_path(mock_device):
+    q, k, v, positions = _inputs(mock_device)
+    assert _key(q, k, v, positions) is not None
+    assert _key(q, k, v, None, cur_pos=[5, 900]) is None  # a list: validated on every call
+    assert _key(q, k, v, positions, backend="emulator") is None
+    host_positions = np.array([5, 900], np.int32)
+    assert _key(q, k, v, host_positions) is None
+    assert _key(np.zeros((1, 1, 2, 512), np.float32), k, v, positions) is None
+
+
+def test_a_reopened_device_gets_fresh_operands(mock_device, monkeypatch, tmp_path):
+    """Constants and WORK tables cached for a closed device are not reused on a new one with the same id."""
+    import ttnn
+
+    fast_path.clear()
+    q, k, v, positions = _inputs(mock_device)
+    attention(q, k, v, cur_pos_tensor=positions)
+    stale = fast_path.lookup(_key(q, k, v, positions))
+    ttnn.close_device(mock_device)
+    reopened = ttnn.open_device(device_id=0)
+    try:
+        q, k, v, positions = _inputs(reopened)
+        attention(q, k, v, cur_pos_tensor=positions)
+        fresh = fast_path.lookup(_key(q, k, v, positions))
+        assert fresh is not None and fresh is not stale
+        assert fresh.work is not stale.work and fresh.constants is not stale.constants
+        assert fresh.work.device() is reopened and fresh.constants.device() is reopened
+    finally:
+        ttnn.close_device(reopened)
+        monkeypatch.setattr(ttnn, "close_device", lambda device: None)  # the fixture's close: already done
