@@ -65,6 +65,17 @@ class Mutation:
 
 
 MUTATIONS = [
+    # The WORK table (issue 19, host path): each core finds its row by its logical coordinates.
+    Mutation("work-slot-transposed", "attention_protocol.hpp",
+             "constexpr uint32_t work_slot(uint32_t x, uint32_t y, uint32_t grid_x) { return y * grid_x + x; }",
+             "constexpr uint32_t work_slot(uint32_t x, uint32_t y, uint32_t grid_x) { return x * grid_x + y; }",
+             "cores beyond the first row read another core's work row: requests run twice or never",
+             tests=("tests/test_attention.py::test_attention_split_counts[7]",)),
+    Mutation("writer-reads-compute-copy-count", "attention_writer.cpp",
+             "    const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));",
+             "    const uint32_t requests = served_requests(l1_word(row, kRowRequestCount)) - 1;",
+             "the writer serves one request fewer than the reader and compute: the last request's output is never written",
+             tests=("tests/test_attention.py::test_attention_seed_shapes[1000]",)),
     # ttnn's decode layout (issue 13, item 4): Q and output [1, b, nh, dh], a user's heads on rows.
     Mutation("head-rows-tile-stride-q-width", "attention_protocol.hpp",
              "            return (query_row_of(s) / kTilePositions) * dim_tiles + d;",
