@@ -1,5 +1,6 @@
 """The silicon check: the device path through tt-metal's own JIT on mock Wormhole and Blackhole
-devices (``python -m ttnn_flashdecode silicon-check``), its pure pieces, and the device-side L1
+devices (``python -m ttnn_flashdecode silicon-check``), its pure pieces, the SFPI stand-in it
+type-checks the compute kernel against (planted errors still reported), and the device-side L1
 budget on a mock device. Nothing executes on a mock device: no numeric assertions here."""
 
 from __future__ import annotations
@@ -8,6 +9,9 @@ import json
 import os
 import subprocess
 import sys
+import time
+import tomllib
+import types
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +20,12 @@ import pytest
 from ttnn_flashdecode.tools import silicon_check
 from ttnn_flashdecode.emulator.arch import ArchSpec
 from ttnn_flashdecode.tools.silicon_check import ARCHS, Row, format_table, mock_cluster_descriptor
-from ttnn_flashdecode.tools.silicon_check.jit_log import read_jit_log, without_outputs
+from ttnn_flashdecode.tools.silicon_check.compute_syntax import check_compute_threads
+from ttnn_flashdecode.tools.silicon_check.fake_root import build_root, wrapper_path
+from ttnn_flashdecode.tools.silicon_check.jit_log import TRISC_OF_THREAD, read_jit_log, without_outputs
 from ttnn_flashdecode.tools.silicon_check.mock_cases import CASES
 from ttnn_flashdecode.tools.silicon_check.toolchain import (
-    INSTALL_HINT, SFPI_INCLUDE_ENV, in_ci, missing_toolchain, sfpi_include_dir,
+    INSTALL_HINT, SFPI_INCLUDE_ENV, SFPI_STANDIN_DIR, in_ci, missing_toolchain, sfpi_include_dir,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,14 +72,41 @@ def test_missing_toolchain_is_a_skip_outside_ci_and_a_failure_in_ci(monkeypatch)
 
 def test_sfpi_headers_from_the_environment_variable(monkeypatch, tmp_path):
     monkeypatch.setattr("ttnn_flashdecode.tools.silicon_check.toolchain._real_sfpi_include_dirs", lambda: [tmp_path / "none"])
-    monkeypatch.delenv(SFPI_INCLUDE_ENV, raising=False)
-    folder, why = sfpi_include_dir()
-    assert folder is None and SFPI_INCLUDE_ENV in why
     monkeypatch.setenv(SFPI_INCLUDE_ENV, str(tmp_path))
-    assert sfpi_include_dir()[0] is None  # no sfpi.h there
+    folder, why = sfpi_include_dir()
+    assert folder is None and SFPI_INCLUDE_ENV in why  # no sfpi.h there: an error, not the stand-in
     (tmp_path / "sfpi.h").write_text("")
     (tmp_path / "tensix_builtins.h").write_text("")
     assert sfpi_include_dir()[0] == tmp_path
+
+
+def test_sfpi_headers_are_the_stand_in_by_default(monkeypatch, tmp_path):
+    """No SFPI install and no TTNN_FLASHDECODE_SFPI_INCLUDE: the package's own stand-in."""
+    monkeypatch.setattr("ttnn_flashdecode.tools.silicon_check.toolchain._real_sfpi_include_dirs", lambda: [tmp_path / "none"])
+    monkeypatch.delenv(SFPI_INCLUDE_ENV, raising=False)
+    folder, why = sfpi_include_dir()
+    assert folder == SFPI_STANDIN_DIR == REPO / "ttnn_flashdecode" / "silicon_check" / "sfpi_standin"
+    assert "stand-in" in why
+    assert {"sfpi.h", "tensix_builtins.h"} <= {path.name for path in folder.iterdir()}
+
+
+def test_a_real_sfpi_install_comes_before_the_stand_in(monkeypatch, tmp_path):
+    (tmp_path / "sfpi.h").write_text("")
+    monkeypatch.setattr("ttnn_flashdecode.tools.silicon_check.toolchain._real_sfpi_include_dirs", lambda: [tmp_path])
+    monkeypatch.delenv(SFPI_INCLUDE_ENV, raising=False)
+    assert sfpi_include_dir() == (tmp_path, f"SFPI install {tmp_path}")
+
+
+def test_the_sfpi_stand_in_ships_in_the_wheel():
+    """pyproject's package-data names every header of the stand-in (tests/test_packaging.py builds
+    the wheel; this checks the globs without a build)."""
+    package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    globs = package_data["ttnn_flashdecode.tools.silicon_check.sfpi_standin"]
+    shipped = {path for pattern in globs for path in SFPI_STANDIN_DIR.glob(pattern)}
+    headers = set(SFPI_STANDIN_DIR.glob("*.h"))
+    assert headers and headers <= shipped
+    assert not any(line.lstrip().startswith(("// SPDX", "/* SPDX")) or "Copyright" in line
+                   for path in headers for line in path.read_text().splitlines()), "the stand-in is this project's own"
 
 
 def test_format_table_aligns_columns():
@@ -91,19 +124,28 @@ def _skip_or_fail(why: str):
     pytest.skip(f"silicon check skipped: {why}")
 
 
-def test_silicon_check_passes_on_mock_wormhole_and_blackhole(tmp_path, record_property):
-    """Every case through generic_op, all three compute threads clean, sizes under the limits."""
+@pytest.fixture(scope="module")
+def silicon_check_run(tmp_path_factory):
+    """``python -m ttnn_flashdecode silicon-check --work WORK --json ROWS``, once for this module:
+    the process, its rows and WORK (each arch's JIT log, which the planted-error test replays)."""
     missing = missing_toolchain()
     if missing:
         _skip_or_fail(f"missing {', '.join(missing)}; install with: {INSTALL_HINT}")
     if sfpi_include_dir()[0] is None:
         _skip_or_fail(sfpi_include_dir()[1])
-    report = tmp_path / "rows.json"
+    base = tmp_path_factory.mktemp("silicon-check")
+    report, work = base / "rows.json", base / "work"
     env = {k: v for k, v in os.environ.items() if k not in ("TT_METAL_RUNTIME_ROOT", "TT_METAL_CACHE", "TT_METAL_MOCK_CLUSTER_DESC_PATH")}
-    result = subprocess.run([sys.executable, "-m", "ttnn_flashdecode", "silicon-check", "--json", str(report)],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
-    table = result.stdout
+    result = subprocess.run([sys.executable, "-m", "ttnn_flashdecode", "silicon-check", "--work", str(work), "--json", str(report)],
+                            cwd=base, env=env, capture_output=True, text=True, timeout=1200)
     rows = [Row(**r) for r in json.loads(report.read_text())] if report.exists() else []
+    return types.SimpleNamespace(result=result, rows=rows, work=work)
+
+
+def test_silicon_check_passes_on_mock_wormhole_and_blackhole(silicon_check_run, record_property):
+    """Every case through generic_op, all three compute threads clean, sizes under the limits."""
+    result, rows = silicon_check_run.result, silicon_check_run.rows
+    table = result.stdout
     for row in rows:
         if row.where in ("NCRISC", "BRISC") or row.where == "MATH":
             record_property("figure", f"silicon check {row.arch} {row.check} on {row.where}: {row.result}, {row.figure}")
@@ -115,6 +157,66 @@ def test_silicon_check_passes_on_mock_wormhole_and_blackhole(tmp_path, record_pr
         assert {(r.check.split()[0], r.check.split()[1]) for r in mine if r.where in ("NCRISC", "BRISC")} == {
             ("attention_reader", "JIT"), ("attention_reader", "watcher"), ("attention_writer", "JIT"), ("attention_writer", "watcher")}
         assert all(r.result == "ok" for r in mine), table
+
+
+# Errors planted in a copy of the compute kernel: (statement in the kernel, which occurrence of it,
+# what replaces it, the threads that must report an error at that line). The kernel is compiled
+# once per TRISC thread; MATH(...) keeps its argument on the MATH thread only, and tt-metal
+# declares APPROX for MATH and PACK only. The SFPI ones check the stand-in refuses what SFPI does.
+PLANTED_ERRORS = (
+    ("recip_tile(0);", 0, "recip_tlie(0);", {"UNPACK", "MATH", "PACK"}),  # misspelled LLK call
+    ("exp_tile_init<kExpApprox>();", 0, "exp_tile_init<APPROX>();", {"UNPACK"}),  # MATH/PACK-only name
+    ("exp_tile<kExpApprox>(0);", 0, "MATH((exp_tile<kExpApprox, 7>(0)));", {"MATH"}),  # 7 is no bool
+    ("exp_tile<kExpApprox>(0);", 1, "MATH((sfpi::dst_reg[0] = sfpi::vFloat(1.0f) / sfpi::vFloat(2.0f)));",
+     {"MATH"}),  # the SFPU has no vector division
+    ("exp_tile_init<kExpApprox>();", 1, "MATH((sfpi::dst_reg[0] = sfpi::vFloat(1.0f) + sfpi::vInt(1)));",
+     {"MATH"}),  # SFPI vector types do not mix without as<>() / convert<>()
+)
+#: Blackhole-only SFPI: an error on Wormhole's MATH thread, none on Blackhole's.
+PLANTED_WORMHOLE_ERROR = ("binary_max_tile(0, 1, 0);", 0,
+                          "MATH((sfpi::dst_reg[0] = sfpi::approx_recip(sfpi::vFloat(sfpi::dst_reg[0]))));")
+
+
+def _plant(kernel: Path, copy: Path, plants) -> dict[int, tuple]:
+    """Writes ``kernel`` with each plant's statement replaced to ``copy``; {1-based line: plant}."""
+    original = kernel.read_text().splitlines(keepends=True)
+    edited, planted = list(original), {}
+    for plant in plants:
+        statement, occurrence, replacement = plant[:3]
+        index = [i for i, line in enumerate(original) if statement in line][occurrence]
+        assert index + 1 not in planted, f"two plants on line {index + 1}"
+        edited[index] = original[index].replace(statement, replacement)
+        planted[index + 1] = plant
+    copy.write_text("".join(edited))
+    return planted
+
+
+def test_planted_kernel_errors_are_reported_at_their_line_on_their_thread(silicon_check_run, tmp_path, record_property):
+    """Replays the logged compute compiles (first variant, both archs, against the SFPI headers in
+    use: the stand-in here) with an edited kernel copy: each planted error is an ``error:`` at the
+    copy's line on exactly the threads that compile it, and the unedited lines stay clean."""
+    assert silicon_check_run.result.returncode in (0, 1), silicon_check_run.result.stderr[-3000:]
+    include, source = sfpi_include_dir()
+    copy = tmp_path / "attention_compute.cpp"
+    planted = _plant(REPO / "kernels" / "attention_compute.cpp", copy, (*PLANTED_ERRORS, PLANTED_WORMHOLE_ERROR))
+    compiler = wrapper_path(build_root())
+    start = time.perf_counter()
+    for arch in ARCHS:
+        lines = read_jit_log(silicon_check_run.work / arch / "jit.log")
+        results = check_compute_threads(lines, silicon_check.COMPUTE_KERNEL, compiler, include, kernel_copy=copy,
+                                        scratch=tmp_path / "scratch" / arch, first_variant_only=True, max_errors=100)
+        assert [r.thread for r in results] == list(TRISC_OF_THREAD)
+        for result in results:
+            assert result.skipped is None and result.variants == 1, result
+            located = {}
+            for error in result.errors:
+                assert error.startswith(f"{copy}:"), f"{arch} {result.thread}: an error outside the planted lines: {error}"
+                located.setdefault(int(error.split(":")[1]), []).append(error)
+            expected = {line for line, plant in planted.items()
+                        if (result.thread in plant[3] if len(plant) > 3 else (arch == "wormhole_b0" and result.thread == "MATH"))}
+            assert set(located) == expected, (f"{arch} {result.thread} ({source}): errors at lines {sorted(located)}, "
+                                              f"planted for this thread at {sorted(expected)}:\n" + "\n".join(result.errors))
+    record_property("figure", f"planted-error replay: 12 compiles in {time.perf_counter() - start:.1f} s")
 
 
 # --- the device's L1 budget, on a mock device ---------------------------------------------------

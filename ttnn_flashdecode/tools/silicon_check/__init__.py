@@ -14,21 +14,23 @@ architecture (Wormhole B0 8x8, Blackhole 13x10):
    against the worker grid and the kernel images' sizes.
 2. **Compute kernel per thread** (:mod:`.compute_syntax`) -- each logged TRISC compile line
    (UNPACK, MATH, PACK; every compile-time-arg variant) replayed with ``-fsyntax-only`` against the
-   wheel's LLK headers and SFPI's headers (:func:`.toolchain.sfpi_include_dir`).
+   wheel's LLK headers and SFPI's headers (:func:`.toolchain.sfpi_include_dir`): a real SFPI install
+   where there is one, else this package's SFPI stand-in (``sfpi_standin/``).
 3. **Code size** (:mod:`.code_size`) -- reader (NCRISC) and writer (BRISC) ``.text``, JIT build and
    watcher build, against ``MEM_<PROCESSOR>_KERNEL_SIZE``.
 
 What it proves: the dataflow kernels compile and link for the real processors with tt-metal's flags
 and fit their code limits; the compute kernel parses and type-checks per thread against the real
-LLK API; tt-metal's host-side program checks accept every descriptor the cases build.
+LLK API (and SFPI's API as the headers in use declare it); tt-metal's host-side program checks accept every descriptor the cases build.
 
 What it cannot see: nothing executes (no numerics, no hangs, no NoC ordering: the emulator covers
 those); SFPI's back end never runs on the compute kernel (register pressure, ``v_if`` lowering,
-replay ranges, immediate-operand ranges of TTI instructions, compute code size); the stubbed SFPI
-builtins and SFPI 7.71 headers standing in for the wheel's 7.89 can give false errors or false
-passes where the API changed in between; GCC 12 is not SFPI's GCC 15 (dropped ``-ftt-*`` extensions,
-``-Wno-attributes``); dispatch-side limits (kernel-config buffer size) are probably not exercised on
-a mock device.
+replay ranges, immediate-operand ranges of TTI instructions, compute code size); without an SFPI
+install the compute kernel is type-checked against the package's SFPI stand-in, declarations
+written for this project from the wheel's LLK call sites (not SFPI's headers), so where a
+declaration guesses SFPI wrong the check can give a false error or a false pass; GCC 12 is not
+SFPI's GCC 15 (dropped ``-ftt-*`` extensions, ``-Wno-attributes``); dispatch-side limits
+(kernel-config buffer size) are probably not exercised on a mock device.
 """
 
 from __future__ import annotations
@@ -127,9 +129,10 @@ def _size_rows(arch: str, lines, compiler: Path, scratch: Path) -> list[Row]:
 
 def _compute_rows(arch: str, lines, compiler: Path) -> list[Row]:
     from .compute_syntax import check_compute_threads
-    from .toolchain import in_ci, sfpi_include_dir
+    from .toolchain import SFPI_STANDIN_DIR, in_ci, sfpi_include_dir
 
     include, source = sfpi_include_dir()
+    headers = "stand-in" if include == SFPI_STANDIN_DIR else source.split("=")[0]
     rows = []
     for result in check_compute_threads(lines, COMPUTE_KERNEL, compiler, include):
         label = f"{COMPUTE_KERNEL} -fsyntax-only ({result.variants} variants)"
@@ -138,7 +141,7 @@ def _compute_rows(arch: str, lines, compiler: Path) -> list[Row]:
         elif result.errors:
             rows.append(Row(arch, label, result.thread, "FAIL", " | ".join(result.errors)[:1500]))
         else:
-            rows.append(Row(arch, label, result.thread, "ok", f"0 errors (SFPI headers: {source.split('=')[0]})"))
+            rows.append(Row(arch, label, result.thread, "ok", f"0 errors (SFPI headers: {headers})"))
     return rows
 
 

@@ -5,10 +5,14 @@
   unknown-elf`` (its C library) and ``libstdc++-12-dev-riscv64-cross`` (C++ headers only; installed
   with ``--no-install-recommends``). ``./run.sh test`` installs them when it runs as root with
   ``apt-get`` (as CI does).
-* SFPI's public headers, for the compute kernel's per-thread syntax check: from a real SFPI install
-  when there is one (every Tenstorrent machine has one), else from the folder named by
-  ``TTNN_FLASHDECODE_SFPI_INCLUDE`` (CI points it at ``shared/silicon-check/sfpi-include``: SFPI
-  7.71.0's headers with stubs of its ``__builtin_rvtt_*`` builtins and a shim for five 7.89 names).
+* SFPI's headers (``sfpi.h``, ``tensix_builtins.h``), for the compute kernel's per-thread syntax
+  check, from the first of: a real SFPI install (every Tenstorrent machine has one); the folder
+  named by ``TTNN_FLASHDECODE_SFPI_INCLUDE``; this package's own stand-in, ``sfpi_standin/``
+  (the default here: SFPI is not published anywhere this project can install from). The stand-in
+  is written for this project from how the wheel's LLK headers call SFPI, not copied from SFPI: it
+  type-checks those calls against declarations guessed from the call sites, so a wrong guess can
+  give a false error or a false pass, and it has no SFPI back end (``sfpi_standin/sfpi.h`` says
+  what it checks and what it cannot see).
 """
 
 from __future__ import annotations
@@ -17,12 +21,17 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["DEBIAN_PACKAGES", "INSTALL_HINT", "SFPI_INCLUDE_ENV", "missing_toolchain", "sfpi_include_dir", "in_ci"]
+from .sfpi_standin import INCLUDE_DIR as STANDIN_INCLUDE_DIR
+
+__all__ = ["DEBIAN_PACKAGES", "INSTALL_HINT", "SFPI_INCLUDE_ENV", "SFPI_STANDIN_DIR", "missing_toolchain",
+           "sfpi_include_dir", "in_ci"]
 
 DEBIAN_PACKAGES = ("gcc-riscv64-unknown-elf", "picolibc-riscv64-unknown-elf", "libstdc++-12-dev-riscv64-cross")
 INSTALL_HINT = ("apt-get install -y gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf && "
                 "apt-get install -y --no-install-recommends libstdc++-12-dev-riscv64-cross")
 SFPI_INCLUDE_ENV = "TTNN_FLASHDECODE_SFPI_INCLUDE"
+#: The SFPI stand-in this package carries (used when there is no SFPI install and no override).
+SFPI_STANDIN_DIR = STANDIN_INCLUDE_DIR
 
 RISCV_GXX = "riscv64-unknown-elf-g++"
 RISCV_SIZE = "riscv64-unknown-elf-size"
@@ -67,17 +76,27 @@ def _real_sfpi_include_dirs() -> list[Path]:
     return [root / "include" for root in roots]
 
 
+def _is_sfpi_include_dir(folder: Path) -> bool:
+    return (folder / "sfpi.h").is_file() and (folder / "tensix_builtins.h").is_file()
+
+
 def sfpi_include_dir() -> tuple[Path | None, str]:
-    """SFPI's header folder (holding ``sfpi.h``) and where it came from, or ``(None, why not)``."""
+    """The folder of SFPI headers the compute check uses (holding ``sfpi.h`` and
+    ``tensix_builtins.h``) and a sentence saying which it is, or ``(None, why not)``.
+
+    In order: a real SFPI install (:func:`_real_sfpi_include_dirs`); the folder named by
+    ``TTNN_FLASHDECODE_SFPI_INCLUDE`` (None when it lacks the two headers: a wrong override is an
+    error, not a reason to fall back); :data:`SFPI_STANDIN_DIR`, this package's stand-in.
+    """
     for folder in _real_sfpi_include_dirs():
         if (folder / "sfpi.h").is_file():
             return folder, f"SFPI install {folder}"
     named = os.environ.get(SFPI_INCLUDE_ENV)
     if named:
         folder = Path(named).resolve()
-        if (folder / "sfpi.h").is_file() and (folder / "tensix_builtins.h").is_file():
+        if _is_sfpi_include_dir(folder):
             return folder, f"{SFPI_INCLUDE_ENV}={named}"
         return None, f"{SFPI_INCLUDE_ENV}={named} holds no sfpi.h and tensix_builtins.h"
-    return None, (f"no SFPI install (looked in {', '.join(str(d) for d in _real_sfpi_include_dirs())}) and "
-                  f"{SFPI_INCLUDE_ENV} is not set (point it at a folder of SFPI's headers, e.g. "
-                  "shared/silicon-check/sfpi-include)")
+    if _is_sfpi_include_dir(SFPI_STANDIN_DIR):
+        return SFPI_STANDIN_DIR, f"the package's SFPI stand-in {SFPI_STANDIN_DIR} (no SFPI install found)"
+    return None, f"no SFPI install and the package's SFPI stand-in is missing from {SFPI_STANDIN_DIR}"
