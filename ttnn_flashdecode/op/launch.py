@@ -16,7 +16,7 @@ from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, 
 from ttnn_flashdecode.op.program_factory import Addresses, operand_accessor_args
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import device_cb_budget_bytes
-from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1
+from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1, resolve_grid
 
 __all__ = ["last_report", "to_numpy", "run_on_emulator", "run_on_device"]
 
@@ -88,12 +88,14 @@ def _constant_pages(head_dim: int, scale: float | None) -> np.ndarray:
     return pages
 
 
-def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions):
+def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, *, grid=None,
+                    max_split=None):
     _last_report.value = None
     from ttnn_flashdecode.emulator import tensor_accessor_compile_time_args
 
     shape = inputs.shape
     emu = _emulator(DEFAULT_ARCH)
+    cores = resolve_grid(grid, tuple(emu.grid))
     q_np = to_numpy(q)
     q_pages = tiles.to_tile_bytes(_heads_padded(q_np, shape) if shape.q_layout == "rows" else q_np)
     if shape.kv_dtype == "bfloat16":
@@ -120,8 +122,8 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
             emu.write_pages(buffers[-1], table)
             operands.append(buffers[-1])
         accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in operands])
-        plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
-                            emu.worker_core_from_logical_core)
+        plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, cores, accessor_args,
+                            emu.worker_core_from_logical_core, max_split=max_split)
         check_windows(plan)
         program = program_for(plan, Addresses(*(b.address for b in operands)))
         report = emu.run(program)
@@ -141,7 +143,8 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
 
 # ---------------------------------------------------------------- device backend
 
-def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config):
+def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config, *,
+                  grid=None, max_split=None):
     _last_report.value = None
     shape = inputs.shape
     sharded_ok = shape.q_layout == "heads" and memory_config is not None and height_sharded_l1(memory_config)
@@ -151,7 +154,8 @@ def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: C
         raise ValueError(f"memory_config: expected DRAM interleaved{also}, got {memory_config}")
     device = q.device()
     arch = "blackhole" if "BLACKHOLE" in str(device.arch()).upper() else "wormhole_b0"
-    grid = device.compute_with_storage_grid_size()
+    full = device.compute_with_storage_grid_size()
+    cores = resolve_grid(grid, (full.x, full.y))
     out = ttnn.allocate_tensor_on_device(
         q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device, memory_config or ttnn.DRAM_MEMORY_CONFIG
     )
@@ -165,8 +169,8 @@ def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: C
     if shape.paged:  # with device inputs the page table is a device tensor (_int32_operand refuses others)
         operands += (inputs.page_table_tensor,)
     accessor_args = operand_accessor_args([ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands])
-    plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
-                        _device_noc_xy(device), device_cb_budget_bytes(device))
+    plan = plan_program(shape, block_tiles, split, compute, arch, cores, accessor_args,
+                        _device_noc_xy(device), device_cb_budget_bytes(device), max_split)
     check_windows(plan)
     program = program_for(plan, Addresses(*(t.buffer_address() for t in operands)))
     # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message

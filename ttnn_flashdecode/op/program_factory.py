@@ -53,6 +53,9 @@ __all__ = [
     "operand_accessor_args",
     "runtime_args",
     "max_requests_per_core",
+    "grid_cores",
+    "grid_size",
+    "grid_text",
     "decode_requests",
     "build_program",
     "KERNEL_FILES",
@@ -137,7 +140,7 @@ class Plan:
         r = self.residency
         return [("q_rows", r.q_rows), ("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
-                ("exp_approx", int(self.compute.math_approx_mode)),
+                ("exp_approx", int(self.compute.approx_exp)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes), *self.cache_layout_args]
 
@@ -151,6 +154,35 @@ class Plan:
                 ("cache_blocks", shape.cache_blocks), ("page_table_entries", shape.page_table_entries)]
 
 
+def grid_cores(grid) -> tuple[tuple[int, int], ...]:
+    """The logical cores of ``grid`` in core-table order.
+
+    Args:
+        grid: a rectangle ``(x, y)`` (cores ``(0, 0) .. (x - 1, y - 1)``; table index ``i`` is core
+            ``(i % x, i // x)``, row by row), or a core set: a tuple of distinct logical ``(x, y)``
+            pairs, used in the order given (``ttnn.CoreRangeSet``'s, from
+            :func:`ttnn_flashdecode.op.validate.resolve_grid`).
+    """
+    if _is_rectangle(grid):
+        return tuple((i % grid[0], i // grid[0]) for i in range(grid[0] * grid[1]))
+    return tuple((int(x), int(y)) for x, y in grid)
+
+
+def grid_size(grid) -> int:
+    """Cores in ``grid`` (see :func:`grid_cores`)."""
+    return grid[0] * grid[1] if _is_rectangle(grid) else len(grid)
+
+
+def grid_text(grid) -> str:
+    """``grid`` for messages: ``"8x8 grid"`` or ``"set of 15 cores"``."""
+    return f"{grid[0]}x{grid[1]} grid" if _is_rectangle(grid) else f"set of {len(grid)} cores"
+
+
+def _is_rectangle(grid) -> bool:
+    """``(x, y)`` rather than a tuple of cores (whose items are pairs)."""
+    return not isinstance(grid[0], (tuple, list))
+
+
 def max_requests_per_core(table_words: int) -> int:
     """Parameter blocks a core may run when ``table_words`` common runtime args are in use."""
     return (MAX_RUNTIME_ARGS - protocol.ARG_HEADER - table_words) // protocol.WORDS
@@ -160,7 +192,7 @@ def plan_decode(
     shape: DecodeShape,
     residency: Residency,
     *,
-    grid: tuple[int, int],
+    grid: tuple,
     arch: str,
     compute: ComputeOptions,
     accessor_args: Sequence[Sequence[int]],
@@ -174,8 +206,9 @@ def plan_decode(
         shape: validated shapes.
         residency: must match the shape's q_rows and dim_tiles, hold the schedule's largest
             split in ``max_split``, and fit ``arch``'s L1.
-        grid: compute grid ``(x, y)`` in cores; core-table index ``i`` is logical core
-            ``(i % x, i // x)``.
+        grid: compute grid ``(x, y)`` in cores (core-table index ``i`` is logical core ``(i % x,
+            i // x)``), or a core set, a tuple of logical ``(x, y)`` cores taken in that order
+            (:func:`grid_cores`).
         arch: ``"wormhole_b0"`` or ``"blackhole"`` (for the L1 check).
         compute: compute-kernel options.
         accessor_args: seven lists, the TensorAccessorArgs compile-time args of :data:`OPERANDS`.
@@ -206,13 +239,13 @@ def plan_decode(
     if schedule.requests != shape.requests:
         heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
         raise ValueError(f"schedule: expected {shape.requests} requests (batch x {heads}), got {schedule.requests}")
-    grid_cores = grid[0] * grid[1]
-    if schedule.used_cores > grid_cores:
-        raise ValueError(f"schedule: expected at most {grid_cores} cores ({grid[0]}x{grid[1]} grid), got {schedule.used_cores}")
+    available = grid_size(grid)
+    if schedule.used_cores > available:
+        raise ValueError(f"schedule: expected at most {available} cores ({grid_text(grid)}), got {schedule.used_cores}")
     largest_split = max(schedule.split_count(r) for r in range(shape.requests))
     if largest_split > residency.max_split:
         raise ValueError(f"residency: expected max_split >= {largest_split} (the schedule's largest split), got {residency.max_split}")
-    cores = tuple((i % grid[0], i // grid[0]) for i in range(schedule.used_cores))
+    cores = grid_cores(grid)[:schedule.used_cores]
     noc_table = tuple((ny << 16) | nx for nx, ny in (noc_xy(x, y) for x, y in cores)) if largest_split > 1 else ()
     limit = max_requests_per_core(len(noc_table))
     busiest = max(len(slices) for slices in schedule.cores)
