@@ -35,7 +35,8 @@ The pass bars (fp32 DST, HiFi4: the op's default) and why a correct kernel clear
   mis-weighted partial (~e^-1 .. 1 of a row) does.
 
 ``test_attention_compute_configs`` runs every compute config (fp32 DST x full sync x HiFi2/HiFi4 x
-approximate exp): its bars are per format, documented at :data:`CONFIG_BARS`.
+approximate exp): its bars are per format, documented at :data:`CONFIG_BARS` and
+:data:`APPROX_EXP_BARS`.
 """
 
 from __future__ import annotations
@@ -263,11 +264,10 @@ class ConfigBars:
 #: (a mis-weighted softmax row is off by about the row's own magnitude, ~20 x the bar).
 MAX_ABS_PER_RMS_ERROR = 5.0
 
-#: Bars by (fp32_dest_acc_en, math_fidelity). Full sync only changes how many DST tiles one acquire
-#: holds, and approximate exp is not modelled by the emulator (exact libm exp either way, see
-#: ``ttnn_flashdecode.emulator``), so neither has its own bar; on silicon approximate exp adds its
-#: own error. PCC bars follow from the rel-L2 bars (PCC ~ 1 - rel^2 / 2 for errors uncorrelated with
-#: the output), rounded down.
+#: Bars by (fp32_dest_acc_en, math_fidelity), accurate exp. Full sync only changes how many DST tiles
+#: one acquire holds, so it has no bar of its own. PCC bars follow from the rel-L2 bars (PCC ~ 1 -
+#: rel^2 / 2 for errors uncorrelated with the output), rounded down. Approximate exp has its own bar,
+#: :data:`APPROX_EXP_BARS`.
 CONFIG_BARS = {
     (True, "HiFi4"): ConfigBars(0.9999, 1e-2, "fp32 DST: only S, P and the output are rounded to bf16 "
                                               "(~2^-9 each): measured ~5e-3, the suite's 1e-2 bar"),
@@ -280,6 +280,13 @@ CONFIG_BARS = {
                                                  "measured ~1.1e-2"),
     (False, "HiFi2"): ConfigBars(0.999, 4e-2, "bf16 DST and HiFi2's truncated SrcB together: measured ~1.7-1.9e-2"),
 }
+
+#: Approximate exp (math_approx_mode): the emulator models the LLK's approximation (Schraudolph: 8
+#: mantissa bits, per-datum relative error about -4% .. +3%, periodic in x / ln2), which dominates
+#: every other rounding: measured rel-L2 4.2e-2 (fp32 DST, HiFi4) .. 5.0e-2 (fp32 DST, HiFi2), PCC
+#: 0.9988 .. 0.9991 (the README's table). One bar for all four.
+APPROX_EXP_BARS = ConfigBars(0.998, 6e-2, "the LLK's approximate exp (Schraudolph, ~2% rms relative error per "
+                                          "probability) dominates: measured 4.2e-2 .. 5.0e-2")
 
 CONFIGS = list(itertools.product([True, False], [False, True], ["HiFi4", "HiFi2"], [False, True]))
 
@@ -294,7 +301,7 @@ def test_attention_compute_configs(fp32_dest_acc_en, dst_full_sync_en, fidelity,
     config = ttnn.ComputeConfigDescriptor(math_fidelity=getattr(ttnn.MathFidelity, fidelity),
                                           fp32_dest_acc_en=fp32_dest_acc_en, dst_full_sync_en=dst_full_sync_en,
                                           math_approx_mode=math_approx_mode)
-    bars = CONFIG_BARS[(fp32_dest_acc_en, fidelity)]
+    bars = APPROX_EXP_BARS if math_approx_mode else CONFIG_BARS[(fp32_dest_acc_en, fidelity)]
     q, k, v = _inputs(1, 8, 1, 128, 4096, seed=0)
     out = attention(q, k, v, cur_pos=[2999], split=2, block_tiles=8, compute_kernel_config=config)
     assert ComputeOptions.from_config(config).dst_tiles == (4 if fp32_dest_acc_en else 8) * (2 if dst_full_sync_en else 1)

@@ -126,7 +126,7 @@ def test_every_core_decodes_to_its_request():
 def test_more_requests_than_cores_share_cores_in_sequence():
     plan = _plan(batch=32, n_q=32, n_kv=8, positions=list(range(32)))  # 256 requests on 64 cores
     assert len(plan.cores) == 64 and set(plan.requests_per_core) == {4}
-    program = _build(plan)
+    _build(plan)
     assert plan.residency.work_requests == 4 and plan.residency.work_row_bytes == 4 * 80  # 1 + 64 words, to 80
     for core, slices in zip(plan.cores, plan.schedule.cores):
         args = _row(plan, core)

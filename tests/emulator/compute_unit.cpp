@@ -290,6 +290,60 @@ int main() {
              for (int i = 0; i < 1024; ++i) want[i] = x[i] + y[i], mag[i] = std::fabs(want[i]);
              close(got, want, mag, FP32 ? FP32_REL : BF16_ULP / 2, "add_reuse_dest");
          }},
+        {"sfpu_exp_approx",
+         [] {
+             // exp_tile<approx=true>: the LLK's Schraudolph exp (ckernel_sfpu_exp.h), values pinned from an
+             // exact-arithmetic derivation: d = fp32(369.329925537109375 * x + 32500.818359375), i =
+             // round-half-away(|d|) (ClampToNegative: x >= -88.5 first, |i| <= 65535; None: signed, <= 32767),
+             // y = bits(i << 15): 2^((i >> 8) - 127) * (1 + (i & 255) / 256). A bf16 DST keeps i's top 15 bits.
+             struct Pin {
+                 double x, fp32, bf16;
+             };
+             const Pin clamp[] = {{0.0, 0.978515625, 0.9765625},
+                                  {-1.0, 0.3779296875, 0.376953125},
+                                  {-0.5, 0.6171875, 0.6171875},
+                                  {-2.75, 0.0621337890625, 0.06201171875},
+                                  {-10.0, 4.673004150390625e-05, 4.673004150390625e-05},
+                                  {-86.0, 4.4264709148151764e-38, 4.4264709148151764e-38},
+                                  {-87.5, 0.0, 0.0},  // i = 184 < 256: a denormal pattern, zero to the FPU
+                                  {-100.0, 0.0, 0.0},  // clamped to -88.5 first
+                                  {0.5, 1.67578125, 1.671875},
+                                  {1.0, 2.796875, 2.796875}};
+             const Pin none[] = {{-1.0, 0.3779296875, 0.376953125},
+                                 {-100.0, -336.0 / 256 * std::ldexp(1.0, -110), -336.0 / 256 * std::ldexp(1.0, -110)},
+                                 {1.0, 1.99609375, 1.9921875}};  // |i| saturates at 32767
+             for (bool clamped : {true, false}) {
+                 setup();
+                 Tile x(1024, 0.0), want(1024, FP32 ? 0.978515625 : 0.9765625);  // the rest of the tile holds 0
+                 int n = 0;
+                 for (const Pin& p : clamped ? std::vector<Pin>(std::begin(clamp), std::end(clamp))
+                                             : std::vector<Pin>(std::begin(none), std::end(none))) {
+                     x[n] = p.x;
+                     want[n++] = FP32 ? p.fp32 : p.bf16;
+                 }
+                 push(0, x, DataFormat::Float16_b);
+                 compute_kernel_hw_startup(0, 0, 16);
+                 cb_wait_front(0, 1);
+                 tile_regs_acquire();
+                 copy_init(0);
+                 copy_tile(0, 0, 0);
+                 if (clamped) {
+                     exp_tile_init<true>();
+                     exp_tile<true>(0);
+                 } else {
+                     exp_tile_init<true, 0x3F800000, InputClamping::None>();
+                     exp_tile<true, false, InputClamping::None>(0);
+                 }
+                 Tile got = commit_pack();
+                 for (int i = 0; i < 1024; ++i)
+                     if (got[i] != want[i]) {  // exact: bit patterns, not a tolerance
+                         char m[160];
+                         std::snprintf(m, sizeof m, "approximate exp (%s): exp(%g) got %.17g want %.17g",
+                                       clamped ? "ClampToNegative" : "None", x[i], got[i], want[i]);
+                         throw std::logic_error(m);
+                     }
+             }
+         }},
         {"sfpu_exp_recip_max",
          [] {
              setup();

@@ -179,8 +179,15 @@ packer mask keeps column 0 only.
 Known differences from silicon:
 - Packer fp32 -> bf16 rounds to nearest EVEN here; silicon rounds to nearest, ties AWAY from zero
   (isa Packers/FormatConversion.md). Results can differ by 1 bf16 ulp on exact ties.
-- exp and 1/x are exact libm (rounded to float); silicon uses polynomial / Newton approximations
-  (even with approx=false) and APPROX mode is not modelled bit-exactly. exp underflow flushes to 0.
+- exp (approx=false) and 1/x are exact libm (rounded to float); silicon uses polynomial / Newton
+  approximations. exp underflow flushes to 0.
+- exp with approx=true is the LLK's own approximation (``ckernel_sfpu_exp.h``, Schraudolph: one fp32
+  multiply-add, a round to a 16-bit integer, a shift into the exponent field; 8 mantissa bits,
+  relative error about -4% .. +3%), modelled per the isa's SFPMAD / SFPSTOCHRND / SFPSTORE functional
+  models (``emu::compute::exp_approx_llk``). SFPMAD is modelled as a fully fused FMA; the hardware's
+  partial fusion can differ in the last bit of the sum, which moves a result by one step of the
+  integer only when the sum sits within that bit of a rounding tie. Denormal results (x < ~-87.3)
+  are flushed (the FPU reads them as 0).
 - FPU accumulation: one rounding per K-half/column-half with exact partial sums; silicon rounds
   per fidelity phase / instruction, so bf16-DST results can differ by ~1 ulp.
 - FP32 -> BF16 unpack (bf16 DST) is modelled as truncation [unverified].

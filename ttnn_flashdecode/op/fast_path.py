@@ -40,15 +40,17 @@ def _device_spec(tensor):
 
 
 def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start, rows, scale, block_tiles, q_layout,
-             compute_kernel_config, memory_config, split, backend):
+             compute_kernel_config, memory_config, split, backend, grid=None, max_split=None):
     """The fast-path key of an :func:`~ttnn_flashdecode.attention` call, or None when the call is not
     eligible (see the module docstring). Never raises: anything unexpected makes the call take the
     validated path, which raises what it must."""
     if cur_pos is not None or chunk_start is not None or backend == "emulator":
         return None
+    if grid is not None and not isinstance(grid, tuple):  # a CoreRangeSet: no value hash to key on
+        return None
     try:
         specs = (_device_spec(q), _device_spec(k), _device_spec(v), _device_spec(cur_pos_tensor))
-        if None in specs:
+        if None in specs or q.dtype != ttnn.bfloat16:  # a block-float Q is typecast first: the validated path
             return None
         table = None if page_table_tensor is None else _device_spec(page_table_tensor)
         if page_table_tensor is not None and table is None:
@@ -56,8 +58,9 @@ def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start
         compute = ComputeOptions.from_config(compute_kernel_config)
         # The device object's id: the entry holds the device (its operands do), so the id is never
         # reused, and a device closed and opened again is a new object with a new key.
-        return (id(q.device()), specs, table, rows, scale, block_tiles, q_layout, compute, memory_config, split, backend)
-    except (TypeError, AttributeError, RuntimeError):  # unhashable or odd inputs: validate them the long way
+        return (id(q.device()), specs, table, rows, scale, block_tiles, q_layout, compute, memory_config, split, backend,
+                grid, max_split)
+    except (TypeError, AttributeError, RuntimeError, ValueError):  # unhashable or odd inputs: validate them the long way
         return None
 
 

@@ -17,7 +17,7 @@ from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, 
 from ttnn_flashdecode.op.program_factory import Addresses, Plan, operand_accessor_args, set_addresses, work_table
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import device_cb_budget_bytes
-from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1
+from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1, resolve_grid
 
 __all__ = ["last_report", "to_numpy", "run_on_emulator", "run_on_device", "prepare_device_launch", "DeviceLaunch"]
 
@@ -89,12 +89,14 @@ def _constant_pages(head_dim: int, scale: float | None) -> np.ndarray:
     return pages
 
 
-def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions):
+def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, *, grid=None,
+                    max_split=None):
     _last_report.value = None
     from ttnn_flashdecode.emulator import tensor_accessor_compile_time_args
 
     shape = inputs.shape
     emu = _emulator(DEFAULT_ARCH)
+    cores = resolve_grid(grid, tuple(emu.grid))
     q_np = to_numpy(q)
     q_pages = tiles.to_tile_bytes(_heads_padded(q_np, shape) if shape.q_layout == "rows" else q_np)
     if shape.kv_dtype == "bfloat16":
@@ -121,8 +123,8 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
             emu.write_pages(buffers[-1], table)
             operands.append(buffers[-1])
         accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in operands])
-        plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
-                            emu.worker_core_from_logical_core)
+        plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, cores, accessor_args,
+                            emu.worker_core_from_logical_core, max_split=max_split)
         check_windows(plan)
         table = work_table(plan)
         buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
@@ -190,7 +192,7 @@ class DeviceLaunch:
 
 
 def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions,
-                          memory_config) -> DeviceLaunch:
+                          memory_config, *, grid=None, max_split=None) -> DeviceLaunch:
     """Plan a device call (cached plan and descriptor; constants and WORK uploaded once per
     device) and return its :class:`DeviceLaunch`.
 
@@ -207,7 +209,8 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
         raise ValueError(f"memory_config: expected DRAM interleaved{also}, got {memory_config}")
     device = q.device()
     arch = "blackhole" if "BLACKHOLE" in str(device.arch()).upper() else "wormhole_b0"
-    grid = device.compute_with_storage_grid_size()
+    full = device.compute_with_storage_grid_size()
+    cores = resolve_grid(grid, (full.x, full.y))
     constants_tensor = _device_constants(device, shape.head_dim, scale)
     # An output like every call's: its spec, and its accessor args (set by its kind, not its address).
     probe_out = ttnn.allocate_tensor_on_device(q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device,
@@ -221,20 +224,22 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
     args = [ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands]
     if inputs.positions_tensor is None:
         args[5] = _dram_row_major_accessor_args(device)
-    plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), operand_accessor_args(args),
-                        _device_noc_xy(device), device_cb_budget_bytes(device))
+    plan = plan_program(shape, block_tiles, split, compute, arch, cores, operand_accessor_args(args),
+                        _device_noc_xy(device), device_cb_budget_bytes(device), max_split)
     check_windows(plan)
     signpost = (f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                 f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
     return DeviceLaunch(plan, program_for(plan), constants_tensor, _device_work_table(device, plan), out_spec, signpost)
 
 
-def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config):
+def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config, *,
+                  grid=None, max_split=None):
     """One device call without the fast path: prepare its launch, upload a ``cur_pos`` list as the
     POSITIONS operand (int32 [batch], ROW_MAJOR, DRAM: one page; under trace capture only a
     ``cur_pos_tensor`` works: no host writes), launch. Returns ``(output, launch)``."""
     _last_report.value = None
-    launch = prepare_device_launch(q, k, v, inputs, scale, block_tiles, split, compute, memory_config)
+    launch = prepare_device_launch(q, k, v, inputs, scale, block_tiles, split, compute, memory_config, grid=grid,
+                                   max_split=max_split)
     positions = inputs.positions_tensor
     if positions is None:
         positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=q.device(),

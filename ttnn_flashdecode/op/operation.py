@@ -55,6 +55,8 @@ def attention(
     compute_kernel_config=None,
     memory_config=None,
     split: int | None = None,
+    max_split: int | None = None,
+    grid=None,
     backend: str = "auto",
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
@@ -84,7 +86,10 @@ def attention(
             columns, each head zero-padded to whole tiles; the output likewise). On the host: a numpy array (float32 or
             ``ml_dtypes.bfloat16``) or a host ``ttnn.Tensor``. With ``q_layout="heads"`` (decode
             only): ``[1, batch, n_q_heads, head_dim]``, ttnn's decode layout (on a device also L1
-            height-sharded, as ``nlp_create_qkv_heads_decode`` leaves it).
+            height-sharded, as ``nlp_create_qkv_heads_decode`` leaves it). A ``ttnn.bfloat8_b`` /
+            ``ttnn.bfloat4_b`` Q (TILE) is accepted as ttnn's decode op accepts it: converted to
+            bfloat16 first (``ttnn.typecast`` on a device, ``ttnn.to_dtype`` on the host; exact,
+            every block-float value is a bfloat16 value), and the output comes back in Q's dtype.
         k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q`` (numpy
             arrays and host tensors mix); with ``page_table_tensor``, a paged cache
             ``[cache_blocks, n_kv_heads, block_size, head_dim]`` (ttnn's paged layout, ``block_size``
@@ -129,6 +134,14 @@ def attention(
         split: split-K slices per request. ``None`` (default): the scheduler cuts long requests
             so every core of the grid gets about the same live tiles (short requests stay whole);
             ``1``: never split; ``k``: cut every request into ``k`` slices (some may be empty).
+        max_split: most split-K slices (cores) per request, ``1..255`` (ttnn's
+            ``max_cores_per_head_batch``); ``None`` (default): as many as the grid and L1 allow.
+        grid: the cores the program may use. ``None`` (default): the device's whole compute grid
+            (on the emulator the emulated device's, 8x8 on Wormhole); ``(x, y)`` or a
+            ``ttnn.CoreCoord``: cores ``(0, 0) .. (x - 1, y - 1)`` (ttnn's
+            ``compute_with_storage_grid_size``); a ``ttnn.CoreRangeSet`` or a sequence of logical
+            ``(x, y)`` cores: exactly those (ttnn's ``sub_core_grids``). Must lie within the
+            device's grid.
         backend: ``"auto"`` (device tensors -> device, otherwise emulator), ``"device"`` or
             ``"emulator"``.
         q_layout: ``"rows"`` (default, the activation layout above) or ``"heads"`` (decode: Q and
@@ -150,7 +163,7 @@ def attention(
             or ``cur_pos_tensor`` with ``chunk_start``) are given, ``cur_pos_tensor`` or
             ``page_table_tensor`` has the wrong length, shape, layout, memory or storage (device vs
             host), a paged block size that is not a multiple of 32, a page-table entry the call
-            reads that is not a block of the cache, K and V of different dtypes, a block-float Q,
+            reads that is not a block of the cache, K and V of different dtypes,
             ``q_layout="heads"`` with ``rows`` or ``chunk_start`` or a Q that is not
             ``[1, batch, n_q_heads, head_dim]``,
             ``rows`` x GQA ratio exceeds 32, a chunk longer than 32, a position is negative or
@@ -159,7 +172,8 @@ def attention(
             window would leave it; any position), head_dim or block_tiles does not fit L1 (on a
             device: what its L1 allocator leaves beside L1 tensors and ``l1_small_size``), a split
             larger than the grid or the reducer's L1 inbox allows, more requests than the grid's
-            work-row capacity (21 requests a core), device tensors that are not bfloat16 (K/V: or block-float) / TILE /
+            work-row capacity (21 requests a core), a ``grid`` outside the device's grid or ``max_split``
+            outside 1..255, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
             DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
             different devices, a bad backend or memory_config. All raised
             before anything reaches a device.
@@ -184,20 +198,40 @@ def attention(
     key = fast_path.call_key(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
                              chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
                              compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
-                             backend=backend)
+                             backend=backend, grid=grid, max_split=max_split)
     launch = fast_path.lookup(key) if key is not None else None
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
-    validate_options(backend=backend, split=split, scale=scale)
+    validate_options(backend=backend, split=split, scale=scale, max_split=max_split)
+    q, q_dtype = _bfloat16_q(q)
     inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":
             raise ValueError(f"backend: 'device' expects device tensors, got {inputs.kind} inputs")
-        out, launch = run_on_device(q, k, v, inputs, scale, block_tiles, split, compute, memory_config)
+        out, launch = run_on_device(q, k, v, inputs, scale, block_tiles, split, compute, memory_config, grid=grid,
+                                    max_split=max_split)
         if key is not None:
             fast_path.remember(key, launch)
-        return out
+        return out if q_dtype is None else ttnn.typecast(out, q_dtype)
     if memory_config is not None and memory_config != ttnn.DRAM_MEMORY_CONFIG:
         raise ValueError(f"memory_config: expected None or ttnn.DRAM_MEMORY_CONFIG on the emulator, got {memory_config}")
-    return run_on_emulator(q, k, v, inputs, scale, block_tiles, split, compute)
+    out = run_on_emulator(q, k, v, inputs, scale, block_tiles, split, compute, grid=grid, max_split=max_split)
+    if q_dtype is None:
+        return out
+    return ttnn.Tensor(to_numpy(out), q_dtype, layout=ttnn.TILE_LAYOUT)
+
+
+_BLOCK_FLOAT_Q = (ttnn.bfloat8_b, ttnn.bfloat4_b)
+
+
+def _bfloat16_q(q):
+    """``(q, None)``, or for a block-float ttnn Q (which ttnn's decode op accepts) ``(q as bfloat16, its
+    dtype)``: every bfp8 / bfp4 value is a bfloat16 value, so the conversion is exact; on a device
+    ``ttnn.typecast`` keeps Q's memory config (DRAM or L1 height-sharded)."""
+    if not isinstance(q, ttnn.Tensor) or q.dtype not in _BLOCK_FLOAT_Q:
+        return q, None
+    if q.storage_type() == ttnn.StorageType.DEVICE:
+        return ttnn.typecast(q, ttnn.bfloat16), q.dtype
+    return ttnn.to_dtype(q, ttnn.bfloat16), q.dtype
+

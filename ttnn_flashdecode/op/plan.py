@@ -11,7 +11,9 @@ import numpy as np
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op import kv_walk
-from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, Plan, build_program, plan_decode
+from ttnn_flashdecode.op.program_factory import (
+    MAX_REQUESTS_PER_CORE, Plan, build_program, grid_size, grid_text, plan_decode,
+)
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import Residency, cb_budget_bytes, l1_bytes, max_block_tiles
 from ttnn_flashdecode.op.schedule import schedule
@@ -84,10 +86,11 @@ def check_windows(plan: Plan) -> None:
 
 
 def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int, fp32_stats: bool,
-               l1_budget: int | None) -> int:
-    """Most split-K slices per request: bounded by the grid, word 5's byte, and the L1 left beside
-    blocks of ``block_tiles`` for the inbox (one partial per level of the combine tree)."""
-    for split in range(min(protocol.MAX_SPLIT, grid_cores), 1, -1):
+               l1_budget: int | None, cap: int | None = None) -> int:
+    """Most split-K slices per request: bounded by the grid, word 5's byte, the caller's ``cap``
+    (``max_split``) and the L1 left beside blocks of ``block_tiles`` for the inbox (one partial per
+    level of the combine tree)."""
+    for split in range(min(protocol.MAX_SPLIT, grid_cores, cap or protocol.MAX_SPLIT), 1, -1):
         residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats,
                               **shape.cache_fields)
         if l1_bytes(residency) <= cb_budget_bytes(arch, l1_budget):
@@ -97,7 +100,7 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
 
 @functools.lru_cache(maxsize=64)
 def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
-                 accessor_args, noc_xy, l1_budget: int | None = None) -> Plan:
+                 accessor_args, noc_xy, l1_budget: int | None = None, max_split: int | None = None) -> Plan:
     """The plan :func:`attention` runs for these shapes, without running it (no device needed).
 
     Positions play no part (trace-safe: one program for every position vector): the requests are
@@ -113,29 +116,35 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         split: ``None`` (by work), 1 (never) or a forced slice count.
         compute: compute-kernel options.
         arch: ``"wormhole_b0"`` or ``"blackhole"``.
-        grid: compute grid ``(x, y)`` in cores.
+        grid: compute grid ``(x, y)`` in cores, or a core set: a tuple of logical ``(x, y)`` cores
+            (:func:`~ttnn_flashdecode.op.program_factory.grid_cores`).
         accessor_args: the seven operands' TensorAccessorArgs compile-time args (``program_factory.OPERANDS``).
         noc_xy: logical core -> NoC coordinate.
         l1_budget: L1 bytes for CBs (on a device, what its allocator leaves:
             :func:`ttnn_flashdecode.op.residency.device_cb_budget_bytes`); default: the arch's whole free L1.
+        max_split: most split-K slices (cores) per request, ttnn's ``max_cores_per_head_batch``;
+            ``None``: as many as the grid and L1 allow.
 
     Raises:
         ValueError: as :func:`attention` for block size, split and request-count limits.
     """
     fp32_stats = compute.fp32_dest_acc_en
     fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats, l1_budget)
-    grid_cores = grid[0] * grid[1]
+    grid_cores = grid_size(grid)
+    cap = max_split
     # Room for the inbox is counted with the smallest block the planner may pick (1), or the
     # caller's block when given.
-    max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget)
+    max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget, cap)
     if split is not None and split > max_split:
-        raise ValueError(f"split: expected <= {max_split} (grid cores, and L1 for the reducer's inbox on {arch}), got {split}")
+        bound = f", max_split {cap}" if cap is not None and cap < split else ""
+        raise ValueError(f"split: expected <= {max_split} (grid cores{bound}, and L1 for the reducer's inbox on "
+                         f"{arch}), got {split}")
     kv_positions = shape.planned_kv_positions
     per_core = MAX_REQUESTS_PER_CORE
     if len(kv_positions) > grid_cores * per_core:
         heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
         raise ValueError(
-            f"requests: expected at most {grid_cores * per_core} (batch x {heads}) on a {grid[0]}x{grid[1]} grid "
+            f"requests: expected at most {grid_cores * per_core} (batch x {heads}) on a {grid_text(grid)} "
             f"({per_core} per core), got {len(kv_positions)} ({shape.batch} x {shape.requests // shape.batch})"
         )
     plan_schedule = schedule(kv_positions, grid_cores, max_split=max_split, max_slices_per_core=per_core, split=split)

@@ -53,6 +53,9 @@ __all__ = [
     "operand_accessor_args",
     "work_table",
     "set_addresses",
+    "grid_cores",
+    "grid_size",
+    "grid_text",
     "decode_requests",
     "build_program",
     "KERNEL_FILES",
@@ -112,8 +115,9 @@ class Plan:
         program_hash: ``custom_program_hash``: structure only (shapes, residency, cores,
             schedule, compute options, accessor args), so new positions within the same schedule
             or new buffer addresses never recompile.
-        grid: the compute grid ``(x, y)``; core ``cores[i]`` reads row ``i`` of the work table
-            (``work_slot``).
+        grid: the compute grid ``(x, y)``, or a core set (``sub_core_grids``: a tuple of logical
+            cores, :func:`grid_cores`); core ``(x, y)`` reads row ``work_slot(x, y, grid_x)`` of
+            the work table.
     """
 
     shape: DecodeShape
@@ -124,12 +128,23 @@ class Plan:
     compute: ComputeOptions
     accessor_args: tuple[int, ...]
     program_hash: int
-    grid: tuple[int, int] = (8, 8)
+    grid: tuple = (8, 8)
 
     def __hash__(self) -> int:
         # The structure hash, computed once: a decode loop looks its descriptor up by (plan,
         # addresses) on every call, and hashing the whole schedule each time cost ~20 us.
         return self.program_hash
+
+    @property
+    def grid_x(self) -> int:
+        """The width, in cores, that ``work_slot`` numbers rows by: the rectangle's, or for a core
+        set the smallest that holds its cores."""
+        return self.grid[0] if _is_rectangle(self.grid) else max(x for x, _ in self.cores) + 1
+
+    @property
+    def work_slots(self) -> tuple[int, ...]:
+        """Per core (``cores`` order), the row of the work table it reads (``work_slot``)."""
+        return tuple(protocol.work_slot(x, y, self.grid_x) for x, y in self.cores)
 
     @property
     def split(self) -> bool:
@@ -147,10 +162,10 @@ class Plan:
         r = self.residency
         return [("q_rows", r.q_rows), ("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
-                ("exp_approx", int(self.compute.math_approx_mode)),
+                ("exp_approx", int(self.compute.approx_exp)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
-                ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid[0]), *self.cache_layout_args]
+                ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -162,11 +177,40 @@ class Plan:
                 ("cache_blocks", shape.cache_blocks), ("page_table_entries", shape.page_table_entries)]
 
 
+def grid_cores(grid) -> tuple[tuple[int, int], ...]:
+    """The logical cores of ``grid`` in core-table order.
+
+    Args:
+        grid: a rectangle ``(x, y)`` (cores ``(0, 0) .. (x - 1, y - 1)``; table index ``i`` is core
+            ``(i % x, i // x)``, row by row), or a core set: a tuple of distinct logical ``(x, y)``
+            pairs, used in the order given (``ttnn.CoreRangeSet``'s, from
+            :func:`ttnn_flashdecode.op.validate.resolve_grid`).
+    """
+    if _is_rectangle(grid):
+        return tuple((i % grid[0], i // grid[0]) for i in range(grid[0] * grid[1]))
+    return tuple((int(x), int(y)) for x, y in grid)
+
+
+def grid_size(grid) -> int:
+    """Cores in ``grid`` (see :func:`grid_cores`)."""
+    return grid[0] * grid[1] if _is_rectangle(grid) else len(grid)
+
+
+def grid_text(grid) -> str:
+    """``grid`` for messages: ``"8x8 grid"`` or ``"set of 15 cores"``."""
+    return f"{grid[0]}x{grid[1]} grid" if _is_rectangle(grid) else f"set of {len(grid)} cores"
+
+
+def _is_rectangle(grid) -> bool:
+    """``(x, y)`` rather than a tuple of cores (whose items are pairs)."""
+    return not isinstance(grid[0], (tuple, list))
+
+
 def plan_decode(
     shape: DecodeShape,
     residency: Residency,
     *,
-    grid: tuple[int, int],
+    grid: tuple,
     arch: str,
     compute: ComputeOptions,
     accessor_args: Sequence[Sequence[int]],
@@ -180,8 +224,9 @@ def plan_decode(
         shape: validated shapes.
         residency: must match the shape's q_rows and dim_tiles, hold the schedule's largest
             split in ``max_split``, and fit ``arch``'s L1.
-        grid: compute grid ``(x, y)`` in cores; core-table index ``i`` is logical core
-            ``(i % x, i // x)``.
+        grid: compute grid ``(x, y)`` in cores (core-table index ``i`` is logical core ``(i % x,
+            i // x)``), or a core set, a tuple of logical ``(x, y)`` cores taken in that order
+            (:func:`grid_cores`).
         arch: ``"wormhole_b0"`` or ``"blackhole"`` (for the L1 check).
         compute: compute-kernel options.
         accessor_args: seven lists, the TensorAccessorArgs compile-time args of :data:`OPERANDS`.
@@ -212,13 +257,13 @@ def plan_decode(
     if schedule.requests != shape.requests:
         heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
         raise ValueError(f"schedule: expected {shape.requests} requests (batch x {heads}), got {schedule.requests}")
-    grid_cores = grid[0] * grid[1]
-    if schedule.used_cores > grid_cores:
-        raise ValueError(f"schedule: expected at most {grid_cores} cores ({grid[0]}x{grid[1]} grid), got {schedule.used_cores}")
+    available = grid_size(grid)
+    if schedule.used_cores > available:
+        raise ValueError(f"schedule: expected at most {available} cores ({grid_text(grid)}), got {schedule.used_cores}")
     largest_split = max(schedule.split_count(r) for r in range(shape.requests))
     if largest_split > residency.max_split:
         raise ValueError(f"residency: expected max_split >= {largest_split} (the schedule's largest split), got {residency.max_split}")
-    cores = tuple((i % grid[0], i // grid[0]) for i in range(schedule.used_cores))
+    cores = grid_cores(grid)[:schedule.used_cores]
     noc_table = tuple((ny << 16) | nx for nx, ny in (noc_xy(x, y) for x, y in cores)) if largest_split > 1 else ()
     busiest = max(len(slices) for slices in schedule.cores)
     if busiest > MAX_REQUESTS_PER_CORE or busiest > residency.work_requests:
@@ -323,20 +368,22 @@ def decode_requests(plan: Plan) -> list[Request]:
 
 
 def work_table(plan: Plan) -> np.ndarray:
-    """The plan's WORK operand: one row per core (``plan.cores`` order, ``work_slot``), each
-    ``[request count, words(request 0), words(request 1), ...]`` zero-padded to
-    ``residency.work_row_bytes``, every scheduled slice's request with its split fields (word 5)
-    filled in from the schedule. Address-free, so it is built and uploaded once per plan.
+    """The plan's WORK operand: one row per work slot up to the last core's (``work_slot``; a core
+    set may leave slots no core reads, zero), each ``[request count, words(request 0),
+    words(request 1), ...]`` zero-padded to ``residency.work_row_bytes``, every scheduled slice's
+    request with its split fields (word 5) filled in from the schedule. Address-free, so it is
+    built and uploaded once per plan.
 
     Returns:
-        uint32 ``[len(plan.cores), work_row_bytes // 4]``.
+        uint32 ``[max(plan.work_slots) + 1, work_row_bytes // 4]``.
 
     Raises:
         ValueError: a request fails :func:`protocol.encode`'s checks.
     """
     requests = decode_requests(plan)
-    table = np.zeros((len(plan.cores), plan.residency.work_row_bytes // 4), dtype=np.uint32)
-    for row, slices in enumerate(plan.schedule.cores):
+    slots = plan.work_slots
+    table = np.zeros((max(slots) + 1, plan.residency.work_row_bytes // 4), dtype=np.uint32)
+    for slot, slices in zip(slots, plan.schedule.cores):
         words = [len(slices)]
         for item in slices:
             request = requests[item.request]
@@ -346,7 +393,7 @@ def work_table(plan: Plan) -> np.ndarray:
                     split_first_core=plan.schedule.first_core(item.request),
                 )
             words.extend(protocol.encode(request, plan.residency))
-        table[row, :len(words)] = words
+        table[slot, :len(words)] = words
     return table
 
 

@@ -176,15 +176,32 @@ class DecodeShape:
 
 @dataclasses.dataclass(frozen=True)
 class ComputeOptions:
-    """The compute kernel's configuration (``ttnn.ComputeConfigDescriptor``).
+    """The compute kernel's configuration (``ttnn.ComputeConfigDescriptor``) and its exp mode.
 
     Defaults favour accuracy: HiFi4, fp32 DST accumulation, exact (non-approximate) exp.
+
+    Attributes:
+        math_fidelity, fp32_dest_acc_en, math_approx_mode, dst_full_sync_en: the descriptor's fields
+            (``math_approx_mode`` is tt-metal's ``APPROX`` for the MATH and PACK threads).
+        exp_approx: the softmax's exp: True the LLK's approximate exp, False the accurate one, None
+            (default) ``math_approx_mode``'s choice (ttnn's ``SDPAProgramConfig.exp_approx_mode``).
     """
 
     math_fidelity: ttnn.MathFidelity = ttnn.MathFidelity.HiFi4
     fp32_dest_acc_en: bool = True
     math_approx_mode: bool = False
     dst_full_sync_en: bool = False
+    exp_approx: bool | None = None
+
+    def __post_init__(self):
+        # One spelling per program: an exp mode that repeats math_approx_mode's is None (plans key on this).
+        if self.exp_approx is not None and bool(self.exp_approx) == bool(self.math_approx_mode):
+            object.__setattr__(self, "exp_approx", None)
+
+    @property
+    def approx_exp(self) -> bool:
+        """Whether the compute kernel's exp is the approximate one (``exp_tile<true>``)."""
+        return self.math_approx_mode if self.exp_approx is None else bool(self.exp_approx)
 
     @property
     def dst_tiles(self) -> int:

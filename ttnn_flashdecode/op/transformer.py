@@ -4,33 +4,34 @@
 Same signatures and semantics as ``ttnn.transformer``'s (ttnn 0.81) for what this op supports, so
 a tt-transformers-style model swaps the call and nothing else: Q ``[1, b, nh, dh]`` (the heads
 ``nlp_create_qkv_heads_decode`` gives: DRAM interleaved or L1 height-sharded on a device, head
-rows padded to the tile), K / V ``[b, nkv, s, dh]`` or paged ``[blocks, nkv, block_size, dh]``
-with ``page_table_tensor``, in bfloat16, bfloat8_b or bfloat4_b; ``cur_pos`` or
-``cur_pos_tensor`` (-1: idle slot), ``scale``, ``program_config`` (``k_chunk_size`` becomes the
-K/V block), ``compute_kernel_config``, ``memory_config``; the output is ``[1, b, nh, dh]``. The
-kernels read Q and write the output in that layout directly (the HEAD_ROWS request flag): no
-reshape on the way. What is not supported is refused by name (``NotImplementedError``), never
-ignored: ``attn_mask`` / ``is_causal=False``, ``sliding_window_size``, ``attention_sink``,
-``share_cache=True``, program-config fields other than the grid and ``k_chunk_size``, and the
-paged call's ``paged_cache_geometry``, ``cache_position_modulo``, ``spec_multi_pos_tiles``.
+rows padded to the tile; bfloat16, or bfloat8_b / bfloat4_b as ttnn accepts them), K / V ``[b,
+nkv, s, dh]`` (``[1, nkv, s, dh]`` with ``share_cache=True``) or paged ``[blocks, nkv,
+block_size, dh]`` with ``page_table_tensor``, in bfloat16, bfloat8_b or bfloat4_b; ``cur_pos`` or
+``cur_pos_tensor`` (-1: idle slot), ``scale``, ``program_config`` (every field with ttnn's
+meaning: :func:`_program_config_keywords`), ``compute_kernel_config``, ``memory_config``; the
+output is ``[1, b, nh, dh]``. The kernels read Q and write the output in that layout directly
+(the HEAD_ROWS request flag): no reshape on the way. What is not supported is refused by name
+(``NotImplementedError``), never ignored: ``attn_mask`` / ``is_causal=False``,
+``sliding_window_size``, ``attention_sink``, and the paged call's ``paged_cache_geometry``,
+``cache_position_modulo``, ``spec_multi_pos_tiles``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import ttnn
 
+from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.operation import DEFAULT_ARCH, attention
+from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.validate import resolve_grid
 
 __all__ = ["scaled_dot_product_attention_decode", "paged_scaled_dot_product_attention_decode"]
 
-_PROGRAM_CONFIG_DEFAULTS = {"sub_core_grids": None, "exp_approx_mode": None, "max_cores_per_head_batch": 16,
-                            "max_k_splits": 1, "matmul_math_fidelity": None, "segmented_accumulation": False}
-
-
-def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=None, share_cache=None,
-                        attention_sink=None, paged_cache_geometry=None, cache_position_modulo=None,
-                        spec_multi_pos_tiles=0) -> None:
+def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=None, attention_sink=None,
+                        paged_cache_geometry=None, cache_position_modulo=None, spec_multi_pos_tiles=0) -> None:
     """Raises NotImplementedError naming the first keyword of ttnn's decode calls given a value the
     op does not support (their defaults are supported)."""
     if attn_mask is not None:
@@ -41,8 +42,6 @@ def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=N
         raise NotImplementedError(f"sliding_window_size: sliding-window attention is not supported, got {sliding_window_size!r}")
     if attention_sink is not None:
         raise NotImplementedError("attention_sink: attention sinks are not supported")
-    if share_cache:
-        raise NotImplementedError("share_cache: a KV cache shared across the batch is not supported")
     for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
                                  ("cache_position_modulo", cache_position_modulo, None),
                                  ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
@@ -50,37 +49,63 @@ def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=N
             raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
 
 
-def _block_tiles(program_config, q) -> int | None:
-    """``program_config.k_chunk_size`` as the op's K/V block (position tiles); None without a config.
-
-    Raises:
-        ValueError: ``k_chunk_size`` not a positive multiple of 32.
-        NotImplementedError: a grid other than the whole grid the op runs on (``q``'s device's,
-            else the emulated device's), or any other field set.
-    """
-    if program_config is None:
-        return None
-    if not isinstance(program_config, ttnn.SDPAProgramConfig):
-        raise TypeError(f"program_config: expected a ttnn.SDPAProgramConfig or None, got {type(program_config).__name__}")
-    grid = program_config.compute_with_storage_grid_size
+def _device_grid(q) -> tuple[int, int]:
+    """The compute grid the op runs on: ``q``'s device's, else the emulated device's."""
     if isinstance(q, ttnn.Tensor) and q.storage_type() == ttnn.StorageType.DEVICE:
         full = q.device().compute_with_storage_grid_size()
-        want = (full.x, full.y)
-    else:
-        from ttnn_flashdecode.emulator.arch import ArchSpec
+        return (full.x, full.y)
+    from ttnn_flashdecode.emulator.arch import ArchSpec
 
-        want = tuple(ArchSpec.for_name(DEFAULT_ARCH).default_grid)
-    if (grid.x, grid.y) != tuple(want):
-        raise NotImplementedError(f"program_config.compute_with_storage_grid_size: the op runs on the whole "
-                                  f"{want[0]}x{want[1]} grid, got {grid.x}x{grid.y}")
-    for name, default in _PROGRAM_CONFIG_DEFAULTS.items():
-        if getattr(program_config, name) != default:
-            raise NotImplementedError(f"program_config.{name}: not supported (only the grid and k_chunk_size are "
-                                      f"used), got {getattr(program_config, name)!r}")
+    return tuple(ArchSpec.for_name(DEFAULT_ARCH).default_grid)
+
+
+def _program_config_keywords(program_config, q, compute_kernel_config) -> dict:
+    """``program_config`` (a ``ttnn.SDPAProgramConfig`` or None) as :func:`ttnn_flashdecode.attention`
+    keywords, every field with ttnn 0.81's decode meaning:
+
+    * ``compute_with_storage_grid_size`` ``(x, y)``: the program runs on cores ``(0, 0) .. (x - 1,
+      y - 1)``; any grid within the device's (the emulated device's on the emulator).
+    * ``sub_core_grids`` (a ``ttnn.CoreRangeSet``): exactly those cores, as many as the grid above
+      names (ttnn refuses a mismatch too).
+    * ``k_chunk_size`` (positions): the K/V block, a positive multiple of 32; 0 lets the op choose.
+    * ``max_cores_per_head_batch``: most cores (split-K slices) per (user, KV head) request; 0
+      means 1, as in ttnn.
+    * ``exp_approx_mode``: True the LLK's approximate exp in the softmax, False the accurate one,
+      None: ``compute_kernel_config.math_approx_mode`` decides (ttnn's op takes None as True; this
+      op keeps its accurate default).
+    * ``q_chunk_size``, ``max_k_splits``, ``matmul_math_fidelity``, ``segmented_accumulation``:
+      not used by decode, in ttnn either (the last three are ring-joint prefill fields).
+
+    Without a config: the device's whole grid, no per-request cap, the op's block.
+
+    Raises:
+        TypeError: ``program_config`` is neither None nor a ``ttnn.SDPAProgramConfig``.
+        ValueError: a grid beyond the device's, a ``sub_core_grids`` of another size or with cores
+            beyond it, a ``k_chunk_size`` that is not a multiple of 32.
+    """
+    compute = ComputeOptions.from_config(compute_kernel_config)
+    if program_config is None:
+        return dict(compute_kernel_config=compute)
+    if not isinstance(program_config, ttnn.SDPAProgramConfig):
+        raise TypeError(f"program_config: expected a ttnn.SDPAProgramConfig or None, got {type(program_config).__name__}")
+    full = _device_grid(q)
+    size = program_config.compute_with_storage_grid_size
+    sub = program_config.sub_core_grids
+    if sub is None:
+        grid = resolve_grid((size.x, size.y), full, "program_config.compute_with_storage_grid_size")
+    else:  # the grid only counts the cores (ttnn: sub_core_grids.num_cores() == x * y)
+        if sub.num_cores() != size.x * size.y:
+            raise ValueError(f"program_config.sub_core_grids: expected {size.x * size.y} cores (compute_with_storage_"
+                             f"grid_size {size.x}x{size.y}), got {sub.num_cores()}")
+        grid = resolve_grid(sub, full, "program_config.sub_core_grids")
     chunk = program_config.k_chunk_size
-    if chunk <= 0 or chunk % 32:
-        raise ValueError(f"program_config.k_chunk_size: expected a positive multiple of 32 positions, got {chunk}")
-    return chunk // 32
+    if chunk % 32:
+        raise ValueError(f"program_config.k_chunk_size: expected 0 (the op chooses) or a positive multiple of 32 "
+                         f"positions, got {chunk}")
+    if program_config.exp_approx_mode is not None:
+        compute = dataclasses.replace(compute, exp_approx=bool(program_config.exp_approx_mode))
+    max_split = min(max(1, int(program_config.max_cores_per_head_batch)), protocol.MAX_SPLIT)
+    return dict(grid=grid, block_tiles=chunk // 32 or None, max_split=max_split, compute_kernel_config=compute)
 
 
 def scaled_dot_product_attention_decode(
@@ -104,37 +129,76 @@ def scaled_dot_product_attention_decode(
 
     Args:
         input_tensor_q: ``[1, b, nh, dh]``: one decode row per user, its heads: a device
-            ``ttnn.Tensor`` (bfloat16 TILE, DRAM interleaved or L1 height-sharded), a host
-            ``ttnn.Tensor`` or a numpy float32 / ``ml_dtypes.bfloat16`` array (the emulator).
-        input_tensor_k, input_tensor_v: KV cache ``[b, nkv, s, dh]``, same kind; ttnn tensors
-            may be bfloat16, bfloat8_b or bfloat4_b.
+            ``ttnn.Tensor`` (TILE, DRAM interleaved or L1 height-sharded), a host ``ttnn.Tensor``
+            or a numpy float32 / ``ml_dtypes.bfloat16`` array (the emulator). ttnn tensors may be
+            bfloat16, bfloat8_b or bfloat4_b (read as their bfloat16 values; the output then
+            comes back in Q's dtype, as ttnn's op returns it).
+        input_tensor_k, input_tensor_v: KV cache ``[b, nkv, s, dh]`` (``[1, nkv, s, dh]`` with
+            ``share_cache=True``), same kind; ttnn tensors may be bfloat16, bfloat8_b or bfloat4_b.
         cur_pos: one int per user (its position; -1: idle slot, zero output), or None.
         cur_pos_tensor: the same as an int32 ``[b]`` tensor (device, or numpy / host on the
             emulator), or None.
         scale: query scale; default ``1/sqrt(dh)``.
-        program_config: ``ttnn.SDPAProgramConfig``; its ``k_chunk_size`` (positions, a multiple
-            of 32) is the K/V block; its grid must be the device's whole grid.
+        program_config: ``ttnn.SDPAProgramConfig`` or None: the grid or core set, the K/V block,
+            the cores per request and the exp mode (:func:`_program_config_keywords`).
         compute_kernel_config: as :func:`ttnn_flashdecode.attention`.
         memory_config: the output's: DRAM interleaved (default) or, on a device, L1 height-sharded.
-        is_causal, attn_mask, sliding_window_size, share_cache, attention_sink: only the defaults
-            (causal, none) are supported.
+        share_cache: True: K and V hold one cache (batch 1) that every user attends to, up to its
+            own position (ttnn's meaning); False / None: one cache per user.
+        is_causal, attn_mask, sliding_window_size, attention_sink: only the defaults (causal, none)
+            are supported.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
-        or a host ``ttnn.Tensor`` bfloat16 ROW_MAJOR).
+        or a host ``ttnn.Tensor`` bfloat16 ROW_MAJOR, or TILE in Q's block-float dtype).
 
     Raises:
         NotImplementedError: an unsupported keyword or value (named).
         ValueError, TypeError: as :func:`ttnn_flashdecode.attention` (``q_layout="heads"``), and
-            Q not 4-D ``[1, b, nh, dh]``.
+            Q not 4-D ``[1, b, nh, dh]``, a program config the device cannot run
+            (:func:`_program_config_keywords`), ``share_cache=True`` with K of batch != 1.
     """
     _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
-                        share_cache=share_cache, attention_sink=attention_sink)
+                        attention_sink=attention_sink)
     if cur_pos is None and cur_pos_tensor is None:
         raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
+    shared = _shared_cache_table(input_tensor_q, input_tensor_k) if share_cache else None
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
-                            cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale,
+                            cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale, page_table_tensor=shared,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config)
+
+
+_shared_tables: dict = {}
+
+
+def _shared_cache_table(q, k):
+    """``share_cache=True``: every user attends to the one cache ``k`` / ``v`` ``[1, nkv, s, dh]``
+    holds (ttnn: K and V of batch 1, read by all ``b`` users). That cache is, byte for byte, a paged
+    cache of one block of ``s`` positions, so the call runs paged with the page table ``[[0]] * b``
+    (int32 ``[b, 1]``; on a device uploaded once per (device, b) and kept, so a traced decode loop
+    uploads nothing).
+
+    Raises:
+        ValueError: ``k``'s batch is not 1, or its capacity is not a multiple of 32 positions.
+    """
+    if len(q.shape) != 4 or len(k.shape) != 4:
+        return None  # the shape checks that follow name the problem
+    if int(k.shape[0]) != 1:
+        raise ValueError(f"input_tensor_k: expected batch 1 with share_cache=True (every user reads that one cache), "
+                         f"got {list(k.shape)}")
+    if int(k.shape[2]) % 32:
+        raise ValueError(f"input_tensor_k: expected a capacity (dim 2) that is a multiple of 32 positions with "
+                         f"share_cache=True, got {int(k.shape[2])}")
+    batch = int(q.shape[1])
+    table = np.zeros((batch, 1), np.int32)
+    if not (isinstance(q, ttnn.Tensor) and q.storage_type() == ttnn.StorageType.DEVICE):
+        return table
+    device = q.device()
+    key = (device.id(), batch)
+    if key not in _shared_tables:
+        _shared_tables[key] = ttnn.Tensor(table, ttnn.int32, device=device, layout=ttnn.ROW_MAJOR_LAYOUT,
+                                          mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    return _shared_tables[key]
 
 
 def paged_scaled_dot_product_attention_decode(
@@ -191,12 +255,28 @@ def paged_scaled_dot_product_attention_decode(
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config)
 
 
-def _heads_attention(q, k, v, *, program_config, **keywords):
+def _heads_attention(q, k, v, *, program_config, compute_kernel_config, **keywords):
     """:func:`ttnn_flashdecode.attention` on Q ``[1, b, nh, dh]`` (``q_layout="heads"``)."""
     if not isinstance(q, (ttnn.Tensor, np.ndarray)):
         raise TypeError(f"input_tensor_q: expected a ttnn.Tensor or a numpy array, got {type(q).__name__}")
-    block_tiles = _block_tiles(program_config, q)
+    config = _program_config_keywords(program_config, q, compute_kernel_config)
     if len(q.shape) != 4 or q.shape[0] != 1 or (len(k.shape) == 4 and q.shape[3] != k.shape[3]):
         raise ValueError(f"input_tensor_q: expected shape [1, b, nh, dh] (dh = the cache's head_dim "
                          f"{k.shape[-1]}), got {list(q.shape)}")
-    return attention(q, k, v, q_layout="heads", block_tiles=block_tiles, **keywords)
+    if config.get("block_tiles"):
+        config["block_tiles"] = _whole_double_blocks(config["block_tiles"], k, keywords.get("page_table_tensor"))
+    return attention(q, k, v, q_layout="heads", **config, **keywords)
+
+
+def _whole_double_blocks(block_tiles: int, k, page_table) -> int | None:
+    """``k_chunk_size``'s block, or the largest below it whose double block tiles the cache.
+
+    ttnn takes any chunk that divides the cache; this op's reader double-buffers K and V, so the
+    cache must be whole double blocks (``plan.check_windows``): ttnn's own chunk for a 4224-position
+    cache (128 = 4 tiles, 132 tiles) becomes 3 tiles here. None (the op's choice) when no block does.
+    """
+    if len(k.shape) != 4:
+        return block_tiles
+    capacity = int(k.shape[2]) * (int(page_table.shape[1]) if page_table is not None and len(page_table.shape) == 2 else 1)
+    tiles = -(-capacity // 32)
+    return next((b for b in range(block_tiles, 0, -1) if tiles % (2 * b) == 0), None)

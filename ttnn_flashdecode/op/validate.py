@@ -21,7 +21,7 @@ from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
 
-__all__ = ["IDLE", "BACKENDS", "Inputs", "validate_inputs", "validate_options", "height_sharded_l1"]
+__all__ = ["IDLE", "BACKENDS", "Inputs", "validate_inputs", "validate_options", "height_sharded_l1", "resolve_grid"]
 
 BACKENDS = ("auto", "device", "emulator")
 
@@ -362,18 +362,72 @@ def height_sharded_l1(config) -> bool:
 
 
 
-def validate_options(*, backend: str, split, scale) -> None:
-    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``.
+def validate_options(*, backend: str, split, scale, max_split=None) -> None:
+    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``, ``max_split``.
 
     Raises:
-        ValueError: a backend outside :data:`BACKENDS`, a split outside ``1..MAX_SPLIT``, a scale
-            that is not a finite positive number.
+        ValueError: a backend outside :data:`BACKENDS`, a split or max_split outside
+            ``1..MAX_SPLIT``, a scale that is not a finite positive number.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-    if split is not None and (isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 1 <= split <= protocol.MAX_SPLIT):
-        raise ValueError(f"split: expected None or an int in 1..{protocol.MAX_SPLIT}, got {split!r}")
+    for name, value in (("split", split), ("max_split", max_split)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                  or not 1 <= value <= protocol.MAX_SPLIT):
+            raise ValueError(f"{name}: expected None or an int in 1..{protocol.MAX_SPLIT}, got {value!r}")
     if scale is not None and not (
         isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0
     ):
         raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
+
+
+def resolve_grid(grid, full: tuple[int, int], name: str = "grid"):
+    """The cores a call may use, as the planner takes them: a rectangle ``(x, y)`` (cores ``(0, 0)
+    .. (x - 1, y - 1)``) or a core set (a tuple of logical ``(x, y)`` cores, in order).
+
+    Args:
+        grid: ``None`` (the device's whole grid, ``full``); ``(x, y)`` or a ``ttnn.CoreCoord``: that
+            rectangle from core ``(0, 0)`` (ttnn's ``compute_with_storage_grid_size``); a
+            ``ttnn.CoreRangeSet`` (ttnn's ``sub_core_grids``) or a sequence of ``(x, y)`` cores:
+            exactly those cores (a range set's ranges in order, each row by row). A core set that
+            is a rectangle from ``(0, 0)`` in that order plans as the rectangle.
+        full: the device's compute grid ``(x, y)`` (on the emulator, the emulated device's).
+        name: the argument's name in messages.
+
+    Raises:
+        ValueError: a rectangle not within ``full`` or with a side below 1, an empty core set, a
+            core outside ``full`` or given twice, or anything else.
+    """
+    fx, fy = full
+    if grid is None:
+        return (int(fx), int(fy))
+    if isinstance(grid, ttnn.CoreCoord):
+        grid = (grid.x, grid.y)
+    if isinstance(grid, ttnn.CoreRangeSet):
+        cores = [(x, y) for r in grid.ranges()
+                 for y in range(r.start.y, r.end.y + 1) for x in range(r.start.x, r.end.x + 1)]
+    elif isinstance(grid, (tuple, list)) and len(grid) == 2 and all(_is_int(n) for n in grid):
+        x, y = (int(n) for n in grid)
+        if not (1 <= x <= fx and 1 <= y <= fy):
+            raise ValueError(f"{name}: expected a grid within the device's {fx}x{fy} compute grid (1 <= x <= {fx}, "
+                             f"1 <= y <= {fy}), got {x}x{y}")
+        return (x, y)
+    elif isinstance(grid, (tuple, list)) and all(
+            isinstance(c, (tuple, list)) and len(c) == 2 and all(_is_int(n) for n in c) for c in grid):
+        cores = [(int(x), int(y)) for x, y in grid]
+    else:
+        raise ValueError(f"{name}: expected None, (x, y), a ttnn.CoreCoord, a ttnn.CoreRangeSet or a sequence of "
+                         f"(x, y) cores, got {grid!r}")
+    if not cores:
+        raise ValueError(f"{name}: expected at least one core, got an empty set")
+    outside = [c for c in cores if not (0 <= c[0] < fx and 0 <= c[1] < fy)]
+    if outside:
+        raise ValueError(f"{name}: expected cores within the device's {fx}x{fy} compute grid (0..{fx - 1}, "
+                         f"0..{fy - 1}), got core {outside[0]}")
+    if len(set(cores)) != len(cores):
+        twice = next(c for i, c in enumerate(cores) if c in cores[:i])
+        raise ValueError(f"{name}: expected each core once, got core {twice} twice")
+    width = max(x for x, _ in cores) + 1
+    if len(cores) % width == 0 and cores == [(i % width, i // width) for i in range(len(cores))]:
+        return (width, len(cores) // width)
+    return tuple(cores)

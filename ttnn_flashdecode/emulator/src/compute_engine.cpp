@@ -921,6 +921,61 @@ void binary_reuse_tiles(const char* api, BinaryOp op, ReuseDest reuse, uint32_t 
 // =============================================================================================
 // SFPU.
 
+// The LLK's approximate exp (exp_tile<approx=true>), wormhole_b0 and blackhole alike: the 0.81 wheel's
+// tt_metal/hw/ckernels/<arch>/metal/llk_api/llk_sfpu/ckernel_sfpu_exp.h, exp_init<true, scale, clamp>
+// and calculate_exponential<true, ..>. Schraudolph's method: the bit pattern of 2^(x/ln2), read as an
+// integer, is linear in x, so one multiply-add and a shift give exp(x) with a piecewise-linear mantissa.
+// Per datum, with A = 256/ln2 * scale (fp32 369.329925537109375 at scale 1, 0x43B8AA3B) and
+// B-C = 32500.818359375 (0x46FDE9A3; 127 * 256 less Schraudolph's correction C):
+//   ClampToNegative (SFPLOADMACRO sequences 1 and 0):
+//     x   = max(x, -88.5 / scale)                SFPSWAP against LREG14, stored back to DST first
+//     d   = A * x + (B-C)                        SFPMAD: FP32, one rounding (to nearest even)
+//     i   = min(round(|d|), 65535)               SFP_STOCH_RND FP32_TO_UINT16, deterministic: ties away
+//                                                from zero, |d| < 0.5 -> 0, the sign dropped
+//     y   = bits(i << 15)                        SFPSHFT left 15: exponent i >> 8, 8 mantissa bits i & 255
+//   None (no clamp; SFPLOADMACRO sequence 0 with SETSGN):
+//     i   = sign(d) * min(round(|d|), 32767)     SFP_STOCH_RND FP32_TO_INT16 (sign-magnitude)
+//     y   = sign(i) | bits(|i| << 15)            SFPSHFT2 left 15 (the sign shifts out), SFPSETSGN
+// then SFPSTORE: bf16 DST keeps the top 16 bits (truncation: i's lowest bit is lost), fp32 DST all 32.
+// Functional models of SFPMAD, SFPSTOCHRND (FloatInt), SFPSTORE: tt-isa-documentation, WormholeB0/
+// TensixTile/TensixCoprocessor. SFPMAD keeps the product in extra precision but is not fully fused;
+// std::fma (fully fused) differs from it only in sticky-bit corner cases, i.e. in the last bit of d
+// when d lies within an fp32 ulp (2^-8 near 2^15) of a rounding tie of the next step.
+// So exp(0) = 0.978515625 (fp32 DST) / 0.9765625 (bf16 DST), and the relative error swings between about
+// -4% and +3% with the fraction of x/ln2. Results below FLT_MIN (i < 256: x < ~-87.3) are denormal bit
+// patterns the FPU reads as zero; they are flushed here, as the exact model's underflow is.
+float exp_approx_llk(float x, float scale, bool clamp_to_negative) {
+    constexpr float kLn2Recip = 1.4426950408889634f;
+    const float a = 256.0f * kLn2Recip * scale;
+    const float b_minus_c = 32500.818359375f;
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;  // SFPMAD reads denormals as zero
+    if (clamp_to_negative) {
+        const float threshold = -88.5f / scale;
+        if (!(x > threshold)) x = std::isnan(x) ? x : threshold;  // SFPSWAP: the larger into the LReg
+    }
+    const float d = std::fma(a, x, b_minus_c);
+    const uint32_t max_mag = clamp_to_negative ? 65535u : 32767u;
+    uint32_t mag;
+    const uint32_t du = f2u(d);
+    const int e = static_cast<int>((du >> 23) & 0xffu) - 127;
+    if (e < -1) {
+        mag = 0;  // |d| < 0.5
+    } else if (e >= 16) {
+        mag = max_mag;  // |d| >= 2^16, inf and NaN
+    } else {
+        uint64_t m = 0x800000u | (du & 0x7fffffu);
+        m = e >= 0 ? m << e : m >> -e;
+        mag = static_cast<uint32_t>((m >> 23) + ((m & 0x7fffffu) >= 0x400000u ? 1u : 0u));
+        if (mag > max_mag) mag = max_mag;
+    }
+    uint32_t bits = mag << 15;
+    if (!clamp_to_negative && (du & 0x80000000u) && mag != 0) bits |= 0x80000000u;
+    float y = u2f(bits);
+    if (std::fpclassify(y) == FP_SUBNORMAL) y = 0.0f;
+    return y;
+}
+
+
 void exp_tile_init(bool approx, uint32_t scale_fp32_bits, bool clamp_to_negative, bool is_fp32_dest_acc_en) {
     const char* api = "exp_tile_init";
     enter(api);
@@ -950,13 +1005,21 @@ void exp_tile(bool approx, bool scale_en, bool clamp_to_negative, int iterations
     check_idst(api, idst);
     Section& s = math_section(api);
     const float scale = bf16_to_float(scale_bf16);
+    // Approximate exp scales by exp_tile_init's `scale` (baked into its constants); exp_tile's
+    // scale_en / scale apply to the exact path only (calculate_exponential ignores them when approx).
+    const float approx_scale = u2f(sc.exp_scale);
     for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
-            if (scale_en) x = x * scale;
-            float y = static_cast<float>(std::exp(static_cast<double>(x)));
-            if (y != 0.0f && std::fabs(y) < std::numeric_limits<float>::min()) y = 0.0f;  // SFPU flushes denormals
+            float y;
+            if (approx) {
+                y = exp_approx_llk(x, approx_scale, clamp_to_negative);
+            } else {
+                if (scale_en) x = x * scale;
+                y = static_cast<float>(std::exp(static_cast<double>(x)));
+                if (y != 0.0f && std::fabs(y) < std::numeric_limits<float>::min()) y = 0.0f;  // SFPU flushes denormals
+            }
             dst_put(s, idst, i, sfpu_store(y));
         }
     }

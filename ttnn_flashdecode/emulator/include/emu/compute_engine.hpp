@@ -88,6 +88,9 @@ void binary_reuse_tiles(const char* api, BinaryOp op, ReuseDest reuse, uint32_t 
 void exp_tile_init(bool approx, uint32_t scale_fp32_bits, bool clamp_to_negative, bool is_fp32_dest_acc_en);
 void exp_tile(bool approx, bool scale_en, bool clamp_to_negative, int iterations, bool is_fp32_dest_acc_en,
               uint32_t idst, VecMode mode, uint16_t scale_bf16);
+// One datum of the LLK's approximate exp (exp_tile<approx=true>) as it leaves the SFPU's LReg, before
+// SFPSTORE (exp_init's `scale` as a float; clamp: InputClamping::ClampToNegative). See compute_engine.cpp.
+float exp_approx_llk(float x, float scale, bool clamp_to_negative);
 // approx_mode: 0 = Default (APPROX), 1 = Precise, 2 = Approximate (ReciprocalApproxMode).
 void recip_tile_init(bool fp32_dest, int approx_mode);
 void recip_tile(bool fp32_dest, int approx_mode, uint32_t idst, VecMode mode);
