@@ -1,12 +1,13 @@
-"""The accuracy bar the attention tests share (tests/test_attention.py's, where it is justified):
-PCC >= 0.9999 and relative L2 <= 1e-2 against float64 on the same bfloat16 (or dequantised
-block-float) inputs, with the output rounded once to bfloat16."""
+"""What the attention tests share: the accuracy bar (tests/test_attention.py's, where it is
+justified): PCC >= 0.9999 and relative L2 <= 1e-2 against float64 on the same bfloat16 (or
+dequantised block-float) inputs, with the output rounded once to bfloat16; and quiet runs: a
+valid call's emulated run reports no errors."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ttnn_flashdecode.op.operation import to_numpy
+from ttnn_flashdecode.op.operation import last_report, to_numpy
 from ttnn_flashdecode.op.reference import pcc, relative_l2
 
 MIN_PCC = 0.9999
@@ -20,6 +21,25 @@ def assert_close(out, want, label: str) -> np.ndarray:
     figures = pcc(got, want), relative_l2(got, want)
     assert figures[0] >= MIN_PCC and figures[1] <= MAX_RELATIVE_L2, f"{label}: PCC {figures[0]:.6f}, rel-L2 {figures[1]:.2e}"
     return got
+
+
+def assert_quiet(label: str = "") -> None:
+    """The last emulated call of this thread (:func:`ttnn_flashdecode.last_report`) reported no
+    errors: no DPRINT line starting with ERROR (a position clamped into the cache, a page-table
+    entry outside it skipped, ...). Fails when the last call did not run on the emulator."""
+    report = last_report()
+    assert report is not None, f"{label}: no emulated run to check (the last call ran on a device, or none ran)"
+    assert report.errors == [], f"{label}: the run reported errors: {report.errors}"
+
+
+def run_quiet(op, *args, **kwargs):
+    """``op(*args, **kwargs)`` -- :func:`ttnn_flashdecode.attention` or a drop-in -- on the
+    emulator, asserting its run reported no errors (:func:`assert_quiet`); returns its output.
+    Every test of a valid emulated call goes through this; tests that provoke a kernel-side error
+    assert that error instead."""
+    out = op(*args, **kwargs)
+    assert_quiet(getattr(op, "__name__", str(op)))
+    return out
 
 
 WORK_ROW_READS = 3

@@ -22,6 +22,8 @@ from ttnn_flashdecode.op import kv_walk
 from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
 from bars import work_row_bytes
 
+from bars import run_quiet
+
 MIN_PCC = 0.9999
 MAX_RELATIVE_L2 = 1e-2
 
@@ -46,7 +48,7 @@ def run_case(label, *, batch=1, n_q=8, n_kv=1, head_dim=128, capacity=8192, cur_
     """Run one case on the emulator (or ``device``), compare with float64, print and assert the figures."""
     q, k, v = _inputs(batch, n_q, n_kv, head_dim, capacity, seed)
     if device is None:
-        out = attention(q, k, v, cur_pos=cur_pos, block_tiles=block_tiles, split=split)
+        out = run_quiet(attention, q, k, v, cur_pos=cur_pos, block_tiles=block_tiles, split=split)
     else:
         import ttnn
 
@@ -150,7 +152,7 @@ def test_attention_split_with_one_dominant_position(kv, split, slice_with_spike,
     assert begin < end <= kv_walk.live_tiles(kv)
     target = q[0, 0, 0, :128].astype(np.float64)
     k[0, 0, spike] = (target * 100.0 * np.sqrt(128) / np.dot(target, target)).astype(ml_dtypes.bfloat16)
-    out = attention(q, k, v, cur_pos=[kv - 1], split=split, block_tiles=block_tiles).astype(np.float64)
+    out = run_quiet(attention, q, k, v, cur_pos=[kv - 1], split=split, block_tiles=block_tiles).astype(np.float64)
     assert (last_report().totals.zones.get("fd-compute-after-max", 0) == split) == max_first
     want = attention_reference(q, k, v, cur_pos=[kv - 1])
     assert np.isfinite(out).all()
@@ -192,14 +194,14 @@ def test_attention_numpy_float32_in_float32_out():
     q = rng.standard_normal((1, 1, 2, 4 * 64), dtype=np.float32)
     k = rng.standard_normal((2, 2, 128, 64), dtype=np.float32)
     v = rng.standard_normal((2, 2, 128, 64), dtype=np.float32)
-    out = attention(q, k, v, cur_pos=[5, 100])
+    out = run_quiet(attention, q, k, v, cur_pos=[5, 100])
     assert out.dtype == np.float32 and out.shape == q.shape
     assert pcc(out, attention_reference(q, k, v, cur_pos=[5, 100])) >= MIN_PCC
 
 
 def test_attention_custom_scale():
     q, k, v = _inputs(1, 4, 2, 64, 256, 3)
-    out = attention(q, k, v, cur_pos=[200], scale=0.3)
+    out = run_quiet(attention, q, k, v, cur_pos=[200], scale=0.3)
     want = attention_reference(q, k, v, cur_pos=[200], scale=0.3)
     assert pcc(out.astype(np.float64), want) >= MIN_PCC
     default = attention_reference(q, k, v, cur_pos=[200])
@@ -247,7 +249,7 @@ def test_attention_host_ttnn_tensors_in_host_tensor_out():
 
     q, k, v = (a.astype(np.float32) for a in _inputs(2, 4, 2, 64, 128, seed=9))
     host = [ttnn.Tensor(a, ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT) for a in (q, k, v)]
-    out = attention(*host, cur_pos=[5, 100])
+    out = run_quiet(attention, *host, cur_pos=[5, 100])
     assert isinstance(out, ttnn.Tensor) and out.dtype == ttnn.bfloat16 and list(out.shape) == list(q.shape)
     got = np.asarray(out.to_list(), dtype=np.float64)
     assert pcc(got, attention_reference(q, k, v, cur_pos=[5, 100])) >= MIN_PCC

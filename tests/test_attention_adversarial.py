@@ -57,6 +57,8 @@ from ttnn_flashdecode.op import kv_walk
 from ttnn_flashdecode.op.shape import ComputeOptions
 from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
 
+from bars import run_quiet
+
 MIN_PCC = 0.9999
 MAX_RELATIVE_L2 = 1e-2
 MAX_ABS_OF_V = 2.0 ** -6
@@ -164,8 +166,8 @@ def check_against_reference(label, q, k, v, *, bars=Bars(), compute_kernel_confi
                             scale=None, **kinds) -> dict:
     """Run attention() on the emulator, compare with float64, print and assert the figures (all
     three: PCC, relative L2, max-abs against ``bars``). Returns the figures."""
-    out = attention(q, k, v, split=split, block_tiles=block_tiles, scale=scale, compute_kernel_config=compute_kernel_config,
-                    **kinds)
+    out = run_quiet(attention, q, k, v, split=split, block_tiles=block_tiles, scale=scale,
+                    compute_kernel_config=compute_kernel_config, **kinds)
     assert out.shape == q.shape and out.dtype == q.dtype
     want = attention_reference(q, k, v, scale=scale, **kinds)
     got = np.asarray(out, dtype=np.float64)
@@ -303,7 +305,7 @@ def test_attention_compute_configs(fp32_dest_acc_en, dst_full_sync_en, fidelity,
                                           math_approx_mode=math_approx_mode)
     bars = APPROX_EXP_BARS if math_approx_mode else CONFIG_BARS[(fp32_dest_acc_en, fidelity)]
     q, k, v = _inputs(1, 8, 1, 128, 4096, seed=0)
-    out = attention(q, k, v, cur_pos=[2999], split=2, block_tiles=8, compute_kernel_config=config)
+    out = run_quiet(attention, q, k, v, cur_pos=[2999], split=2, block_tiles=8, compute_kernel_config=config)
     assert ComputeOptions.from_config(config).dst_tiles == (4 if fp32_dest_acc_en else 8) * (2 if dst_full_sync_en else 1)
     want = attention_reference(q, k, v, cur_pos=[2999])
     got = np.asarray(out, dtype=np.float64)

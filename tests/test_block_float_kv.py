@@ -20,7 +20,7 @@ from ttnn_flashdecode.op import tiles
 from ttnn_flashdecode.op.operation import to_numpy
 from ttnn_flashdecode.op.reference import attention_reference, relative_l2
 
-from bars import assert_close
+from bars import assert_close, run_quiet
 
 pytestmark = pytest.mark.usefixtures("mock_cluster")  # ttnn's block-float packer needs tt-metal's context
 
@@ -59,7 +59,7 @@ def test_decode_on_a_block_float_cache(dtype, split, record_property):
     v_raw = rng.standard_normal((4, 2, 2048, 128), dtype=np.float32)
     (k, k_values), (v, v_values) = _cache(k_raw, dtype), _cache(v_raw, dtype)
     q_tensor, q = _q(rng, (1, 1, 4, 8 * 128))
-    got = assert_close(attention(q_tensor, k, v, cur_pos=cur_pos, split=split),
+    got = assert_close(run_quiet(attention, q_tensor, k, v, cur_pos=cur_pos, split=split),
                  attention_reference(q, k_values, v_values, cur_pos=cur_pos), f"{dtype} split={split}")
     # What the format costs against the unquantised cache (not the kernels' error: measured here).
     quantised = relative_l2(got, attention_reference(q, k_raw, v_raw, cur_pos=cur_pos))
@@ -74,7 +74,7 @@ def test_rows_on_a_block_float_cache(dtype, split):
     cur_pos = [3, 70, 500]
     (k, kv_k), (v, kv_v) = (_cache(rng.standard_normal((3, 2, 512, 64), dtype=np.float32), dtype) for _ in range(2))
     q_tensor, q = _q(rng, (1, 1, 3 * 4, 4 * 64))
-    assert_close(attention(q_tensor, k, v, cur_pos=cur_pos, rows=4, split=split),
+    assert_close(run_quiet(attention, q_tensor, k, v, cur_pos=cur_pos, rows=4, split=split),
            attention_reference(q, kv_k, kv_v, cur_pos=cur_pos, rows=4), f"{dtype} rows split={split}")
 
 
@@ -84,7 +84,7 @@ def test_chunk_on_a_block_float_cache(dtype, start, length, split):
     rng = np.random.default_rng(start)
     (k, kv_k), (v, kv_v) = (_cache(rng.standard_normal((1, 1, 512, 64), dtype=np.float32), dtype) for _ in range(2))
     q_tensor, q = _q(rng, (1, 1, length, 2 * 64))
-    assert_close(attention(q_tensor, k, v, chunk_start=start, split=split),
+    assert_close(run_quiet(attention, q_tensor, k, v, chunk_start=start, split=split),
            attention_reference(q, kv_k, kv_v, chunk_start=start), f"{dtype} chunk {start}+{length} split={split}")
 
 
@@ -101,9 +101,9 @@ def test_hard_scores_match_the_bfloat16_cache_of_the_same_values(dtype):
     k_raw[1] = -np.abs(k_raw[1]) * np.sign(np.asarray(q, np.float32)[0, 0, 1, :64])  # every score negative
     (k, kv_k), (v, kv_v) = _cache(k_raw, dtype), _cache(v_raw, dtype)
     for split in (1, 5):
-        got = to_numpy(attention(q_tensor, k, v, cur_pos=[1000, 700], split=split))
-        want = attention(q, kv_k.astype(ml_dtypes.bfloat16), kv_v.astype(ml_dtypes.bfloat16), cur_pos=[1000, 700],
-                         split=split)
+        got = to_numpy(run_quiet(attention, q_tensor, k, v, cur_pos=[1000, 700], split=split))
+        want = run_quiet(attention, q, kv_k.astype(ml_dtypes.bfloat16), kv_v.astype(ml_dtypes.bfloat16),
+                         cur_pos=[1000, 700], split=split)
         assert np.isfinite(got).all() and np.array_equal(got, np.asarray(want, np.float32)), f"{dtype} split={split}"
 
 
@@ -133,16 +133,16 @@ def test_poison_past_each_position_never_reaches_the_output(dtype):
     rows_pos = [2, 31, 45, 100]
     k_rows, v_rows, k_rows_values, v_rows_values = _poisoned_cache(rng, dtype, 4, 2, 256, 64, rows_pos)
     for split in (1, 3):
-        assert_close(attention(q_tensor, k, v, cur_pos=cur_pos, split=split),
+        assert_close(run_quiet(attention, q_tensor, k, v, cur_pos=cur_pos, split=split),
                attention_reference(q, k_values, v_values, cur_pos=cur_pos), f"{dtype} poison decode split={split}")
-        assert_close(attention(rows_tensor, k_rows, v_rows, cur_pos=rows_pos, rows=3, split=split),
+        assert_close(run_quiet(attention, rows_tensor, k_rows, v_rows, cur_pos=rows_pos, rows=3, split=split),
                attention_reference(rows_q, k_rows_values, v_rows_values, cur_pos=rows_pos, rows=3),
                f"{dtype} poison rows split={split}")
     for start, length in ((45, 7), (64, 20)):
         k_chunk, v_chunk, kc_values, vc_values = _poisoned_cache(rng, dtype, 1, 1, 256, 64, [start + length - 1])
         chunk_tensor, chunk_q = _q(rng, (1, 1, length, 2 * 64))
         for split in (1, 3):
-            assert_close(attention(chunk_tensor, k_chunk, v_chunk, chunk_start=start, split=split),
+            assert_close(run_quiet(attention, chunk_tensor, k_chunk, v_chunk, chunk_start=start, split=split),
                    attention_reference(chunk_q, kc_values, vc_values, chunk_start=start),
                    f"{dtype} poison chunk {start}+{length} split={split}")
 
@@ -165,8 +165,8 @@ def test_paged_block_float_cache(dtype):
     cur_pos = [200, 511]
     want = attention_reference(q, *(tiles.block_float_values(a, dtype) for a in (k_raw, v_raw)), cur_pos=cur_pos)
     for split in (1, None):
-        assert_close(attention(q_tensor, *pages, cur_pos=cur_pos, page_table_tensor=table, split=split), want,
-               f"paged {dtype} split={split}")
+        assert_close(run_quiet(attention, q_tensor, *pages, cur_pos=cur_pos, page_table_tensor=table, split=split),
+                     want, f"paged {dtype} split={split}")
 
 
 def test_block_float_reads_its_share_of_the_bytes():
@@ -178,7 +178,7 @@ def test_block_float_reads_its_share_of_the_bytes():
     read = {}
     for dtype in ("bfloat16", *DTYPES):
         k, _ = _cache(k_raw, dtype)
-        attention(q_tensor, k, k, cur_pos=[8191])
+        run_quiet(attention, q_tensor, k, k, cur_pos=[8191])
         read[dtype] = last_report().totals.dram_read_bytes
     assert read["bfloat8_b"] <= 0.55 * read["bfloat16"], read
     assert read["bfloat4_b"] <= 0.30 * read["bfloat16"], read

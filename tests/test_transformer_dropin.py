@@ -18,6 +18,8 @@ from ttnn_flashdecode.op import tiles, transformer
 from ttnn_flashdecode.op.operation import to_numpy
 from ttnn_flashdecode.op.reference import attention_reference, pcc, relative_l2
 
+from bars import run_quiet
+
 B, NQ, NKV, D, S, HIDDEN = 3, 8, 2, 64, 256, 128
 BF16 = ml_dtypes.bfloat16
 
@@ -37,7 +39,7 @@ def _step(rng, k_cache, v_cache, cur_pos, **kwargs):
         if position >= 0:
             k_cache[user, :, position] = new_k[user].astype(BF16)
             v_cache[user, :, position] = new_v[user].astype(BF16)
-    attn = transformer.scaled_dot_product_attention_decode(q, k_cache, v_cache, cur_pos=cur_pos, **kwargs)
+    attn = run_quiet(transformer.scaled_dot_product_attention_decode, q, k_cache, v_cache, cur_pos=cur_pos, **kwargs)
     concat = np.asarray(attn, dtype=np.float64).reshape(1, 1, B, NQ * D)  # nlp_concat_heads_decode
     want = attention_reference(q.reshape(1, 1, B, NQ * D), k_cache, v_cache, cur_pos=cur_pos, scale=kwargs.get("scale"))
     return concat, want
@@ -102,9 +104,10 @@ def test_host_ttnn_tensors_and_a_positions_tensor_go_through():
                            layout=ttnn.ROW_MAJOR_LAYOUT)
 
     positions = host([40, -1, 255], ttnn.int32)
-    out = transformer.scaled_dot_product_attention_decode(host(q), host(k_cache), host(v_cache), cur_pos_tensor=positions)
+    out = run_quiet(transformer.scaled_dot_product_attention_decode, host(q), host(k_cache), host(v_cache),
+                    cur_pos_tensor=positions)
     assert isinstance(out, ttnn.Tensor) and tuple(out.shape) == (1, B, NQ, D)
-    same = transformer.scaled_dot_product_attention_decode(q, k_cache, v_cache, cur_pos=[40, -1, 255])
+    same = run_quiet(transformer.scaled_dot_product_attention_decode, q, k_cache, v_cache, cur_pos=[40, -1, 255])
     assert np.array_equal(to_numpy(out), np.asarray(same, np.float32))
     assert np.abs(np.asarray(same, np.float32)).sum() > 0
 
@@ -127,7 +130,8 @@ def _paged_step(rng, k_pages, v_pages, table, cur_pos, kv_dtype, **kwargs):
     dtype = getattr(ttnn, kv_dtype)
     k, v = (ttnn.Tensor(np.ascontiguousarray(a, np.float32), dtype, layout=ttnn.TILE_LAYOUT) for a in (k_pages, v_pages))
     positions = np.asarray(cur_pos, np.int32)
-    out = transformer.paged_scaled_dot_product_attention_decode(q, k, v, table, cur_pos_tensor=positions, **kwargs)
+    out = run_quiet(transformer.paged_scaled_dot_product_attention_decode, q, k, v, table, cur_pos_tensor=positions,
+                    **kwargs)
     # The reference reads the cache as ttnn stores it (its dequantised values), through the table.
     stored = [tiles.block_float_values(a, kv_dtype) if kv_dtype != "bfloat16" else a.astype(BF16).astype(np.float32)
               for a in (k_pages, v_pages)]
@@ -158,7 +162,7 @@ def test_heads_layout_groups_may_straddle_a_row_tile():
     rng = np.random.default_rng(3)
     q = rng.standard_normal((1, 2, 40, 64), dtype=np.float32).astype(BF16)
     k, v = (rng.standard_normal((2, 8, 128, 64), dtype=np.float32).astype(BF16) for _ in range(2))
-    out = transformer.scaled_dot_product_attention_decode(q, k, v, cur_pos=[100, 7])
+    out = run_quiet(transformer.scaled_dot_product_attention_decode, q, k, v, cur_pos=[100, 7])
     want = attention_reference(q.reshape(1, 1, 2, 40 * 64), k, v, cur_pos=[100, 7]).reshape(1, 2, 40, 64)
     got = np.asarray(out, np.float64)
     assert pcc(got, want) >= 0.9999 and relative_l2(got, want) <= 1e-2

@@ -27,11 +27,18 @@ DEFAULT_ARCH = "wormhole_b0"
 """Architecture the emulator models when no device says otherwise (n150 / n300)."""
 
 
+def _blocks_budget(shape: DecodeShape, arch: str, l1_budget: int | None) -> int:
+    """L1 bytes :func:`max_block_tiles` may size blocks in for this call: the CBs' budget less what
+    the call's POSITIONS page takes beyond the one-user page ``max_block_tiles`` counts."""
+    users = Residency(1, 1, 1, batch=shape.batch).positions_page_bytes - Residency(1, 1, 1).positions_page_bytes
+    return cb_budget_bytes(arch, l1_budget) - users
+
+
 def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
                        l1_budget: int | None) -> int:
     """The largest block that fits L1 unsplit; ``requested`` validated against it when given."""
-    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats, budget_bytes=l1_budget,
-                          **shape.cache_fields)
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats,
+                          budget_bytes=_blocks_budget(shape, arch, l1_budget), **shape.cache_fields)
     if fit == 0:
         where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
         raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1")
@@ -53,7 +60,7 @@ def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: in
     at_least = upto if at_least is None else at_least
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats,
                           **shape.cache_fields,
-                          budget_bytes=l1_budget)
+                          budget_bytes=_blocks_budget(shape, arch, l1_budget))
     valid = [b for b in range(1, min(upto, fit) + 1) if shape.capacity_tiles % (2 * b) == 0]
     covering = [b for b in valid if b >= at_least]
     return min(covering) if covering else max(valid, default=1)
@@ -92,7 +99,7 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
     level of the combine tree)."""
     for split in range(min(protocol.MAX_SPLIT, grid_cores, cap or protocol.MAX_SPLIT), 1, -1):
         residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats,
-                              **shape.cache_fields)
+                              batch=shape.batch, **shape.cache_fields)
         if l1_bytes(residency) <= cb_budget_bytes(arch, l1_budget):
             return split
     return 1

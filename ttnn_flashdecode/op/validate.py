@@ -10,7 +10,6 @@ table. Every refusal is a ``ValueError`` / ``TypeError`` of the form "name: expe
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
 import ml_dtypes
@@ -24,6 +23,9 @@ from ttnn_flashdecode.op.residency import MAX_DIM_TILES
 __all__ = ["IDLE", "BACKENDS", "Inputs", "validate_inputs", "validate_options", "height_sharded_l1", "resolve_grid"]
 
 BACKENDS = ("auto", "device", "emulator")
+
+SCALE_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+"""The largest ``scale``: the constants tile holds it in bfloat16, where a larger one is inf."""
 
 IDLE = -1
 """A position that marks an idle batch slot (as in ttnn's ``cur_pos_tensor``): no K/V read, zero output rows."""
@@ -367,7 +369,7 @@ def validate_options(*, backend: str, split, scale, max_split=None) -> None:
 
     Raises:
         ValueError: a backend outside :data:`BACKENDS`, a split or max_split outside
-            ``1..MAX_SPLIT``, a scale that is not a finite positive number.
+            ``1..MAX_SPLIT``, a scale that is not a positive number of at most :data:`SCALE_MAX`.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
@@ -376,9 +378,10 @@ def validate_options(*, backend: str, split, scale, max_split=None) -> None:
                                   or not 1 <= value <= protocol.MAX_SPLIT):
             raise ValueError(f"{name}: expected None or an int in 1..{protocol.MAX_SPLIT}, got {value!r}")
     if scale is not None and not (
-        isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0
+        isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and 0 < scale <= SCALE_MAX
     ):
-        raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
+        raise ValueError(f"scale: expected a finite positive number, at most {SCALE_MAX:.6g} (the kernels hold it in "
+                         f"bfloat16), got {scale!r}")
 
 
 def resolve_grid(grid, full: tuple[int, int], name: str = "grid"):
