@@ -128,9 +128,9 @@ def test_emulator_dir_holds_the_include_tree():
 
 def test_cli_dispatches_to_the_command_module(monkeypatch):
     seen = []
-    module = type(sys)("ttnn_flashdecode.fake_command")
+    module = type(sys)("ttnn_flashdecode.tools.fake_command")
     module.main = lambda argv: seen.append(argv) or 3
-    monkeypatch.setitem(sys.modules, "ttnn_flashdecode.fake_command", module)
+    monkeypatch.setitem(sys.modules, "ttnn_flashdecode.tools.fake_command", module)
     monkeypatch.setitem(cli.COMMANDS, "fake_command", "test only")
     assert cli.main(["fake_command", "--flag", "value"]) == 3
     assert seen == [["--flag", "value"]]
