@@ -37,6 +37,7 @@ import ttnn
 from ttnn_flashdecode import attention, attention_reference
 from ttnn_flashdecode.op import plan, residency, transformer
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, plan_program
+from ttnn_flashdecode.op.program_factory import OPERANDS
 from ttnn_flashdecode.op.residency import Residency, l1_bytes
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.validate import validate_options
@@ -144,26 +145,37 @@ def _emulated_grid() -> tuple[int, int]:
     return tuple(ArchSpec.for_name(DEFAULT_ARCH).default_grid)
 
 
-def dropin(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100, 5), k_chunk_size=None, seed=0) -> Call:
-    """``transformer.scaled_dot_product_attention_decode`` (Q ``[1, b, nh, dh]``) with
-    ``program_config.k_chunk_size`` when given."""
+def dropin(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100, 5), k_chunk_size=None, grid_size=None,
+           sub_core_grids=None, share_cache=None, kv_batch=None, seed=0) -> Call:
+    """``transformer.scaled_dot_product_attention_decode`` (Q ``[1, b, nh, dh]``) with a
+    ``program_config`` when ``k_chunk_size`` (0 without), ``grid_size`` (``(x, y)``; the emulated
+    device's grid without) or ``sub_core_grids`` is given; ``share_cache`` as the call takes it, K
+    and V of ``kv_batch`` (default: 1 with ``share_cache``, else ``batch``)."""
     rng = np.random.default_rng(seed)
+    kv_batch = kv_batch if kv_batch is not None else (1 if share_cache else batch)
     q = _bf16(rng, (1, batch, n_q, head_dim))
-    k, v = (_bf16(rng, (batch, n_kv, capacity, head_dim)) for _ in range(2))
+    k, v = (_bf16(rng, (kv_batch, n_kv, capacity, head_dim)) for _ in range(2))
     config = None
-    if k_chunk_size is not None:
-        x, y = _emulated_grid()
-        config = ttnn.SDPAProgramConfig(compute_with_storage_grid_size=ttnn.CoreCoord(x, y), q_chunk_size=32,
-                                        k_chunk_size=k_chunk_size)
+    if k_chunk_size is not None or grid_size is not None or sub_core_grids is not None:
+        x, y = grid_size or _emulated_grid()
+        config = ttnn.SDPAProgramConfig(compute_with_storage_grid_size=ttnn.CoreCoord(x, y), sub_core_grids=sub_core_grids,
+                                        q_chunk_size=32, k_chunk_size=k_chunk_size or 0)
 
     def run():
-        return transformer.scaled_dot_product_attention_decode(q, k, v, cur_pos=list(cur_pos), program_config=config)
+        return transformer.scaled_dot_product_attention_decode(q, k, v, cur_pos=list(cur_pos), program_config=config,
+                                                               share_cache=share_cache)
 
     def reference():
         rows = q.reshape(1, 1, batch, n_q * head_dim)
-        return attention_reference(rows, k, v, cur_pos=list(cur_pos)).reshape(q.shape)
+        cache = (k, v) if kv_batch == batch else tuple(np.repeat(c, batch, axis=0) for c in (k, v))  # one shared cache
+        return attention_reference(rows, *cache, cur_pos=list(cur_pos)).reshape(q.shape)
 
     return Call(run, reference)
+
+
+def _cores_in_a_row(n: int) -> ttnn.CoreRangeSet:
+    """``sub_core_grids`` of ``n`` cores: ``(1, 6) .. (n, 6)`` (not a rectangle from (0, 0))."""
+    return ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(1, 6), ttnn.CoreCoord(n, 6))])
 
 
 def planned_split(split: int) -> Call:
@@ -174,7 +186,7 @@ def planned_split(split: int) -> Call:
 
     def run():
         validate_options(backend="auto", split=split, scale=None)
-        return plan_program(shape, None, split, ComputeOptions(), DEFAULT_ARCH, (16, 16), ((),) * 7, lambda x, y: (x, y))
+        return plan_program(shape, None, split, ComputeOptions(), DEFAULT_ARCH, (16, 16), ((),) * len(OPERANDS), lambda x, y: (x, y))
 
     def check(planned):
         assert planned.schedule.split_count(0) == split
@@ -255,6 +267,11 @@ class Boundary:
 
 
 POSITION = "{name}[{user}]: expected {rule}"
+SPLITS = "{name}: expected None or an int in 1.."  # split and max_split, one check
+GRID = "{name}: expected a grid within the device's"
+CORE_OUTSIDE = "{name}: expected cores within the device's"
+SUB_CORES = "program_config.sub_core_grids: expected {size.x * size.y} cores"
+K_CHUNK = "program_config.k_chunk_size"
 HUGE = 10_000
 
 _block_fit_512 = Stated(lambda: attend(batch=1, n_q=1, n_kv=1, head_dim=512, cur_pos=[5], block_tiles=HUGE),
@@ -262,7 +279,11 @@ _block_fit_512 = Stated(lambda: attend(batch=1, n_q=1, n_kv=1, head_dim=512, cur
 _block_fit_425_users = Stated(lambda: attend(batch=425, n_q=1, n_kv=1, head_dim=64, capacity=64, block_size=32,
                                              shared_blocks=True, cur_pos=[5] * 425, block_tiles=HUGE),
                               r"block_tiles: expected <= (\d+)")
-_dropin_fit_512 = Stated(lambda: dropin(batch=1, n_q=1, n_kv=1, head_dim=512, cur_pos=[5], k_chunk_size=32 * HUGE),
+# A k_chunk_size the cache does not hold in whole double blocks is reduced to the largest block below
+# it that it does (transformer._whole_double_blocks), so the probe's cache is whole double blocks of
+# its 32-tile block: too large for L1 at head_dim 512, it is refused, stating the fit.
+_dropin_fit_512 = Stated(lambda: dropin(batch=1, n_q=1, n_kv=1, head_dim=512, capacity=64 * 32, cur_pos=[5],
+                                        k_chunk_size=32 * 32),
                          r"block_tiles: expected <= (\d+)")
 _split_grid = Stated(lambda: attend(batch=1, n_q=1, n_kv=1, cur_pos=[5], split=255), r"split: expected <= (\d+)")
 _split_l1 = Stated(lambda: attend(batch=1, n_q=1, n_kv=1, head_dim=512, capacity=448, cur_pos=[5], block_tiles=7,
@@ -375,10 +396,59 @@ BOUNDARIES = [
              lambda n: attend(chunk_start=[3, 70, 9][:n], chunk=4), B, B + 1,
              r"chunk_start: expected 2 starts \(one per sequence\), got 3$"),
     # options
-    Boundary("split <= MAX_SPLIT (planned on a 16x16 grid)", "split: expected None or an int in 1..", planned_split,
-             255, 256, r"split: expected None or an int in 1\.\.255, got 256$"),
-    Boundary("split >= 1", "split: expected None or an int in 1..", lambda s: attend(split=s), 1, 0,
-             r"split: expected None or an int in 1\.\.255, got 0$"),
+    Boundary("split <= MAX_SPLIT (planned on a 16x16 grid)", SPLITS, planned_split, 255, 256,
+             r"split: expected None or an int in 1\.\.255, got 256$"),
+    Boundary("split >= 1", SPLITS, lambda s: attend(split=s), 1, 0, r"split: expected None or an int in 1\.\.255, got 0$"),
+    Boundary("max_split <= MAX_SPLIT", SPLITS, lambda m: attend(max_split=m), 255, 256,
+             r"max_split: expected None or an int in 1\.\.255, got 256$"),
+    Boundary("max_split >= 1", SPLITS, lambda m: attend(max_split=m), 1, 0,
+             r"max_split: expected None or an int in 1\.\.255, got 0$"),
+    # grids and core sets (the emulated device's compute grid is 8x8)
+    Boundary("grid rectangle: x <= the device's 8", GRID, lambda x: attend(grid=(x, 1)), 8, 9,
+             r"grid: expected a grid within the device's 8x8 compute grid \(1 <= x <= 8, 1 <= y <= 8\), got 9x1$"),
+    Boundary("grid rectangle: y <= the device's 8", GRID, lambda y: attend(grid=(1, y)), 8, 9,
+             r"grid: expected a grid within the device's 8x8 compute grid .*, got 1x9$"),
+    Boundary("grid rectangle: x >= 1", GRID, lambda x: attend(grid=(x, 2)), 1, 0,
+             r"grid: expected a grid within the device's 8x8 compute grid .*, got 0x2$"),
+    Boundary("grid rectangle: y >= 1", GRID, lambda y: attend(grid=(2, y)), 1, 0,
+             r"grid: expected a grid within the device's 8x8 compute grid .*, got 2x0$"),
+    Boundary("drop-in compute_with_storage_grid_size: x <= 8", GRID, lambda x: dropin(grid_size=(x, 8), k_chunk_size=0),
+             8, 9, r"program_config\.compute_with_storage_grid_size: expected a grid within the device's 8x8 compute "
+             r"grid .*, got 9x8$"),
+    Boundary("core set: a core at x = 7", CORE_OUTSIDE, lambda x: attend(grid=[(2, 3), (x, 5)]), 7, 8,
+             r"grid: expected cores within the device's 8x8 compute grid \(0\.\.7, 0\.\.7\), got core \(8, 5\)$"),
+    Boundary("core set: a core at y = 7", CORE_OUTSIDE, lambda y: attend(grid=[(2, 3), (5, y)]), 7, 8,
+             r"grid: expected cores within .*, got core \(5, 8\)$"),
+    Boundary("core set: a core at x = 0", CORE_OUTSIDE, lambda x: attend(grid=[(2, 3), (x, 5)]), 0, -1,
+             r"grid: expected cores within .*, got core \(-1, 5\)$"),
+    Boundary("core set of one core", "{name}: expected at least one core",
+             lambda n: attend(grid=[(3 + i, 5) for i in range(n)]), 1, 0,
+             r"grid: expected at least one core, got an empty set$"),
+    Boundary("core set: each core once", "{name}: expected each core once",
+             lambda core: attend(grid=[(1, 1), (2, 1), core]), (3, 1), (1, 1),
+             r"grid: expected each core once, got core \(1, 1\) twice$"),
+    Boundary("drop-in sub_core_grids: as many cores as the grid, not one more", SUB_CORES,
+             lambda n: dropin(grid_size=(2, 2), sub_core_grids=_cores_in_a_row(n)), 4, 5,
+             r"program_config\.sub_core_grids: expected 4 cores \(compute_with_storage_grid_size 2x2\), got 5$"),
+    Boundary("drop-in sub_core_grids: as many cores as the grid, not one fewer", SUB_CORES,
+             lambda n: dropin(grid_size=(2, 2), sub_core_grids=_cores_in_a_row(n)), 4, 3,
+             r"program_config\.sub_core_grids: expected 4 cores .*, got 3$"),
+    Boundary("drop-in sub_core_grids: cores within the device's grid", CORE_OUTSIDE,
+             lambda n: dropin(grid_size=(n, 1), sub_core_grids=_cores_in_a_row(n)), 7, 8,
+             r"program_config\.sub_core_grids: expected cores within the device's 8x8 compute grid .*, got core \(8, 6\)$"),
+    # share_cache (the drop-in): one cache of batch 1, whole position tiles
+    Boundary("share_cache: K of batch 1", "input_tensor_k: expected batch 1 with share_cache=True",
+             lambda b: dropin(share_cache=True, kv_batch=b, capacity=64, cur_pos=(5, 63)), 1, 2,
+             r"input_tensor_k: expected batch 1 with share_cache=True \(every user reads that one cache\), got \[2, 2, 64, 32\]$"),
+    # (capacity 32 is whole tiles but one tile, less than a double block: refused by plan.check_windows, as any
+    # cache of one tile; the smallest shared cache is 64)
+    Boundary("share_cache: a capacity of whole position tiles", "input_tensor_k: expected a capacity (dim 2)",
+             lambda c: dropin(share_cache=True, capacity=c, cur_pos=(5, 63)), 64, 65,
+             r"input_tensor_k: expected a capacity \(dim 2\) that is a multiple of 32 positions with share_cache=True, "
+             r"got 65$"),
+    Boundary("share_cache: a capacity of whole position tiles, not half", "input_tensor_k: expected a capacity (dim 2)",
+             lambda c: dropin(share_cache=True, capacity=c, cur_pos=(5, 40)), 64, 48,
+             r"input_tensor_k: expected a capacity .*, got 48$"),
     Boundary("scale: bfloat16's largest (Q entries 2^-126)", "scale: expected a finite positive number",
              lambda s: attend(scale=s, q_unit=2.0 ** -126, k_scale=1 / 16), BF16_MAX, math.nextafter(BF16_MAX, math.inf),
              r"scale: expected a finite positive number, at most 3\.38953e\+38 \(the kernels hold it in bfloat16\), "
@@ -405,13 +475,13 @@ BOUNDARIES = [
              lambda b: dropin(batch=1, n_q=1, n_kv=1, head_dim=512, capacity=64 * b, cur_pos=[64 * b - 1],
                               k_chunk_size=32 * b),
              _dropin_fit_512, _dropin_fit_512 + 1, r"block_tiles: expected <= \d+ \(the largest that fits"),
-    Boundary("drop-in k_chunk_size a multiple of 32", "program_config.k_chunk_size",
-             lambda c: dropin(k_chunk_size=c), 32, 33,
-             r"program_config\.k_chunk_size: expected a positive multiple of 32 positions, got 33$"),
-    Boundary("drop-in k_chunk_size: 32, not below", "program_config.k_chunk_size", lambda c: dropin(k_chunk_size=c),
-             32, 16, r"program_config\.k_chunk_size: expected a positive multiple of 32 positions, got 16$"),
-    Boundary("drop-in k_chunk_size positive", "program_config.k_chunk_size", lambda c: dropin(k_chunk_size=c), 32, 0,
-             r"program_config\.k_chunk_size: expected a positive multiple of 32 positions, got 0$"),
+    Boundary("drop-in k_chunk_size a multiple of 32", K_CHUNK, lambda c: dropin(k_chunk_size=c), 32, 33,
+             r"program_config\.k_chunk_size: expected 0 \(the op chooses\) or a positive multiple of 32 positions, got 33$"),
+    Boundary("drop-in k_chunk_size: 32, not below", K_CHUNK, lambda c: dropin(k_chunk_size=c), 32, 16,
+             r"program_config\.k_chunk_size: expected 0 .* or a positive multiple of 32 positions, got 16$"),
+    # (ttnn's SDPAProgramConfig takes no negative k_chunk_size: 0, "the op chooses", is the lowest)
+    Boundary("drop-in k_chunk_size 0: the op chooses", K_CHUNK, lambda c: dropin(k_chunk_size=c), 0, 1,
+             r"program_config\.k_chunk_size: expected 0 \(the op chooses\) or .*, got 1$"),
     Boundary("split <= the grid's cores", "split: expected <=",
              lambda s: attend(batch=1, n_q=1, n_kv=1, cur_pos=[CAP - 1], split=s), _split_grid, _split_grid + 1,
              r"split: expected <= \d+ \(grid cores, and L1 for the reducer's inbox on wormhole_b0\), got \d+$"),
@@ -547,6 +617,8 @@ NO_NUMERIC_BOUNDARY = [
     NoBoundary("{name}: expected a DRAM-interleaved tensor{also}", _HERE + "test_refusals_with_no_numeric_bound_of_device_tensors",
                "v: expected a DRAM-interleaved tensor, got", "a memory config"),
     NoBoundary("backend: expected one of", _ERRORS + "test_attention_refuses_bad_options", '"backend", "gpu"', "a name"),
+    NoBoundary("{name}: expected None, (x, y), a ttnn.CoreCoord", "test_program_config.py::test_attention_refuses_a_bad_grid_or_max_split",
+               'dict(grid="8x8")', "a type"),
     NoBoundary("program_config: expected a ttnn.SDPAProgramConfig", _DROPIN + "test_drop_in_refusals_name_the_drop_in_arguments",
                "program_config: expected a ttnn.SDPAProgramConfig or None, got object", "a type"),
     NoBoundary("cur_pos, cur_pos_tensor: the decode call needs", _DROPIN + "test_drop_in_refusals_name_the_drop_in_arguments",

@@ -149,6 +149,7 @@ def test_what_ttnn_refuses_is_refused_by_name(config, words):
     (dict(grid=(0, 1)), ["grid", "1 <= x <= 8"]),
     (dict(grid=[(1, 1), (1, 1)]), ["grid", "(1, 1) twice"]),
     (dict(grid=[]), ["grid"]),
+    (dict(grid="8x8"), ["grid: expected None, (x, y), a ttnn.CoreCoord", "got '8x8'"]),
     (dict(max_split=0), ["max_split", "1..255"]),
     (dict(split=4, max_split=2), ["split: expected <= 2", "max_split 2"]),
 ])
