@@ -22,9 +22,10 @@ What it models
   coordinates, see ``Emulator.worker_core_from_logical_core``); byte counts per core (DRAM vs
   L1-to-L1).
 - **NoC ordering**: a transfer's data lands at the barrier that covers it, the latest moment
-  tt-metal allows, not at issue. ``noc_async_read`` fills its destination with a poison (0xFFAD in
-  every 16-bit half: NaN as bf16 and as fp32) at issue and copies the source at the issuing
-  kernel's ``noc_async_read_barrier`` (or ``noc_async_full_barrier``); ``noc_async_write`` leaves
+  tt-metal allows, not at issue. ``noc_async_read`` fills its destination with a poison
+  (``Emulator.in_flight_poison``, 0xFFAD in every 16-bit half: NaN as bf16 and as fp32) at issue
+  and copies the source at the issuing kernel's ``noc_async_read_barrier`` (or
+  ``noc_async_full_barrier``); ``noc_async_write`` leaves
   its destination's old bytes until ``noc_async_write_barrier`` or ``noc_async_writes_flushed``.
   Each core keeps the L1 ranges that transfers in flight touch (any issuing kernel: destinations
   being filled, sources being read), and the checks below report any use of them. Only when every
@@ -33,6 +34,16 @@ What it models
   un-barriered. Semaphore signals (``noc_semaphore_inc``, ``noc_semaphore_set``,
   ``noc_semaphore_set_remote``) act at issue, the earliest moment, and are not tracked by the
   barriers. ``Emulator.peek_l1`` shows what a run left in L1 (e.g. poison after a failed run).
+- **Uninitialised L1**: every launch (every :meth:`Emulator.run`) fills each core's whole L1, CB
+  space and firmware region included, with ``Emulator.l1_poison`` (0xFFC1 in every 16-bit half:
+  NaN as bf16 and as fp32, over 4e9 as a uint32) before the kernels start; only the configured
+  semaphores' initial values are written over it (runtime args are not in L1 here). On a card L1
+  holds whatever earlier programs left, so a kernel that reads a CB page or an L1 word it never
+  wrote sees NaN here, whatever the earlier runs or the test order. The pattern differs from the
+  in-flight poison above, so an ``Emulator.peek_l1`` dump tells "never written" from "read not
+  landed yet"; both are defined in one place, ``kL1Poison`` / ``kInFlightPoison`` in
+  ``src/runtime.cpp``. ``Emulator(poison_l1=False)`` zeroes L1 at every launch instead (to check
+  whether a failure is an uninitialised read).
 - **Semaphores** (SemaphoreDescriptor): 16-byte slots from the start of the kernel-config region
   (``align(MEM_MAP_END, L1_ALIGNMENT)``; the real firmware puts them somewhere inside that region).
 - **Args**: per-core runtime args and common runtime args, compile-time args and named
@@ -236,12 +247,14 @@ from .build import (
 __all__ = [
     "ArchSpec",
     "BuildError",
+    "CBConfig",
     "CoreStats",
     "DeadlockError",
     "DramBuffer",
     "Emulator",
     "EmulatorError",
     "RunReport",
+    "TT_DATA_FORMATS",
     "tensor_accessor_compile_time_args",
 ]
 
@@ -326,9 +339,35 @@ class CoreStats:
             self.zone_calls[k] = self.zone_calls.get(k, 0) + v
 
 
+#: tt::DataFormat names by code (tt_metal tensix_types.h), for :attr:`CBConfig.data_format`.
+TT_DATA_FORMATS = {
+    0: "Float32", 1: "Float16", 2: "Bfp8", 3: "Bfp4", 4: "Tf32", 5: "Float16_b", 6: "Bfp8_b", 7: "Bfp4_b",
+    8: "Int32", 9: "UInt16", 10: "Lf8", 11: "Bfp2", 14: "Int8", 15: "Bfp2_b", 24: "UInt32", 30: "UInt8",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CBConfig:
+    """One circular buffer as a run configured it on one core (a row of :attr:`RunReport.cb_pages`)."""
+
+    page_bytes: int  #: bytes per page: the CBFormatDescriptor's ``page_size``
+    num_pages: int  #: pages in the CB: the CBDescriptor's ``total_size // page_bytes``
+    #: the tt::DataFormat the kernels see (``get_dataformat``), by name: ``"Float16_b"`` for
+    #: ``ttnn.bfloat16``, ``"Float32"``, ``"Bfp8_b"``, ``"Bfp4_b"``, ``"Int32"``, ... (``"DataFormat(n)"``
+    #: for a code without a name)
+    data_format: str
+    address: int  #: L1 byte address of page 0 (CBs sharing a CBDescriptor share it)
+
+
 @dataclasses.dataclass
 class RunReport:
-    """What one `Emulator.run` did."""
+    """What one `Emulator.run` did: what the descriptor ran where, and what each core did.
+
+    Kernels are named by their source file's stem (``"attention_reader"`` for
+    ``kernels/attention_reader.cpp``), an inline (SOURCE_CODE) kernel as ``"inline#i"`` with ``i``
+    its index in ``program.kernels``; when several kernel descriptors share a stem, each is named
+    ``"stem#i"``. Cores are logical ``(x, y)``; the per-core tables cover the cores that ran a kernel.
+    """
 
     cores: dict[tuple[int, int], CoreStats]  #: logical core (x, y) -> its counters
     wall_s: float  #: wall time of the kernel threads, seconds
@@ -339,6 +378,17 @@ class RunReport:
     #: sha256 (hex) of every kernel's runtime args on every core and its common runtime args, in
     #: descriptor order: equal digests and hashes mean two calls ran the same program with the same args
     runtime_args_sha256: str = ""
+    #: kernel name -> the logical cores it ran on, sorted: ``kernel_cores["attention_reader"]``
+    kernel_cores: dict[str, list[tuple[int, int]]] = dataclasses.field(default_factory=dict)
+    #: core -> CB index -> its page size, page count, data format and L1 address:
+    #: ``cb_pages[(0, 0)][0].page_bytes``
+    cb_pages: dict[tuple[int, int], dict[int, CBConfig]] = dataclasses.field(default_factory=dict)
+    #: core -> kernel name -> its compile-time args (``get_compile_time_arg_val``), in order
+    compile_time_args: dict[tuple[int, int], dict[str, tuple[int, ...]]] = dataclasses.field(default_factory=dict)
+    #: core -> kernel name -> its named compile-time args (``get_named_compile_time_arg_val``);
+    #: ``{}`` for a kernel whose descriptor has none
+    named_compile_time_args: dict[tuple[int, int], dict[str, dict[str, int]]] = dataclasses.field(
+        default_factory=dict)
 
     @property
     def errors(self) -> list[str]:
@@ -425,13 +475,22 @@ class Emulator:
     grid : (x, y) or None
         Logical compute grid in cores; default the arch's compute grid (8x8 on Wormhole n150,
         13x10 on an unharvested Blackhole p150). Programs may use only cores inside it.
+    poison_l1 : bool
+        True (default): every :meth:`run` fills each core's whole L1 with :attr:`l1_poison` before
+        its kernels start, so a read of L1 no kernel wrote gives NaN, never an earlier run's data.
+        False: every run zeroes L1 instead (to tell whether a failure comes from such a read).
+
+    Attributes ``l1_poison`` and ``in_flight_poison`` are the 16-bit halves (0xFFC1, 0xFFAD) that
+    fill uninitialised L1 and a NoC read's destination before it lands; each is NaN as a bf16 and,
+    repeated, as an fp32 word.
 
     Raises ``ValueError`` for an unknown arch or a grid larger than the chip's worker grid, and
     :class:`BuildError` when the runtime library does not compile. Instances are independent
     (each has its own DRAM); runs on one instance are serialised.
     """
 
-    def __init__(self, arch: str = "wormhole_b0", grid: tuple[int, int] | None = None) -> None:
+    def __init__(self, arch: str = "wormhole_b0", grid: tuple[int, int] | None = None,
+                 poison_l1: bool = True) -> None:
         self.spec = ArchSpec.for_name(arch)
         self.arch = arch
         gx, gy = grid if grid is not None else self.spec.default_grid
@@ -441,6 +500,9 @@ class Emulator:
             )
         self.grid = (int(gx), int(gy))
         self._lib = load_runtime()
+        self.poison_l1 = bool(poison_l1)
+        self.l1_poison: int = int(self._lib.emu_poison_half(0))  #: fills L1 at every launch
+        self.in_flight_poison: int = int(self._lib.emu_poison_half(1))  #: a NoC read's destination until it lands
         s = self.spec
         words = [s.l1_bytes, s.kernel_config_base, s.unreserved_base, s.l1_alignment, s.dram_alignment,
                  32 if arch == "wormhole_b0" else 64, s.dram_view_bytes & 0xFFFFFFFF, s.dram_view_bytes >> 32,
@@ -454,6 +516,7 @@ class Emulator:
             words.append(len(eps))
             for x, y in eps:
                 words += [x, y]
+        words.append(int(self.poison_l1))
         arr = (ctypes.c_uint32 * len(words))(*words)
         h = self._lib.emu_configure(arr, len(words))
         if h < 0:
@@ -579,7 +642,7 @@ class Emulator:
         does not compile.
         """
         t0 = time.perf_counter()
-        plan_words, strings, digest = self._plan(program)
+        plan_words, strings, digest, ran = self._plan(program)
         c_strings = (ctypes.c_char_p * len(strings))(*[s.encode() for s in strings])
         arr = (ctypes.c_uint32 * len(plan_words))(*plan_words)
         setup = time.perf_counter() - t0
@@ -598,10 +661,14 @@ class Emulator:
                                                 dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]))
         program_hash = getattr(program, "custom_program_hash", None)
         return RunReport(cores=cores, wall_s=d["wall_s"], setup_s=setup, log=list(d["log"]),
-                         program_hash=None if program_hash is None else int(program_hash), runtime_args_sha256=digest)
+                         program_hash=None if program_hash is None else int(program_hash), runtime_args_sha256=digest,
+                         **ran)
 
     # ------------------------------------------------------------------ plan
-    def _plan(self, program: Any) -> tuple[list[int], list[str], str]:
+    def _plan(self, program: Any) -> tuple[list[int], list[str], str, dict[str, dict]]:
+        """The runtime's plan words and strings, the runtime-args digest, and what the program runs
+        where (the :class:`RunReport` fields ``kernel_cores``, ``cb_pages``, ``compile_time_args``,
+        ``named_compile_time_args``), all from one reading of the descriptor."""
         import ttnn
 
         spec = self.spec
@@ -642,6 +709,21 @@ class Emulator:
             kernels.append((role, name, cores, kd, [int(v) for v in kd.common_runtime_args], compute))
         so_paths = build_kernels(builds)
 
+        # What ran where, for the run report; kernels keyed by source stem (see RunReport).
+        stems = [f"inline#{ki}" if kb.source_text is not None else Path(kb.source_path).stem
+                 for ki, kb in enumerate(builds)]
+        keys = [f"{st}#{ki}" if stems.count(st) > 1 and kb.source_text is None else st
+                for ki, (st, kb) in enumerate(zip(stems, builds))]
+        kernel_cores: dict[str, list[tuple[int, int]]] = {}
+        compile_time_args: dict[tuple[int, int], dict[str, tuple[int, ...]]] = {}
+        named_compile_time_args: dict[tuple[int, int], dict[str, dict[str, int]]] = {}
+        for key, kb, (_, _, cores, *_rest) in zip(keys, builds, kernels):
+            kernel_cores[key] = sorted(set(cores))
+            for c in cores:
+                compile_time_args.setdefault(c, {})[key] = kb.compile_time_args
+                named_compile_time_args.setdefault(c, {})[key] = dict(kb.named_args)
+        cb_pages: dict[tuple[int, int], dict[int, CBConfig]] = {c: {} for c in compile_time_args}
+
         per_core: dict[tuple[int, int], dict[str, list]] = {}
         kernel_args = []  # per kernel: (common args, {core: args}), for the run report's digest
         for (role, name, cores, kd, crt, compute), so in zip(kernels, so_paths):
@@ -681,9 +763,13 @@ class Emulator:
                 top[c] = end
             for f in cb.format_descriptors:
                 rec = (int(f.buffer_index), addr, size, int(f.page_size), int(f.data_format_as_uint8))
+                fmt = TT_DATA_FORMATS.get(rec[4], f"DataFormat({rec[4]})")
+                row = CBConfig(page_bytes=rec[3], num_pages=size // rec[3] if rec[3] else 0, data_format=fmt,
+                               address=addr)
                 for c in cores:
                     if c in per_core:
                         per_core[c]["cb"].append(rec)
+                        cb_pages[c][rec[0]] = row
 
         for si, sd in enumerate(program.semaphores):
             if sd.core_type != ttnn.CoreType.WORKER:
@@ -719,4 +805,6 @@ class Emulator:
         for w in words:
             if not 0 <= w <= 0xFFFFFFFF:
                 raise EmulatorError(f"argument {w} does not fit a uint32")
-        return words, strings, runtime_args_digest(kernel_args)
+        ran = {"kernel_cores": kernel_cores, "cb_pages": cb_pages, "compile_time_args": compile_time_args,
+               "named_compile_time_args": named_compile_time_args}
+        return words, strings, runtime_args_digest(kernel_args), ran

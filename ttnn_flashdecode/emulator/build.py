@@ -152,6 +152,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.emu_dram_peek.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
     lib.emu_l1_peek.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
                                 ctypes.c_void_p]
+    lib.emu_poison_half.argtypes = [ctypes.c_int]
+    lib.emu_poison_half.restype = ctypes.c_uint32
     lib.emu_last_error.argtypes = [ctypes.c_int]
     lib.emu_last_error.restype = ctypes.c_char_p
     lib.emu_last_report.argtypes = [ctypes.c_int]

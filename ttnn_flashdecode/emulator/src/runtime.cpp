@@ -16,9 +16,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -86,6 +88,7 @@ struct Device {
     std::vector<std::map<uint32_t, Region>> dram;  // per bank: start address -> region
     std::vector<std::unique_ptr<uint8_t[]>> l1_pool;  // reused across runs, one per core slot
     std::vector<std::pair<uint32_t, uint32_t>> l1_pool_cores;  // logical core of each slot in the last run
+    bool poison_l1 = true;  // each launch fills L1 with kL1Poison (false: zeroes it)
     std::string last_error, last_report;
     bool leaked = false;  // a stuck run still references this device
 };
@@ -149,9 +152,29 @@ struct InFlight {
     uint64_t id;      // Transfer::id in owner's list
 };
 
-// bf16 NaN (sign 1, exponent all ones, payload 0x2d) in every 16-bit half, so a float32 word of it
-// is NaN too: a read's destination holds it from issue until the data lands.
+// ----- poison: L1 bytes that hold nothing a kernel wrote ----------------------------------
+// Each pattern is one 16-bit half at every even L1 address (little-endian), so every aligned bf16
+// there reads as the half and every aligned fp32 word as (half << 16 | half): NaN both ways
+// (exponent all ones, mantissa non-zero), so arithmetic on such bytes shows up as NaN in the output
+// instead of a plausible number. As a uint32 it is over 4e9, so an index or size read from it fails
+// a range check. Two values, so a dump tells which one a kernel read:
+//   kL1Poison        every core's whole L1 at every launch, before the runtime writes the only
+//                    thing it places there (the semaphores' initial values): on a card L1 holds
+//                    whatever earlier programs left, and a pool reused across runs must not hand
+//                    one run's data to the next (whether a missing write shows would depend on
+//                    test order). Emulator(poison_l1=False) zeroes L1 instead.
+//   kInFlightPoison  a noc_async_read's destination from issue until the data lands.
+// Read as a block-float page, the shared exponents alternate 255 and 0xc1 / 0xad (inf/NaN, ~2^66 / ~2^46).
+constexpr uint16_t kL1Poison = 0xffc1;
 constexpr uint16_t kInFlightPoison = 0xffad;
+
+constexpr bool nan_as_bf16_and_fp32(uint16_t half) {
+    const float as_bf16 = std::bit_cast<float>(uint32_t(half) << 16);  // bf16 is fp32's top half
+    const float as_fp32 = std::bit_cast<float>(uint32_t(half) << 16 | half);
+    return as_bf16 != as_bf16 && as_fp32 != as_fp32;
+}
+static_assert(nan_as_bf16_and_fp32(kL1Poison) && nan_as_bf16_and_fp32(kInFlightPoison));
+static_assert(kL1Poison != kInFlightPoison);
 
 struct Kernel {
     Core* core = nullptr;
@@ -493,17 +516,19 @@ void check_in_flight(Core& core, uint32_t addr, uint64_t bytes, Access access, c
     }
 }
 
-// kInFlightPoison into [dst_l1, +size) at host pointer `dst`, phased by address parity so every
-// aligned 16-bit half holds it.
-void poison(uint8_t* dst, uint32_t dst_l1, uint32_t size) {
-    static const auto pattern = [] {
-        std::array<uint8_t, 4096 + 1> p{};
-        for (size_t i = 0; i < p.size(); ++i) p[i] = uint8_t(i & 1 ? kInFlightPoison >> 8 : kInFlightPoison & 0xff);
+// `Half` into host bytes [dst, +size), which are L1 [l1_addr, +size): phased by the address's
+// parity, so the half sits at every even L1 address whatever the range's start.
+template <uint16_t Half>
+void fill_poison(uint8_t* dst, uint32_t l1_addr, uint64_t size) {
+    static constexpr size_t kChunk = 4096;
+    static constexpr auto pattern = [] {
+        std::array<uint8_t, kChunk + 1> p{};  // +1: a range starting at an odd address begins at p[1]
+        for (size_t i = 0; i < p.size(); ++i) p[i] = uint8_t(i & 1 ? Half >> 8 : Half & 0xff);
         return p;
     }();
-    for (uint32_t done = 0; done < size;) {
-        const uint32_t n = std::min<uint32_t>(size - done, 4096);
-        std::memcpy(dst + done, pattern.data() + ((dst_l1 + done) & 1), n);
+    for (uint64_t done = 0; done < size;) {
+        const size_t n = size_t(std::min<uint64_t>(size - done, kChunk));
+        std::memcpy(dst + done, pattern.data() + ((l1_addr + done) & 1), n);
         done += n;
     }
 }
@@ -949,7 +974,8 @@ void noc_read(uint64_t src, uint32_t dst, uint32_t size) {
     k.core->in_flight.push_back(InFlight{dst, dst + size, Touch::kReadDst, &k, id});
     if (t.core) t.core->in_flight.push_back(InFlight{src_l1, src_l1 + size, Touch::kReadSrc, &k, id});
     // A local copy onto overlapping bytes would poison its own source; it keeps them.
-    if (!(t.core == k.core && overlaps(src_l1, size, dst, uint64_t(dst) + size))) poison(dst_ptr, dst, size);
+    if (!(t.core == k.core && overlaps(src_l1, size, dst, uint64_t(dst) + size)))
+        fill_poison<kInFlightPoison>(dst_ptr, dst, size);
 }
 
 void noc_write(uint32_t src, uint64_t dst, uint32_t size) {
@@ -1120,7 +1146,8 @@ using namespace emu;
 extern "C" {
 
 // words: l1_size, sem_base, unreserved_base, l1_align, dram_align, num_cbs, view_bytes_lo, view_bytes_hi,
-// num_banks, then per bank: channel, x, y, offset_lo, offset_hi; then num_channels, per channel: n, (x, y)*.
+// num_banks, then per bank: channel, x, y, offset_lo, offset_hi; then num_channels, per channel: n, (x, y)*;
+// then poison_l1 (0: each launch zeroes L1 instead of poisoning it).
 // Selects device `h` for this host call; false when the handle is invalid.
 static bool select_device(int h) {
     std::lock_guard<std::mutex> g(g_devices_mu);
@@ -1172,11 +1199,13 @@ __attribute__((visibility("default"))) int emu_configure(const uint32_t* w, int 
             }
         }
         for (uint32_t b = 0; b < nb; ++b) a.channel_banks.at(a.bank_channel[b]).push_back(b);
+        const bool poison_l1 = next() != 0;
         if (nb == 0 || a.l1_size == 0 || a.dram_align == 0 || a.num_cbs > kMaxCBs)
             throw std::runtime_error("emu_configure: invalid arch");
         a.configured = true;
         auto d = std::make_unique<Device>();
         d->arch = std::move(a);
+        d->poison_l1 = poison_l1;
         d->dram.assign(nb, {});
         std::lock_guard<std::mutex> g(g_devices_mu);
         g_devices.push_back(std::move(d));
@@ -1270,6 +1299,11 @@ __attribute__((visibility("default"))) int emu_l1_peek(int h, uint32_t x, uint32
     return 1;
 }
 
+// The 16-bit poison halves (see kL1Poison): which 0 = uninitialised L1, 1 = a read in flight.
+__attribute__((visibility("default"))) uint32_t emu_poison_half(int which) {
+    return which == 0 ? kL1Poison : kInFlightPoison;
+}
+
 __attribute__((visibility("default"))) const char* emu_last_error(int h) {
     return select_device(h) ? t_dev->last_error.c_str() : "invalid emulator handle";
 }
@@ -1302,16 +1336,18 @@ __attribute__((visibility("default"))) int emu_run(int h, const uint32_t* w, int
     };
     try {
         const uint32_t ncores = next();
+        // Slots past this run's cores keep an earlier run's bytes: emu_l1_peek must not find them.
+        t_dev->l1_pool_cores.assign(ncores, {UINT32_MAX, UINT32_MAX});
         for (uint32_t ci = 0; ci < ncores; ++ci) {
             auto core = std::make_unique<Core>();
             core->lx = next(), core->ly = next(), core->nx = next(), core->ny = next();
             if (ci >= t_dev->l1_pool.size()) t_dev->l1_pool.resize(ci + 1);
-            if (!t_dev->l1_pool[ci]) {
-                t_dev->l1_pool[ci].reset(new uint8_t[t_dev->arch.l1_size]);
-                std::memset(t_dev->l1_pool[ci].get(), 0, t_dev->arch.l1_size);
-            }
+            if (!t_dev->l1_pool[ci]) t_dev->l1_pool[ci].reset(new uint8_t[t_dev->arch.l1_size]);
             core->l1 = t_dev->l1_pool[ci].get();
-            if (ci >= t_dev->l1_pool_cores.size()) t_dev->l1_pool_cores.resize(ci + 1);
+            // Every launch, all of L1 (firmware region and CB space too): nothing of an earlier run
+            // survives. The semaphores' initial values are written below, over it.
+            if (t_dev->poison_l1) fill_poison<kL1Poison>(core->l1, 0, t_dev->arch.l1_size);
+            else std::memset(core->l1, 0, t_dev->arch.l1_size);
             t_dev->l1_pool_cores[ci] = {core->lx, core->ly};
             const uint32_t ncb = next();
             for (uint32_t j = 0; j < ncb; ++j) {
@@ -1333,7 +1369,6 @@ __attribute__((visibility("default"))) int emu_run(int h, const uint32_t* w, int
                 c.page = page;
                 c.npages = size / page;
                 c.fmt = static_cast<DataFormat>(fmtc);
-                std::memset(core->l1 + addr, 0xff, size);  // poison: unwritten pages read as NaN
             }
             const uint32_t nsem = next();
             for (uint32_t j = 0; j < nsem; ++j) {
