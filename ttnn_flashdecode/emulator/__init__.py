@@ -389,6 +389,9 @@ class RunReport:
     #: ``{}`` for a kernel whose descriptor has none
     named_compile_time_args: dict[tuple[int, int], dict[str, dict[str, int]]] = dataclasses.field(
         default_factory=dict)
+    #: what the launching code planned, attached by it after the run (``ttnn_flashdecode``'s
+    #: ``attention()`` attaches its Plan: block size, split counts, cores); never read here
+    plan: object = None
 
     @property
     def errors(self) -> list[str]:

@@ -26,8 +26,12 @@ _last_report = threading.local()
 
 def last_report():
     """The emulator's :class:`~ttnn_flashdecode.emulator.RunReport` of this thread's last
-    emulated :func:`~ttnn_flashdecode.attention` call (DRAM/NoC bytes per core, API call counts,
-    cores, time), or ``None`` if the last call ran on a device or none ran yet."""
+    emulated :func:`~ttnn_flashdecode.attention` call, or ``None`` if the last call ran on a device
+    or none ran yet: what ran (``kernel_cores``, ``cb_pages``, ``named_compile_time_args``: the
+    K/V block ``block_tiles``, ...), what each core did (DRAM/NoC bytes, API calls, zones, time),
+    what the kernels reported (``errors``), and the call's plan (``plan``:
+    :class:`~ttnn_flashdecode.op.program_factory.Plan`, e.g. ``plan.block_tiles``,
+    ``plan.split_counts``, ``plan.cores``)."""
     return getattr(_last_report, "value", None)
 
 
@@ -135,6 +139,7 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         with _launch_lock:
             set_addresses(program, plan, Addresses(*addresses[:6], page_table=page_table, work=buffers[-1].address))
             report = emu.run(program)
+        report.plan = plan
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
     finally:
         for buffer in buffers:

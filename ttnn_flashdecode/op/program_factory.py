@@ -152,6 +152,16 @@ class Plan:
         return self.residency.max_split > 1
 
     @property
+    def block_tiles(self) -> int:
+        """Position tiles per K/V block (the residency's; a drop-in's ``k_chunk_size`` / 32)."""
+        return self.residency.block_tiles
+
+    @property
+    def split_counts(self) -> tuple[int, ...]:
+        """Split-K slices of each request, in request order (1: not split)."""
+        return tuple(self.schedule.split_count(r) for r in range(self.shape.requests))
+
+    @property
     def requests_per_core(self) -> tuple[int, ...]:
         """Parameter blocks each core runs."""
         return tuple(len(slices) for slices in self.schedule.cores)
