@@ -11,15 +11,16 @@ import pytest
 
 ttnn = pytest.importorskip("ttnn")
 
-from ttnn_flashdecode import attention, last_report, protocol  # noqa: E402
+from ttnn_flashdecode import attention, last_report  # noqa: E402
+from ttnn_flashdecode.op import protocol  # noqa: E402
 from ttnn_flashdecode.emulator import (  # noqa: E402
     TT_DATA_FORMATS,
     CBConfig,
     Emulator,
     tensor_accessor_compile_time_args,
 )
-from ttnn_flashdecode.program_factory import ComputeOptions  # noqa: E402
-from ttnn_flashdecode.residency import Residency, cb_plan  # noqa: E402
+from ttnn_flashdecode.op.shape import ComputeOptions  # noqa: E402
+from ttnn_flashdecode.op.residency import Residency, cb_plan  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 TILE_BYTES = 2048
