@@ -8,10 +8,12 @@
 // every name, type, operator and signature here is one those call sites need.
 //
 // What it checks: that the kernel and the LLK code it instantiates name, construct, combine and
-// pass SFPI values in ways these declarations accept -- vector types that do not mix implicitly
-// (vFloat never becomes vInt; a conversion is as<T>() or convert<T>()), no vector division,
-// v_if / v_elseif / v_else / v_endif nesting and v_and only inside a v_if, Blackhole-only
-// instructions (approx_recip, fractional_mul, arithmetic shifts) refused on Wormhole.
+// pass SFPI values in ways these declarations accept -- vFloat and the integer vectors never
+// convert into each other implicitly (that takes as<T>() or convert<T>()), there is no vector
+// division, v_if / v_elseif / v_else / v_endif nest as blocks and v_and works only inside a v_if,
+// Blackhole-only instructions (approx_recip, fractional_mul, ShiftMode::Arithmetic) are refused
+// on Wormhole. Between vInt and vUInt, conversions are implicit both ways, as the wheel's LLK code
+// relies on (a Wormhole vInt >> n is a logical shift of the bits as a vUInt).
 //
 // What it cannot see: everything SFPI's compiler does past parsing (register allocation and
 // pressure, v_if lowering to condition codes, immediate-operand ranges, instruction scheduling,
@@ -108,12 +110,22 @@ enum class LRegs : std::uint8_t { LReg0, LReg1, LReg2, LReg3, LReg4, LReg5, LReg
 
 // --- scalar immediates ------------------------------------------------------------------------
 
+// M(X, I) for every integer type an immediate may have (narrower ones promote to int). Plain
+// overloads rather than a constrained template: a failed call then lists candidates without the
+// substitution-failure "error:" lines GCC prints for enable_if.
+#define SFPI_STANDIN_EACH_INTEGER(M, X) \
+    M(X, int) M(X, unsigned) M(X, long) M(X, unsigned long) M(X, long long) M(X, unsigned long long)
+#define SFPI_STANDIN_BITS_CONSTRUCTOR(Class, I) \
+    constexpr explicit Class(I bits) : bits_(static_cast<std::uint16_t>(bits)) {}
+#define SFPI_STANDIN_SCALAR_CONSTRUCTOR(Class, I) \
+    constexpr Class(I) {}
+
 // A 16-bit float (bf16) immediate: from a float (truncated), or its bit pattern as an integer.
 class sFloat16b {
 public:
     constexpr explicit sFloat16b(float) {}
-    template <class Bits, std::enable_if_t<std::is_integral_v<Bits>, int> = 0>
-    constexpr explicit sFloat16b(Bits bits) : bits_(static_cast<std::uint16_t>(bits)) {}
+    constexpr explicit sFloat16b(double) {}
+    SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_BITS_CONSTRUCTOR, sFloat16b)
     constexpr std::uint32_t get() const { return bits_; }
 
 private:
@@ -123,8 +135,7 @@ private:
 // A 16-bit float (fp16, "float A") immediate, from its bit pattern only (no float constructor).
 class sFloat16a {
 public:
-    template <class Bits, std::enable_if_t<std::is_integral_v<Bits>, int> = 0>
-    constexpr explicit sFloat16a(Bits bits) : bits_(static_cast<std::uint16_t>(bits)) {}
+    SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_BITS_CONSTRUCTOR, sFloat16a)
     constexpr std::uint32_t get() const { return bits_; }
 
 private:
@@ -150,8 +161,6 @@ private:
 
 template <class T>
 inline constexpr bool is_vector = std::is_base_of_v<Vector, T>;
-template <class T>
-using if_integral = std::enable_if_t<std::is_integral_v<T>, int>;
 }  // namespace standin
 
 class vInt;
@@ -182,30 +191,14 @@ public:
     using vFloat::vFloat;
 };
 
-// 31-bit magnitudes (non-negative integers): abs(vInt), exman(), narrow unsigned conversions.
-class vMag : public standin::Vector {
-public:
-    constexpr vMag() = default;
-    constexpr vMag(standin::Lanes lanes) : Vector(lanes) {}
-};
-class vUInt16 : public vMag {
-public:
-    using vMag::vMag;
-};
-class vUInt8 : public vMag {
-public:
-    using vMag::vMag;
-};
-
 // 32-bit two's-complement integers.
 class vInt : public standin::Vector {
 public:
     constexpr vInt() = default;
     constexpr vInt(standin::Lanes lanes) : Vector(lanes) {}
-    template <class I, standin::if_integral<I> = 0>
-    constexpr vInt(I) {}
-    constexpr vInt(vMag magnitude) : Vector(magnitude.get()) {}
+    SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_SCALAR_CONSTRUCTOR, vInt)
     constexpr explicit vInt(const vUInt& bits);
+    constexpr operator vUInt() const;  // implicit both ways (see the top of this file)
     vInt& operator+=(vInt) { return *this; }
     vInt& operator-=(vInt) { return *this; }
     vInt& operator&=(vInt) { return *this; }
@@ -226,10 +219,9 @@ class vUInt : public standin::Vector {
 public:
     constexpr vUInt() = default;
     constexpr vUInt(standin::Lanes lanes) : Vector(lanes) {}
-    template <class I, standin::if_integral<I> = 0>
-    constexpr vUInt(I) {}
+    SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_SCALAR_CONSTRUCTOR, vUInt)
     constexpr explicit vUInt(vInt bits) : Vector(bits.get()) {}
-    constexpr explicit vUInt(vMag magnitude) : Vector(magnitude.get()) {}
+    constexpr operator vInt() const { return vInt(get()); }
     vUInt& operator+=(vUInt) { return *this; }
     vUInt& operator-=(vUInt) { return *this; }
     vUInt& operator&=(vUInt) { return *this; }
@@ -244,6 +236,22 @@ public:
 };
 
 constexpr vInt::vInt(const vUInt& bits) : Vector(bits.get()) {}
+constexpr vInt::operator vUInt() const { return vUInt(get()); }
+
+// 31-bit magnitudes (non-negative integers, a kind of vUInt): abs(vInt), exman(), and the narrow
+// unsigned results of convert<vUInt16 / vUInt8>.
+class vMag : public vUInt {
+public:
+    using vUInt::vUInt;
+};
+class vUInt16 : public vMag {
+public:
+    using vMag::vMag;
+};
+class vUInt8 : public vMag {
+public:
+    using vMag::vMag;
+};
 
 // Sign-magnitude integers (what SFPSTOCHRND's integer results and SFPCAST's inputs are).
 class vSMag : public standin::Vector {
@@ -331,9 +339,43 @@ sfpi_inline vUInt operator>>(vUInt a, unsigned) { return a; }
 sfpi_inline vUInt operator<<(vUInt a, vUInt) { return a; }
 sfpi_inline vUInt operator>>(vUInt a, vUInt) { return a; }
 
+// Mixed signedness: the unsigned side wins; a magnitude added to a vInt stays a vInt.
+sfpi_inline vUInt operator-(vUInt a, vInt) { return a; }
+sfpi_inline vUInt operator&(vUInt a, vInt) { return a; }
+sfpi_inline vUInt operator|(vUInt a, vInt) { return a; }
+sfpi_inline vUInt operator^(vUInt a, vInt) { return a; }
+sfpi_inline vUInt operator&(vInt, vUInt b) { return b; }
+sfpi_inline vUInt operator|(vInt, vUInt b) { return b; }
+sfpi_inline vUInt operator^(vInt, vUInt b) { return b; }
+sfpi_inline vInt operator+(vInt a, vMag) { return a; }
+sfpi_inline vInt operator+(vMag, vInt b) { return b; }
+sfpi_inline vInt operator-(vInt a, vMag) { return a; }
+sfpi_inline vInt operator-(vMag, vInt b) { return b; }
+sfpi_inline vUInt operator+(vUInt a, vMag) { return a; }
+sfpi_inline vUInt operator+(vMag, vUInt b) { return b; }
+sfpi_inline vUInt operator-(vUInt a, vMag) { return a; }
+sfpi_inline vUInt operator-(vMag, vUInt b) { return b; }
+
 sfpi_inline vMag operator>>(vMag a, unsigned) { return a; }
 sfpi_inline vMag operator&(vMag a, vMag) { return a; }
 sfpi_inline vMag operator&(vMag a, unsigned) { return a; }
+
+// An integer vector with an integer scalar (either side): the scalar is the immediate, and these
+// exact matches keep `v + 1` from being ambiguous between the vInt / vUInt / vMag overloads.
+#define SFPI_STANDIN_SCALAR_ARITHMETIC(V, I)                     \
+    sfpi_inline V operator+(V a, I) { return a; }               \
+    sfpi_inline V operator+(I, V b) { return b; }               \
+    sfpi_inline V operator-(V a, I) { return a; }               \
+    sfpi_inline V operator-(I, V b) { return b; }               \
+    sfpi_inline V operator&(V a, I) { return a; }               \
+    sfpi_inline V operator&(I, V b) { return b; }               \
+    sfpi_inline V operator|(V a, I) { return a; }               \
+    sfpi_inline V operator|(I, V b) { return b; }               \
+    sfpi_inline V operator^(V a, I) { return a; }               \
+    sfpi_inline V operator^(I, V b) { return b; }
+SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_SCALAR_ARITHMETIC, vInt)
+SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_SCALAR_ARITHMETIC, vUInt)
+#undef SFPI_STANDIN_SCALAR_ARITHMETIC
 
 #define SFPI_STANDIN_COMPARISONS(T)                                        \
     sfpi_inline vBool operator==(T, T) { return standin::made_bool(); } \
@@ -342,14 +384,36 @@ sfpi_inline vMag operator&(vMag a, unsigned) { return a; }
     sfpi_inline vBool operator<=(T, T) { return standin::made_bool(); } \
     sfpi_inline vBool operator>(T, T) { return standin::made_bool(); }  \
     sfpi_inline vBool operator>=(T, T) { return standin::made_bool(); }
+#define SFPI_STANDIN_SCALAR_COMPARISONS(T, I)                               \
+    sfpi_inline vBool operator==(T, I) { return standin::made_bool(); } \
+    sfpi_inline vBool operator!=(T, I) { return standin::made_bool(); } \
+    sfpi_inline vBool operator<(T, I) { return standin::made_bool(); }  \
+    sfpi_inline vBool operator<=(T, I) { return standin::made_bool(); } \
+    sfpi_inline vBool operator>(T, I) { return standin::made_bool(); }  \
+    sfpi_inline vBool operator>=(T, I) { return standin::made_bool(); }
+#define SFPI_STANDIN_SCALAR_EQUALITY(T, I)                                  \
+    sfpi_inline vBool operator==(T, I) { return standin::made_bool(); } \
+    sfpi_inline vBool operator!=(T, I) { return standin::made_bool(); }
 SFPI_STANDIN_COMPARISONS(vFloat)
 SFPI_STANDIN_COMPARISONS(vInt)
 SFPI_STANDIN_COMPARISONS(vUInt)
+SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_SCALAR_COMPARISONS, vInt)
+SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_SCALAR_COMPARISONS, vUInt)
+// A vInt against a magnitude compares as vInts.
+sfpi_inline vBool operator==(vInt, vMag) { return standin::made_bool(); }
+sfpi_inline vBool operator!=(vInt, vMag) { return standin::made_bool(); }
+sfpi_inline vBool operator<(vInt, vMag) { return standin::made_bool(); }
+sfpi_inline vBool operator<=(vInt, vMag) { return standin::made_bool(); }
+sfpi_inline vBool operator>(vInt, vMag) { return standin::made_bool(); }
+sfpi_inline vBool operator>=(vInt, vMag) { return standin::made_bool(); }
 #undef SFPI_STANDIN_COMPARISONS
-sfpi_inline vUInt operator&(vSMag a, unsigned) { return vUInt(vMag(a.get())); }
+#undef SFPI_STANDIN_SCALAR_COMPARISONS
+sfpi_inline vUInt operator&(vSMag a, unsigned) { return vUInt(a.get()); }
 
 sfpi_inline vBool operator==(vSMag, vSMag) { return standin::made_bool(); }
 sfpi_inline vBool operator!=(vSMag, vSMag) { return standin::made_bool(); }
+SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_SCALAR_EQUALITY, vSMag)
+#undef SFPI_STANDIN_SCALAR_EQUALITY
 
 sfpi_inline vBool operator&&(vBool, vBool) { return standin::made_bool(); }
 sfpi_inline vBool operator||(vBool, vBool) { return standin::made_bool(); }
@@ -380,8 +444,10 @@ public:
     const DestSlot& operator=(vInt) const { return *this; }
     const DestSlot& operator=(vUInt) const { return *this; }
     const DestSlot& operator=(float) const { return *this; }
-    template <class I, if_integral<I> = 0>
+#define SFPI_STANDIN_STORE_SCALAR(Unused, I) \
     const DestSlot& operator=(I) const { return *this; }
+    SFPI_STANDIN_EACH_INTEGER(SFPI_STANDIN_STORE_SCALAR, ~)
+#undef SFPI_STANDIN_STORE_SCALAR
     const DestSlot& operator=(const DestSlot&) const { return *this; }
 };
 
@@ -578,6 +644,8 @@ sfpi_inline vFloat min(vFloat a, vFloat) { return a; }
 sfpi_inline vFloat max(vFloat a, vFloat) { return a; }
 sfpi_inline vInt min(vInt a, vInt) { return a; }
 sfpi_inline vInt max(vInt a, vInt) { return a; }
+sfpi_inline vSMag min(vSMag a, vSMag) { return a; }
+sfpi_inline vSMag max(vSMag a, vSMag) { return a; }
 template <class V>
 struct MinMax {
     V min;
