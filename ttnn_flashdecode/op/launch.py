@@ -221,7 +221,8 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
     probe_out = ttnn.allocate_tensor_on_device(q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device,
                                                memory_config or ttnn.DRAM_MEMORY_CONFIG)
     out_spec = probe_out.spec
-    operands = [q, k, v, constants_tensor, probe_out, inputs.positions_tensor or constants_tensor]
+    positions = constants_tensor if inputs.positions_tensor is None else inputs.positions_tensor  # a list: see below
+    operands = [q, k, v, constants_tensor, probe_out, positions]
     if shape.paged:  # with device inputs the page table is a device tensor (validate refuses others)
         operands.append(inputs.page_table_tensor)
     # Accessor args depend on each operand's kind (DRAM interleaved, or Q's L1 shards), not its address;
