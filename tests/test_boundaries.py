@@ -627,7 +627,7 @@ NO_NUMERIC_BOUNDARY = [
                "page_table_tensor: the paged decode call needs the page table", "a missing argument"),
     NoBoundary("cur_pos_tensor: the paged decode call takes", _DROPIN + "test_paged_drop_in_refuses_unsupported_keywords_by_name",
                'pytest.raises(TypeError, match="cur_pos_tensor")', "a missing argument"),
-    NoBoundary("input_tensor_q: expected a ttnn.Tensor or a numpy array", _HERE + "test_refusals_with_no_numeric_bound_on_the_host",
+    NoBoundary("{name}: expected a ttnn.Tensor or a numpy array", _HERE + "test_refusals_with_no_numeric_bound_on_the_host",
                "input_tensor_q: expected a ttnn.Tensor or a numpy array, got list", "a type"),
     NoBoundary("input_tensor_q: expected shape [1, b, nh, dh]", _DROPIN + "test_drop_in_refusals_name_the_drop_in_arguments",
                r"input_tensor_q: expected shape \[1, b, nh, dh\]", "a rank"),
@@ -639,6 +639,7 @@ def test_refusals_with_no_numeric_bound_on_the_host(mock_cluster):
     rng = np.random.default_rng(0)
     q, k = _bf16(rng, (1, 1, B, NQ * D)), _bf16(rng, (B, NKV, CAP, D))
     tiled_positions = ttnn.Tensor(np.array([5, 100], np.int32), ttnn.int32, layout=ttnn.TILE_LAYOUT)
+    q_heads, positions = q.reshape(1, B, NQ, D), np.array([5, 100], np.int32)
     cases = [
         (lambda: attention(q, k, k, cur_pos=[5, 100], q_layout="columns"), ValueError,
          r"q_layout: expected one of \('rows', 'heads'\), got 'columns'"),
@@ -651,6 +652,14 @@ def test_refusals_with_no_numeric_bound_on_the_host(mock_cluster):
          r"cur_pos_tensor: expected ROW_MAJOR layout, got Layout.TILE"),
         (lambda: transformer.scaled_dot_product_attention_decode(q.tolist(), k, k, cur_pos=[5, 100]), TypeError,
          r"input_tensor_q: expected a ttnn.Tensor or a numpy array, got list"),
+        # K and V are read (their shapes) before attention() validates them: refused by name first,
+        # with and without share_cache, and a paged call's page table too (a fresh user's report).
+        (lambda: transformer.scaled_dot_product_attention_decode(q_heads, k.tolist(), k, cur_pos=[5, 100]), TypeError,
+         r"input_tensor_k: expected a ttnn.Tensor or a numpy array, got list"),
+        (lambda: transformer.scaled_dot_product_attention_decode(q_heads, k, k.tolist(), cur_pos=[5, 100], share_cache=True),
+         TypeError, r"input_tensor_v: expected a ttnn.Tensor or a numpy array, got list"),
+        (lambda: transformer.paged_scaled_dot_product_attention_decode(q_heads, k, k, [[0]], cur_pos_tensor=positions),
+         TypeError, r"page_table_tensor: expected a ttnn.Tensor or a numpy array, got list"),
     ]
     for call, error, message in cases:
         with pytest.raises(error, match=message):

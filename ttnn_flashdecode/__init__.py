@@ -26,3 +26,7 @@ def _register() -> None:
 
 
 _register()
+
+# ``ttnn_flashdecode.transformer.scaled_dot_product_attention_decode(...)`` after a plain
+# ``import ttnn_flashdecode``, as ``ttnn.transformer...`` works after ``import ttnn``.
+from ttnn_flashdecode import transformer  # noqa: E402,F401

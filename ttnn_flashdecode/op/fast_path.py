@@ -36,7 +36,8 @@ def _device_spec(tensor):
     """``(shape text, dtype, layout, memory config)`` of a device ttnn.Tensor, else None (not eligible)."""
     if type(tensor) is not ttnn.Tensor or tensor.storage_type() != ttnn.StorageType.DEVICE:
         return None
-    return str(tensor.shape), tensor.dtype, tensor.layout, tensor.memory_config()
+    # Enum values, not the enums: a ttnn enum's hash runs in Python (~1 us), its value is an int.
+    return str(tensor.shape), tensor.dtype.value, tensor.layout.value, tensor.memory_config()
 
 
 def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start, rows, scale, block_tiles, q_layout,

@@ -227,7 +227,7 @@ class ComputeOptions:
             TypeError: ``config`` has none of the expected attributes.
         """
         if config is None:
-            return cls()
+            return _DEFAULT_COMPUTE
         if isinstance(config, cls):
             return config
         try:
@@ -241,3 +241,7 @@ class ComputeOptions:
             raise TypeError(
                 f"compute_kernel_config: expected None, ComputeOptions or a ttnn compute config, got {type(config).__name__}"
             ) from error
+
+
+_DEFAULT_COMPUTE = ComputeOptions()
+"""The defaults, built once: every call without a compute config looks them up (the fast path too)."""

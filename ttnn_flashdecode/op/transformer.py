@@ -162,6 +162,7 @@ def scaled_dot_product_attention_decode(
                         attention_sink=attention_sink)
     if cur_pos is None and cur_pos_tensor is None:
         raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
+    _check_tensor_kinds(input_tensor_q=input_tensor_q, input_tensor_k=input_tensor_k, input_tensor_v=input_tensor_v)
     shared = _shared_cache_table(input_tensor_q, input_tensor_k) if share_cache else None
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale, page_table_tensor=shared,
@@ -250,15 +251,26 @@ def paged_scaled_dot_product_attention_decode(
         raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
     if cur_pos_tensor is None:
         raise TypeError("cur_pos_tensor: the paged decode call takes its positions as a tensor (int32 [b]), got None")
+    _check_tensor_kinds(page_table_tensor=page_table_tensor)
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor, scale=scale,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config)
 
 
+def _check_tensor_kinds(**tensors) -> None:
+    """Each named argument is a ttnn.Tensor or a numpy array (its shape is read next).
+
+    Raises:
+        TypeError: naming the first that is not.
+    """
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, (ttnn.Tensor, np.ndarray)):
+            raise TypeError(f"{name}: expected a ttnn.Tensor or a numpy array, got {type(tensor).__name__}")
+
+
 def _heads_attention(q, k, v, *, program_config, compute_kernel_config, **keywords):
     """:func:`ttnn_flashdecode.attention` on Q ``[1, b, nh, dh]`` (``q_layout="heads"``)."""
-    if not isinstance(q, (ttnn.Tensor, np.ndarray)):
-        raise TypeError(f"input_tensor_q: expected a ttnn.Tensor or a numpy array, got {type(q).__name__}")
+    _check_tensor_kinds(input_tensor_q=q, input_tensor_k=k, input_tensor_v=v)
     config = _program_config_keywords(program_config, q, compute_kernel_config)
     if len(q.shape) != 4 or q.shape[0] != 1 or (len(k.shape) == 4 and q.shape[3] != k.shape[3]):
         raise ValueError(f"input_tensor_q: expected shape [1, b, nh, dh] (dh = the cache's head_dim "
