@@ -50,6 +50,10 @@ constexpr uint32_t kDstTiles = get_named_compile_time_arg_val("dst_tiles");
 // PACK threads only, so a kernel that names it outside MATH(...) does not build for UNPACK.
 constexpr bool kExpApprox = get_named_compile_time_arg_val("exp_approx") != 0;
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
+// The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
+// CONST pages per request it implies.
+constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
+constexpr uint32_t kConstPages = const_pages(kWindow != 0);
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
@@ -109,6 +113,20 @@ void scale_query() {
     cb_wait_front(kCbQs, kDimTiles);
 }
 
+// Score modifier "sliding window": S += the window mask (CONST page kConstPageWindow or
+// kConstPageWindowNext) on the window's first tile and the one after it, when some row starts
+// inside them (attention_protocol.hpp "Sliding window"); S is DST tile 0, matmul's state restored.
+void add_window_mask(const Params& p, uint32_t tile) {
+    if constexpr (kWindow != 0) {
+        const uint32_t page = p.window_page(tile);
+        if (page != kNoMask) {
+            add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst);
+            add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst, page, 0);
+            matmul_init(kCbQs, kCbK, /*transpose=*/1);
+        }
+    }
+}
+
 // S = QS . K^T for the block's `live` tiles, the first of them window tile `first_tile`; a masked
 // tile (the last live one and, with several rows per head, the one before) gets its CONST mask page.
 void scores(const Params& p, uint32_t live, uint32_t first_tile) {
@@ -128,6 +146,7 @@ void scores(const Params& p, uint32_t live, uint32_t first_tile) {
             add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst, mask_page, 0);
             matmul_init(kCbQs, kCbK, /*transpose=*/1);
         }
+        add_window_mask(p, first_tile + t);
         tile_regs_commit();
         tile_regs_wait();
         pack_tile(0, kCbS);
@@ -510,7 +529,8 @@ void attend_max_first(const Params& p) {
     }
 }
 
-void attend(const Params& p) {
+void attend(Params p) {
+    p.window = kWindow;  // the program's, not on the wire
     cb_wait_front(kCbConst, kConstPages);
     scale_query();
     if (p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {

@@ -26,6 +26,10 @@ constexpr uint32_t kCacheBlockPages = get_named_compile_time_arg_val("cache_bloc
 constexpr uint32_t kCacheBlocks = get_named_compile_time_arg_val("cache_blocks");
 constexpr uint32_t kPageTableEntries = get_named_compile_time_arg_val("page_table_entries");
 constexpr bool kPaged = kCacheBlockTiles != 0;
+// The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
+// CONST pages per request it implies.
+constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
+constexpr uint32_t kConstPages = const_pages(kWindow != 0);
 
 // The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
 // program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS,

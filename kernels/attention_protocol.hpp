@@ -48,8 +48,8 @@
 //                length 32 (tile 65, all live) when w == 32.
 // Stage rows past stage_rows() are padding: row-local, never written out, may hold anything.
 // Word 5 (SPLIT): byte 0 slice index, byte 1 slice count (0/1: not split), bytes 2-3 core-table
-// index of slice 0. Slice i owns live tiles [ceil(i*T/count), ceil((i+1)*T/count)), T = live
-// tiles: the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
+// index of slice 0. Slice i owns live tiles F + [ceil(i*T/count), ceil((i+1)*T/count)), T = live
+// tiles from F = first_tile() (0 without a sliding window): the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
 // tail to whole double blocks; the partials are combined up a binary tree (tree_levels) in two
 // passes (maxima, then sums; see partial_pages) whose root, slice 0, normalises.
 // Live tiles and tail width are derived from kv_positions here and in protocol.py, never sent.
@@ -176,12 +176,16 @@ constexpr uint32_t kConstTiles = 66;
 
 // Pages of the CONST circular buffer per request: scaler, scale, then the masks of the last live
 // tile and of the one before it (see "Masks" above); an empty split slice's kConstPageMask holds
-// the kill mask (tail mask 0).
-constexpr uint32_t kConstPages = 4;
+// the kill mask (tail mask 0). A windowed program (see "Sliding window" below) adds the masks of
+// the window's first tile and of the one after it, which the reader fills in L1.
 constexpr uint32_t kConstPageScaler = 0;
 constexpr uint32_t kConstPageScale = 1;
 constexpr uint32_t kConstPageMask = 2;
 constexpr uint32_t kConstPageMaskBefore = 3;
+constexpr uint32_t kConstPageWindow = 4;
+constexpr uint32_t kConstPageWindowNext = 5;
+// CONST pages per request: 4, or 6 in a windowed program (named compile-time arg window != 0).
+constexpr uint32_t const_pages(bool windowed) { return windowed ? kConstPageWindowNext + 1 : kConstPageMaskBefore + 1; }
 
 constexpr uint32_t kTilePositions = 32;
 
@@ -215,6 +219,24 @@ constexpr uint32_t mask_row_tile(uint32_t width) {
     return width < kTilePositions ? kConstTailMaskTile + width : kConstCausalMaskTile + kTilePositions - 1;
 }
 constexpr uint32_t mask_row_row(uint32_t width) { return width < kTilePositions ? 0 : kTilePositions - 1; }
+
+// Sliding window (named compile-time arg `window` = W positions, 0 = none; Params::window): the row
+// at position p attends max(0, p + 1 - W) .. p. The window's start is derived on device from the
+// POSITIONS entry, like kv_positions, so a traced program stays valid; W itself is in the program.
+// The slices (slice_begin) cover only the window's tiles, from first_tile(): the reader never
+// reads a tile before it. In the window's first tile (and, with several rows per head whose starts
+// straddle a tile edge, the one after it) a row's columns before its own start are dead: the
+// reader builds that tile's window mask in L1 (CONST page kConstPageWindow / kConstPageWindowNext,
+// window_mask_word per pair of columns) and compute adds it to the scores (a stage of its own,
+// beside the tail masks, which it may meet on the same tile: MASK + MASK stays finite). Cache slots
+// before the first row's start are dead for every row and may hold anything: the reader zeroes
+// them in L1 (window_stale_rows), as it zeroes the slots past the position.
+// One word of a window-mask row whose first `dead` columns are dead: columns c = 16 half + 2 pair
+// (low half) and c + 1 (high half) of a bfloat16 face row, each MASK_VALUE (0xF14A) when dead, else 0.
+constexpr uint32_t window_mask_word(uint32_t dead, uint32_t half, uint32_t pair) {
+    const uint32_t column = 16 * half + 2 * pair;
+    return (column < dead ? 0xF14Au : 0u) | (column + 1 < dead ? 0xF14Au << 16 : 0u);
+}
 
 // Paged KV cache (ttnn's paged layout): K and V are [cache blocks, n_kv_heads, block_size,
 // head_dim] TILE tensors and an int32 page table [batch, entries] (ROW_MAJOR, one page per user)
@@ -267,6 +289,7 @@ struct Params {
     uint32_t dim_tiles;
     uint32_t user;          // word 2: index into the POSITIONS operand
     uint32_t kv_positions;  // not on the wire: set from the POSITIONS operand (kv_positions_at)
+    uint32_t window;        // not on the wire: the program's sliding window (positions; 0 = none)
     uint32_t block_tiles;
     uint32_t capacity_tiles;
     uint32_t split_index;       // word 5 byte 0: this core's split-K slice
@@ -282,8 +305,47 @@ struct Params {
     constexpr uint32_t slices() const { return split_count > 1 ? split_count : 1; }
     constexpr bool split() const { return slices() > 1; }
     constexpr bool reducer() const { return split_index == 0; }
-    constexpr uint32_t slice_begin() const { return (split_index * live_tiles() + slices() - 1) / slices(); }
-    constexpr uint32_t slice_end() const { return ((split_index + 1) * live_tiles() + slices() - 1) / slices(); }
+    // Sliding window ("Sliding window" above): the first position row `row` attends (0 without a
+    // window or for an idle slot), the window's first tile (the first row's start's), the window's
+    // tiles, and the cache slots of the first tile before every row's start.
+    constexpr uint32_t window_start(uint32_t row) const {
+        if (window == 0 || idle()) {
+            return 0;
+        }
+        const uint32_t end = kv_positions - rows_per_head() + row + 1;  // this row's live positions
+        return end > window ? end - window : 0;
+    }
+    constexpr uint32_t first_tile() const { return window_start(0) / kTilePositions; }
+    constexpr uint32_t window_tiles() const { return live_tiles() - first_tile(); }
+    constexpr uint32_t window_stale_rows() const { return window_start(0) % kTilePositions; }
+    // Columns of tile `tile` before row `row`'s window start, 0..32 (they grow with the row).
+    constexpr uint32_t window_dead(uint32_t tile, uint32_t row) const {
+        const uint32_t start = window_start(row), first = tile * kTilePositions;
+        if (start <= first) {
+            return 0;
+        }
+        return start - first < kTilePositions ? start - first : kTilePositions;
+    }
+    // The CONST page of tile `tile`'s window mask (kConstPageWindow for the window's first tile,
+    // kConstPageWindowNext for the one after it), or kNoMask when no row has a dead column there.
+    constexpr uint32_t window_page(uint32_t tile) const {
+        if (window == 0 || idle() || tile < first_tile() || tile > first_tile() + 1 ||
+            window_dead(tile, rows_per_head() - 1) == 0) {
+            return kNoMask;
+        }
+        return kConstPageWindow + (tile - first_tile());
+    }
+    // The tile whose window mask CONST page `page` holds; whether this slice's reader fills it.
+    constexpr uint32_t window_page_tile(uint32_t page) const { return first_tile() + (page - kConstPageWindow); }
+    constexpr bool slice_fills_window_page(uint32_t page) const {
+        const uint32_t tile = window_page_tile(page);
+        return tile >= slice_begin() && tile < slice_end() && window_page(tile) == page;
+    }
+    // Split-K slice of the window's tiles (all live tiles without a window).
+    constexpr uint32_t slice_begin() const { return first_tile() + (split_index * window_tiles() + slices() - 1) / slices(); }
+    constexpr uint32_t slice_end() const {
+        return first_tile() + ((split_index + 1) * window_tiles() + slices() - 1) / slices();
+    }
     constexpr uint32_t slice_live_tiles() const { return slice_end() - slice_begin(); }
     // Combine tree (see tree_levels): this slice's children, its parent and its slot there.
     constexpr uint32_t tree_children() const {

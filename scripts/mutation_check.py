@@ -65,6 +65,32 @@ class Mutation:
 
 
 MUTATIONS = [
+    # Sliding windows (issue 20, item 1): the window's tiles only, its first tile masked and cleaned.
+    Mutation("window-slices-from-tile-0", "attention_protocol.hpp",
+             "    constexpr uint32_t first_tile() const { return window_start(0) / kTilePositions; }",
+             "    constexpr uint32_t first_tile() const { return 0; }",
+             "the slices cover the whole history, not the window: the tiles before it are read and attended",
+             tests=("tests/test_sliding_window.py::test_all_negative_large_scores_and_a_dominant_leak_before_the_window[decode-1]",)),
+    Mutation("window-start-off-by-one", "attention_protocol.hpp",
+             "        return end > window ? end - window : 0;",
+             "        return end > window ? end - window + 1 : 0;",
+             "every row's window starts one position late: W - 1 positions attended",
+             tests=("tests/test_sliding_window.py::test_decode_window_at_tile_edges_with_poison_outside[33-1]",)),
+    Mutation("window-mask-not-added", "attention_compute.cpp",
+             "        add_window_mask(p, first_tile + t);\n",
+             "",
+             "the window's first tile is attended whole: its columns before the window start leak in",
+             tests=("tests/test_sliding_window.py::test_decode_window_at_tile_edges_with_poison_outside[33-1]",)),
+    Mutation("window-mask-row-by-head", "attention_reader.cpp",
+             "p.window_dead(tile, p.stage_row(s))",
+             "p.window_dead(tile, p.stage_head(s))",
+             "ROWS: a window-mask row takes its head's index for its row's, so rows start at the wrong positions",
+             tests=("tests/test_sliding_window.py::test_rows_each_row_its_own_window[7-10-3-1]",)),
+    Mutation("window-stale-v-rows-kept", "attention_reader.cpp",
+             "        zero_rows_before_window(kCbV, p, block);\n",
+             "",
+             "V's slots before the window start in its first tile keep the cache's NaN/Inf: P = 0 times NaN",
+             tests=("tests/test_sliding_window.py::test_decode_window_at_tile_edges_with_poison_outside[33-1]",)),
     # ttnn's decode layout (issue 13, item 4): Q and output [1, b, nh, dh], a user's heads on rows.
     Mutation("head-rows-tile-stride-q-width", "attention_protocol.hpp",
              "            return (query_row_of(s) / kTilePositions) * dim_tiles + d;",

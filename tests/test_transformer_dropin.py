@@ -66,7 +66,6 @@ def test_decode_step_with_the_drop_in_matches_float64(kwargs):
 @pytest.mark.parametrize("kwargs, words", [
     (dict(attn_mask=np.zeros(1)), ["attn_mask"]),
     (dict(is_causal=False), ["is_causal"]),
-    (dict(sliding_window_size=128), ["sliding_window_size"]),
     (dict(attention_sink=np.zeros(1)), ["attention_sink"]),
     (dict(share_cache=True), ["share_cache"]),
     (dict(program_config="grid 4x4"), ["compute_with_storage_grid_size", "4x4"]),
@@ -175,7 +174,6 @@ def test_heads_layout_groups_may_straddle_a_row_tile():
     (dict(paged_cache_geometry="geometry"), "paged_cache_geometry"),
     (dict(cache_position_modulo=64), "cache_position_modulo"),
     (dict(spec_multi_pos_tiles=2), "spec_multi_pos_tiles"),
-    (dict(sliding_window_size=64), "sliding_window_size"),
     (dict(attention_sink=np.zeros(1)), "attention_sink"),
     (dict(is_causal=False), "is_causal"),
 ])

@@ -23,8 +23,8 @@ uint32_t next() {
     return value;
 }
 
-// A block's 16 words, then the kv_positions the kernels derive from the POSITIONS operand (not
-// on the wire; decode_words leaves it 0).
+// A block's 16 words, then the kv_positions the kernels derive from the POSITIONS operand and the
+// program's sliding window (neither on the wire; decode_words leaves them 0).
 Params next_params() {
     uint32_t words[kWords];
     for (uint32_t i = 0; i < kWords; ++i) {
@@ -32,6 +32,7 @@ Params next_params() {
     }
     Params p = decode_words(words);
     p.kv_positions = next();
+    p.window = next();
     return p;
 }
 
@@ -77,6 +78,8 @@ int main() {
         FREE2_INT32(cache_block_valid)
         FREE1(page_table_chunk_first)
         FREE2(page_table_chunk_entries)
+        FREE1(const_pages)
+        FREE3(window_mask_word)
         OPERAND0(interleaved)
         OPERAND0(first_page)
         METHOD0(live_tiles)
@@ -112,6 +115,14 @@ int main() {
         METHOD1(mask_page)
         METHOD1(page_mask_tile)
         METHOD1(slice_mask_tile)
+        METHOD1(window_start)
+        METHOD0(first_tile)
+        METHOD0(window_tiles)
+        METHOD0(window_stale_rows)
+        METHOD2(window_dead)
+        METHOD1(window_page)
+        METHOD1(window_page_tile)
+        METHOD1(slice_fills_window_page)
         METHOD0(valid_kind)
         METHOD0(valid_positions)
         METHOD0(idle)

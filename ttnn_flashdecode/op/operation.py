@@ -52,6 +52,7 @@ def attention(
     memory_config=None,
     split: int | None = None,
     backend: str = "auto",
+    sliding_window_size: int | None = None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -129,6 +130,13 @@ def attention(
             ``"emulator"``.
         q_layout: ``"rows"`` (default, the activation layout above) or ``"heads"`` (decode: Q and
             the output ``[1, batch, n_q_heads, head_dim]``, read and written in place).
+        sliding_window_size: ``W``, a positive int, or ``None`` (default: no window). The query row
+            at position ``p`` attends only ``max(0, p + 1 - W) .. p`` (every kind, paged or not;
+            Gemma's and gpt-oss's sliding-window layers). Only the window's position tiles are read
+            (DRAM bytes follow ``W``, not ``p``), split-K slices cover only them, and the window's
+            start is derived on device from the positions, so a captured trace stays valid; ``W``
+            is part of the program. Cache slots before a row's window never reach its output
+            (NaN there is fine); a paged table's entries before the window are never read.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -177,8 +185,8 @@ def attention(
         >>> chunk.shape
         (1, 1, 7, 256)
     """
-    validate_options(backend=backend, split=split, scale=scale)
-    inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout)
+    window = validate_options(backend=backend, split=split, scale=scale, sliding_window_size=sliding_window_size)
+    inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":

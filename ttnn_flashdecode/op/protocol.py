@@ -76,7 +76,7 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
-__all__ = ["WORDS", "ARG_REQUEST_COUNT", "ARG_POSITIONS_BASE", "ARG_PAGE_TABLE_BASE", "ARG_HEADER", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
+__all__ = ["WORDS", "ARG_REQUEST_COUNT", "ARG_POSITIONS_BASE", "ARG_PAGE_TABLE_BASE", "ARG_HEADER", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "const_pages", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
 
 WORDS = 16
 """Words in one parameter block."""
@@ -111,6 +111,19 @@ MASK_PAGE = 2
 
 MASK_BEFORE_PAGE = 3
 """CONST page holding the mask of the tile before the last live one (several rows per head only)."""
+
+WINDOW_PAGE = 4
+"""CONST page holding the window mask of a sliding window's first tile (windowed programs only)."""
+
+WINDOW_NEXT_PAGE = 5
+"""CONST page holding the window mask of the tile after a sliding window's first one."""
+
+
+def const_pages(windowed: bool) -> int:
+    """CONST pages per request: scaler, scale, two tail-mask pages, and in a windowed program the
+    two window-mask pages (``const_pages``)."""
+    return WINDOW_NEXT_PAGE + 1 if windowed else MASK_BEFORE_PAGE + 1
+
 
 MAX_Q_ROWS = 32
 MAX_SPLIT = 255
@@ -299,6 +312,8 @@ class Request:
             0..2**32-1.
         q, k, v, constants, out: operand locations (:class:`Operand`).
         tile_bytes: bytes per tile of the operands (2048 for bfloat16); not on the wire.
+        window: the program's sliding window in positions (0: none); not on the wire (a named
+            compile-time arg): row ``p`` attends ``max(0, p + 1 - window) .. p``.
     """
 
     q_rows: int
@@ -319,6 +334,7 @@ class Request:
     constants: Operand = Operand()
     out: Operand = Operand()
     tile_bytes: int = 2048
+    window: int = 0
 
     @property
     def heads(self) -> int:

@@ -34,6 +34,7 @@ def attention_reference(
     chunk_start: int | Sequence[int] | None = None,
     rows: int | None = None,
     scale: float | None = None,
+    sliding_window_size: int | None = None,
 ) -> np.ndarray:
     """GQA attention against a KV cache in float64, for the op's three request kinds.
 
@@ -55,6 +56,8 @@ def attention_reference(
         ints; user ``b``'s row ``r`` sits at position ``chunk_start[b] + r`` and attends to ``0`` ..
         that position; ``chunk_start[b] + C <= S``.
     * ``scale``: multiplier applied to ``q.k`` before the softmax; defaults to ``1/sqrt(D)``.
+    * ``sliding_window_size`` ``W`` (a positive int, or ``None``): the row at position ``p``
+      attends only ``max(0, p + 1 - W) .. p``.
 
     GQA mapping: query head ``h`` reads kv head ``h // (H // G)``; ``H`` must be a multiple of ``G``.
     ``D`` is taken from ``k``'s last axis and ``H = q.shape[-1] // D``. Each row is its own
@@ -131,6 +134,9 @@ def attention_reference(
     scale = float(scale)
     if not math.isfinite(scale) or scale <= 0.0:
         raise ValueError(f"scale: expected a finite positive float, got {scale}")
+    if sliding_window_size is not None and (isinstance(sliding_window_size, bool) or int(sliding_window_size) !=
+                                            sliding_window_size or sliding_window_size < 1):
+        raise ValueError(f"sliding_window_size: expected None or a positive int, got {sliding_window_size!r}")
 
     group = n_q // n_kv
     qh = q64.reshape(batch, per_user, n_kv, group, hd)  # row j of user b, head h = g*group + r -> kv head g
@@ -138,8 +144,9 @@ def attention_reference(
     for b in range(batch):
         for j, p in enumerate(last[b]):
             live = p + 1
-            kb = k64[b, :, :live, :]  # [G, L, D]
-            vb = v64[b, :, :live, :]
+            first = 0 if sliding_window_size is None else max(0, live - int(sliding_window_size))
+            kb = k64[b, :, first:live, :]  # [G, L, D]
+            vb = v64[b, :, first:live, :]
             scores = np.einsum("grd,gld->grl", qh[b, j], kb) * scale  # [G, group, L]
             scores -= scores.max(axis=-1, keepdims=True)
             w = np.exp(scores)

@@ -8,7 +8,8 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.
 
     Q        1                     landing page for the 64-byte chunks around one head's query row
     K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks
-    CONST    4                     scaler, scale, the masks of the last two live tiles
+    CONST    4 (6)                 scaler, scale, the masks of the last two live tiles (a windowed
+                                   program: and the window masks of its first two tiles)
     S        block_tiles           scores of one block, QS . K^T (+ mask)
     SCRATCH  block_tiles           probabilities P = exp(S - m) of one block
     M_A, M_B 1 each                running max, ping-pong (old / new)
@@ -36,7 +37,7 @@ import dataclasses
 
 from ttnn_flashdecode.emulator.arch import ArchSpec
 from ttnn_flashdecode.op.tiles import BLOCK_FLOAT_TILE_BYTES
-from ttnn_flashdecode.op.protocol import CB, MAX_SPLIT, partial_pages, tree_levels
+from ttnn_flashdecode.op.protocol import CB, MAX_SPLIT, const_pages, partial_pages, tree_levels
 from ttnn_flashdecode.op.kv_walk import PAGE_TABLE_CHUNK_ENTRIES
 
 __all__ = [
@@ -79,6 +80,7 @@ STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.O
 keeps long contexts and many split-K partials accurate."""
 
 CONST_PAGES = 4
+"""CONST pages of a program without a sliding window (``protocol.const_pages``)."""
 
 MAX_DIM_TILES = 16
 """Largest head_dim in tiles (512 elements): the range the op is built and tested for. The reader's
@@ -103,6 +105,8 @@ class Residency:
             the PAGE_TABLE CB (``PAGE_TABLE_CHUNK_ENTRIES`` int32, 1 KiB).
         kv_format: tt::DataFormat code of the K and V CBs, the cache's (:data:`KV_FORMATS`):
             bfloat16, or block-float bfloat8_b / bfloat4_b, which compute unpacks as it reads.
+        windowed: the program has a sliding window: CONST holds two more pages, the window masks
+            (:func:`~ttnn_flashdecode.op.protocol.const_pages`).
     """
 
     q_rows: int
@@ -114,6 +118,7 @@ class Residency:
     batch: int = 1
     paged: bool = False
     kv_format: int = FLOAT16_B
+    windowed: bool = False
 
     @property
     def kv_tile_bytes(self) -> int:
@@ -152,7 +157,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
     dim, block = residency.dim_tiles, residency.block_tiles
     kv_pages = 2 * block * dim  # two blocks: the reader fills one while compute drains the other
     return {
-        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
+        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: const_pages(residency.windowed), CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
     } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({
@@ -264,7 +269,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
     if need > have:
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
                                   residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
-                                  kv_format=residency.kv_format)
+                                  kv_format=residency.kv_format, windowed=residency.windowed)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -275,7 +280,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
-    budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B,
+    budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -289,12 +294,13 @@ def max_block_tiles(
         budget_bytes: L1 bytes for CBs; default ``available_l1_bytes(arch)`` (an empty L1).
         paged: a paged KV cache (adds the PAGE_TABLE CB).
         kv_format: the K/V CBs' format (:data:`KV_FORMATS`; block-float blocks take less L1).
+        windowed: a sliding-window program (two more CONST pages).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    fields = dict(paged=paged, kv_format=kv_format)
+    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

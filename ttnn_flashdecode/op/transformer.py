@@ -10,7 +10,7 @@ with ``page_table_tensor``, in bfloat16, bfloat8_b or bfloat4_b; ``cur_pos`` or
 K/V block), ``compute_kernel_config``, ``memory_config``; the output is ``[1, b, nh, dh]``. The
 kernels read Q and write the output in that layout directly (the HEAD_ROWS request flag): no
 reshape on the way. What is not supported is refused by name (``NotImplementedError``), never
-ignored: ``attn_mask`` / ``is_causal=False``, ``sliding_window_size``, ``attention_sink``,
+ignored: ``attn_mask`` / ``is_causal=False``, ``attention_sink``,
 ``share_cache=True``, program-config fields other than the grid and ``k_chunk_size``, and the
 paged call's ``paged_cache_geometry``, ``cache_position_modulo``, ``spec_multi_pos_tiles``.
 """
@@ -28,7 +28,7 @@ _PROGRAM_CONFIG_DEFAULTS = {"sub_core_grids": None, "exp_approx_mode": None, "ma
                             "max_k_splits": 1, "matmul_math_fidelity": None, "segmented_accumulation": False}
 
 
-def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=None, share_cache=None,
+def _refuse_unsupported(*, is_causal=True, attn_mask=None, share_cache=None,
                         attention_sink=None, paged_cache_geometry=None, cache_position_modulo=None,
                         spec_multi_pos_tiles=0) -> None:
     """Raises NotImplementedError naming the first keyword of ttnn's decode calls given a value the
@@ -37,8 +37,6 @@ def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=N
         raise NotImplementedError("attn_mask: an explicit attention mask is not supported (causal decode only)")
     if is_causal is not True:
         raise NotImplementedError(f"is_causal: only causal decode (True) is supported, got {is_causal!r}")
-    if sliding_window_size is not None:
-        raise NotImplementedError(f"sliding_window_size: sliding-window attention is not supported, got {sliding_window_size!r}")
     if attention_sink is not None:
         raise NotImplementedError("attention_sink: attention sinks are not supported")
     if share_cache:
@@ -48,6 +46,13 @@ def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=N
                                  ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
         if value != default:
             raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
+
+
+def _window(sliding_window_size) -> int | None:
+    """ttnn's ``sliding_window_size`` as :func:`ttnn_flashdecode.attention` takes it: ttnn treats
+    ``None`` and 0 alike (no window; its kernels test ``> 0``); a positive W is the window (the row
+    at ``p`` attends ``max(0, p + 1 - W) .. p``, as ttnn's ``get_workload_for_core``)."""
+    return None if sliding_window_size is None or sliding_window_size == 0 else sliding_window_size
 
 
 def _block_tiles(program_config, q) -> int | None:
@@ -116,8 +121,10 @@ def scaled_dot_product_attention_decode(
             of 32) is the K/V block; its grid must be the device's whole grid.
         compute_kernel_config: as :func:`ttnn_flashdecode.attention`.
         memory_config: the output's: DRAM interleaved (default) or, on a device, L1 height-sharded.
-        is_causal, attn_mask, sliding_window_size, share_cache, attention_sink: only the defaults
-            (causal, none) are supported.
+        sliding_window_size: ``W`` (positions, the row's own included) or ``None`` / 0 (no
+            window), as ttnn: the row at ``p`` attends ``max(0, p + 1 - W) .. p``.
+        is_causal, attn_mask, share_cache, attention_sink: only the defaults (causal, none) are
+            supported.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
@@ -128,13 +135,14 @@ def scaled_dot_product_attention_decode(
         ValueError, TypeError: as :func:`ttnn_flashdecode.attention` (``q_layout="heads"``), and
             Q not 4-D ``[1, b, nh, dh]``.
     """
-    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
-                        share_cache=share_cache, attention_sink=attention_sink)
+    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, share_cache=share_cache,
+                        attention_sink=attention_sink)
     if cur_pos is None and cur_pos_tensor is None:
         raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale,
-                            compute_kernel_config=compute_kernel_config, memory_config=memory_config)
+                            compute_kernel_config=compute_kernel_config, memory_config=memory_config,
+                            sliding_window_size=_window(sliding_window_size))
 
 
 def paged_scaled_dot_product_attention_decode(
@@ -166,10 +174,10 @@ def paged_scaled_dot_product_attention_decode(
         page_table_tensor: int32 ``[b, blocks_per_user]``: user ``u``'s positions ``i * block_size
             ..`` live in block ``page_table_tensor[u][i]`` (ROW_MAJOR; a device tensor on a card).
         cur_pos_tensor: int32 ``[b]`` positions (-1: idle slot); required, as in ttnn.
-        scale, program_config, compute_kernel_config, memory_config: as
+        scale, program_config, compute_kernel_config, memory_config, sliding_window_size: as
             :func:`scaled_dot_product_attention_decode`.
-        is_causal, attn_mask, attention_sink, sliding_window_size, paged_cache_geometry,
-            cache_position_modulo, spec_multi_pos_tiles: only the defaults are supported.
+        is_causal, attn_mask, attention_sink, paged_cache_geometry, cache_position_modulo,
+            spec_multi_pos_tiles: only the defaults are supported.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q``.
@@ -179,7 +187,7 @@ def paged_scaled_dot_product_attention_decode(
         TypeError: no ``cur_pos_tensor``.
         ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``.
     """
-    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
+    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask,
                         attention_sink=attention_sink, paged_cache_geometry=paged_cache_geometry,
                         cache_position_modulo=cache_position_modulo, spec_multi_pos_tiles=spec_multi_pos_tiles)
     if page_table_tensor is None:
@@ -188,7 +196,8 @@ def paged_scaled_dot_product_attention_decode(
         raise TypeError("cur_pos_tensor: the paged decode call takes its positions as a tensor (int32 [b]), got None")
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor, scale=scale,
-                            compute_kernel_config=compute_kernel_config, memory_config=memory_config)
+                            compute_kernel_config=compute_kernel_config, memory_config=memory_config,
+                            sliding_window_size=_window(sliding_window_size))
 
 
 def _heads_attention(q, k, v, *, program_config, **keywords):

@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 import ttnn
 
-from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk, protocol
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
 
@@ -95,7 +95,7 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
 
 
 def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
-              q_layout="rows") -> Inputs:
+              q_layout="rows", window: int = 0) -> Inputs:
     request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
     kind = _kind(q, "q")  # the output's kind
     kinds = {kind, _kind(k, "k"), _kind(v, "v")}
@@ -197,7 +197,7 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         _validate_device_tensors(q, k, v, q_layout)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
-                        q_layout=q_layout)
+                        q_layout=q_layout, window=window)
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
@@ -261,9 +261,10 @@ def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
 
 
 def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> None:
-    """Every entry a request will read (the blocks holding its user's positions ``0 .. p``) names
-    a block of the cache. Entries past a user's position are never read and may hold anything
-    (-1 for unused, as serving stacks leave them).
+    """Every entry a request will read (the blocks holding its user's positions ``0 .. p``; with a
+    sliding window, from the block of the window's first tile) names a block of the cache. Entries
+    past a user's position, or before its window, are never read and may hold anything (-1 for
+    unused, as serving stacks leave them).
 
     Raises:
         ValueError: naming the first entry outside ``0 .. cache_blocks - 1``.
@@ -273,13 +274,14 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
     for user in range(shape.batch):
         live = max(kv[user * per_user:(user + 1) * per_user])
         used = -(-live // shape.cache_block_size)
-        row = table[user, :used]
+        first = kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows) * 32 // shape.cache_block_size
+        row = table[user, first:used]
         bad = np.flatnonzero((row < 0) | (row >= shape.cache_blocks))
         if bad.size:
-            entry = int(bad[0])
+            entry = first + int(bad[0])
             raise ValueError(
                 f"page_table_tensor[{user}][{entry}]: expected a block of the cache (0..{shape.cache_blocks - 1}; "
-                f"user {user} reads entries 0..{used - 1}), got {int(row[entry])}")
+                f"user {user} reads entries {first}..{used - 1}), got {int(table[user, entry])}")
 
 
 def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool,
@@ -362,13 +364,18 @@ def height_sharded_l1(config) -> bool:
 
 
 
-def validate_options(*, backend: str, split, scale) -> None:
-    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``.
+def validate_options(*, backend: str, split, scale, sliding_window_size=None) -> int:
+    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``,
+    ``sliding_window_size``; returns the window (0: none).
 
     Raises:
         ValueError: a backend outside :data:`BACKENDS`, a split outside ``1..MAX_SPLIT``, a scale
-            that is not a finite positive number.
+            that is not a finite positive number, a sliding window that is not a positive int.
     """
+    if sliding_window_size is not None and (isinstance(sliding_window_size, bool) or not isinstance(
+            sliding_window_size, (int, np.integer)) or not 1 <= sliding_window_size < 2**31):
+        raise ValueError(f"sliding_window_size: expected None or a positive int (positions each row attends, "
+                         f"its own included), got {sliding_window_size!r}")
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if split is not None and (isinstance(split, bool) or not isinstance(split, (int, np.integer)) or not 1 <= split <= protocol.MAX_SPLIT):
@@ -377,3 +384,4 @@ def validate_options(*, backend: str, split, scale) -> None:
         isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0
     ):
         raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
+    return int(sliding_window_size or 0)
