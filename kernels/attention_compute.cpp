@@ -53,7 +53,9 @@ constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 // The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
 // CONST pages per request it implies.
 constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
-constexpr uint32_t kConstPages = const_pages(kWindow != 0);
+// Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
+constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
+constexpr uint32_t kConstPages = const_pages(kWindow != 0, kSink);
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
@@ -296,9 +298,61 @@ void rescale_output() {
     cb_pop_front(kCbC, 1);
 }
 
+// Score modifier "attention sink" (attention_protocol.hpp "Attention sink"), on the normalising
+// core just before O / L: M' = max(M, sink) (into the free one of M_A / M_B), C = exp(M - M'),
+// L = C * L + exp(sink - M'), O = C * O. `m_final` (M) stays for normalise to free.
+void fold_sink(uint32_t m_final) {
+    DeviceZoneScopedN("fd-compute-sink");
+    const uint32_t m_sink = m_final == kCbMA ? kCbMB : kCbMA;
+    cb_wait_front(m_final, 1);
+    formats(m_final, kCbConst, m_sink);
+    copy_init(m_final);
+    tile_regs_acquire();
+    copy_tile(m_final, 0, 0);
+    reconfig_data_format_srca(kCbConst);
+    copy_init(kCbConst);
+    copy_tile(kCbConst, kConstPageSink, 1);
+    binary_max_tile_init();
+    binary_max_tile(0, 1, 0);
+    pack_to(m_sink, 1);
+    cb_wait_front(m_sink, 1);
+    formats(m_final, m_sink, kCbC);  // C = exp(M - M')
+    sub_init(m_final, m_sink);
+    exp_tile_init<kExpApprox>();
+    tile_regs_acquire();
+    sub_tiles(m_final, m_sink, 0, 0, 0);
+    exp_tile<kExpApprox>(0);
+    pack_to(kCbC, 1);
+    formats(kCbConst, m_sink, kCbLsum);  // LSUM = exp(sink - M')
+    sub_init(kCbConst, m_sink);
+    exp_tile_init<kExpApprox>();
+    tile_regs_acquire();
+    sub_tiles(kCbConst, m_sink, kConstPageSink, 0, 0);
+    exp_tile<kExpApprox>(0);
+    pack_to(kCbLsum, 1);
+    cb_pop_front(m_sink, 1);
+    update_sum();  // L = C * L + LSUM
+    cb_wait_front(kCbO, kDimTiles);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {  // O = C * O, a chunk at a time
+        const uint32_t count = chunk_size(d0);
+        formats(kCbO, kCbC, kCbO);
+        mul_bcast_cols_init(kCbO, kCbC);
+        tile_regs_acquire();
+        for (uint32_t i = 0; i < count; ++i) {
+            mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);
+        }
+        cb_pop_front(kCbO, count);
+        pack_to(kCbO, count);
+    }
+    cb_pop_front(kCbC, 1);
+}
+
 // OUT = O * (1 / L); frees O, L and the final running max.
 void normalise(uint32_t m_final, bool idle) {
     DeviceZoneScopedN("fd-compute-normalise");
+    if constexpr (kSink) {
+        fold_sink(m_final);
+    }
     cb_wait_front(kCbL, 1);
     formats(kCbL, kCbL, kCbLsum);
     copy_init(kCbL);

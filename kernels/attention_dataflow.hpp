@@ -29,7 +29,9 @@ constexpr bool kPaged = kCacheBlockTiles != 0;
 // The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
 // CONST pages per request it implies.
 constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
-constexpr uint32_t kConstPages = const_pages(kWindow != 0);
+// Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
+constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
+constexpr uint32_t kConstPages = const_pages(kWindow != 0, kSink);
 
 // The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
 // program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS,

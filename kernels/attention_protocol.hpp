@@ -173,6 +173,10 @@ constexpr uint32_t kConstTailMaskTile = 2;     // + t, t = 0..31; t = 0 kills a 
 constexpr uint32_t kKillMaskWord = 0xF14AF14Au;
 constexpr uint32_t kConstCausalMaskTile = 34;  // + C - 1
 constexpr uint32_t kConstTiles = 66;
+// With attention sinks (named compile-time arg sink != 0), the constants operand appends the sink
+// tiles: tile kConstSinkTile + h / 32, row h % 32, column 0 holds Q head h's sink logit (ttnn's
+// [nh, 32] layout, already in score units: see "Attention sink" below).
+constexpr uint32_t kConstSinkTile = kConstTiles;
 
 // Pages of the CONST circular buffer per request: scaler, scale, then the masks of the last live
 // tile and of the one before it (see "Masks" above); an empty split slice's kConstPageMask holds
@@ -184,8 +188,20 @@ constexpr uint32_t kConstPageMask = 2;
 constexpr uint32_t kConstPageMaskBefore = 3;
 constexpr uint32_t kConstPageWindow = 4;
 constexpr uint32_t kConstPageWindowNext = 5;
-// CONST pages per request: 4, or 6 in a windowed program (named compile-time arg window != 0).
-constexpr uint32_t const_pages(bool windowed) { return windowed ? kConstPageWindowNext + 1 : kConstPageMaskBefore + 1; }
+constexpr uint32_t kConstPageSink = 6;
+// CONST pages per request: 4; 6 in a windowed program (named compile-time arg window != 0); 7 with
+// attention sinks (named compile-time arg sink != 0; pages 4-5 unused without a window).
+constexpr uint32_t const_pages(bool windowed, bool sink) {
+    return sink ? kConstPageSink + 1 : windowed ? kConstPageWindowNext + 1 : kConstPageMaskBefore + 1;
+}
+
+// Attention sink (gpt-oss): per Q head h a logit s_h that joins every row's softmax denominator
+// and has no value: out = sum_j exp(S_j - M) V_j / (sum_j exp(S_j - M) + exp(s_h - M)), with the
+// request's running max M taken over the sink too (M = max(max_j S_j, s_h)), so a sink far above
+// every score (or far below) stays finite. The reader gathers each stage row's sink (its Q head's:
+// first_q_head() + stage_head(s)) into column 0 of CONST page kConstPageSink; the normalising
+// core folds it in once, just before O / L (compute's fold_sink): M' = max(M, sink), c = exp(M -
+// M'), L = c L + exp(sink - M'), O = c O.
 
 constexpr uint32_t kTilePositions = 32;
 
@@ -390,6 +406,16 @@ struct Params {
     constexpr bool head_rows() const { return (flags & kFlagHeadRows) != 0; }
     // Q (and output) row of stage row s, counted from row 0 of the first page's row tile.
     constexpr uint32_t query_row_of(uint32_t s) const { return query_row + (head_rows() ? stage_head(s) : stage_row(s)); }
+    // The request's first Q head (its stage head 0), from its Q page: Q is q_width_tiles tiles wide,
+    // head h starting at tile column h * dim_tiles; HEAD_ROWS: the heads are rows, q_width_tiles /
+    // dim_tiles heads in ceil(that / 32) row tiles per user.
+    constexpr uint32_t first_q_head(uint32_t q_width_tiles) const {
+        if (head_rows()) {
+            const uint32_t row_tiles = (q_width_tiles / dim_tiles + kTilePositions - 1) / kTilePositions;
+            return q.first_page() / dim_tiles % row_tiles * kTilePositions + query_row;
+        }
+        return q.first_page() % q_width_tiles / dim_tiles;
+    }
     // Q (and output) page of stage row s, dim tile d; Q is q_width_tiles tiles wide (HEAD_ROWS: dim_tiles).
     constexpr uint32_t query_page(uint32_t s, uint32_t d, uint32_t q_width_tiles) const {
         if (head_rows()) {

@@ -128,6 +128,21 @@ void fill_window_masks(const Params& p, uint32_t pages) {
     }
 }
 
+// CONST page kConstPageSink (attention sinks): stage row s takes its Q head's row of the sink
+// tiles (column 0 its logit), attention_protocol.hpp "Attention sink". Only the normalising slice
+// (slice 0, or an unsplit request's core) folds the sink in, so only it fills the page.
+template <typename Accessor>
+void gather_sinks(const Params& p, const Accessor& const_reader, uint32_t pages) {
+    if (kSink && p.reducer()) {
+        const uint32_t first = p.first_q_head(kQWidthTiles);
+        gather_rows(const_reader, p.stage_rows(), [&](uint32_t s) {
+            const uint32_t head = first + p.stage_head(s);
+            return RowCopy{p.constants.first_page() + kConstSinkTile + head / kTilePositions, head % kTilePositions,
+                           pages + kConstPageSink * kTileBytes, s};
+        });
+    }
+}
+
 // CONST pages 2 and 3: the masks this slice needs (attention_protocol.hpp "Masks",
 // slice_mask_tile): a constants tile read whole, or a per-row mask assembled from constants rows;
 // the kill mask (an empty slice's) is filled in L1, not read: every empty slice of a short
@@ -152,6 +167,7 @@ void fetch_masks(const Params& p, const Accessor& const_reader, uint32_t pages) 
         }
     }
     fill_window_masks(p, pages);
+    gather_sinks(p, const_reader, pages);
 }
 
 // CONST pages 0 and 1 (scaler, scale) from DRAM, into the reserved pages at `pages`.

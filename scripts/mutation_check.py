@@ -91,6 +91,23 @@ MUTATIONS = [
              "",
              "V's slots before the window start in its first tile keep the cache's NaN/Inf: P = 0 times NaN",
              tests=("tests/test_sliding_window.py::test_decode_window_at_tile_edges_with_poison_outside[33-1]",)),
+    # Attention sinks (issue 20, item 2): each head's sink, folded in once with the max over it.
+    Mutation("sink-of-the-first-head", "attention_reader.cpp",
+             "            const uint32_t head = first + p.stage_head(s);",
+             "            const uint32_t head = first;",
+             "every Q head of a group takes the group's first head's sink",
+             tests=("tests/test_attention_sink.py::test_decode_with_sinks_every_head_its_own[1]",)),
+    Mutation("sink-head-rows-ignore-query-row", "attention_protocol.hpp",
+             "            return q.first_page() / dim_tiles % row_tiles * kTilePositions + query_row;",
+             "            return q.first_page() / dim_tiles % row_tiles * kTilePositions;",
+             "ttnn's heads layout: a KV group's first Q head is taken as its row tile's first head, so every "
+             "group but the first takes the wrong sinks",
+             tests=("tests/test_attention_sink.py::test_drop_ins_scale_the_sink_as_ttnn_does",)),
+    Mutation("sink-correction-not-exponentiated", "attention_compute.cpp",
+             "    sub_tiles(m_final, m_sink, 0, 0, 0);\n    exp_tile<kExpApprox>(0);",
+             "    sub_tiles(m_final, m_sink, 0, 0, 0);",
+             "folding the sink rescales O and L by M - max(M, sink) instead of exp() of it",
+             tests=("tests/test_attention_sink.py::test_decode_with_sinks_every_head_its_own[1]",)),
     # ttnn's decode layout (issue 13, item 4): Q and output [1, b, nh, dh], a user's heads on rows.
     Mutation("head-rows-tile-stride-q-width", "attention_protocol.hpp",
              "            return (query_row_of(s) / kTilePositions) * dim_tiles + d;",

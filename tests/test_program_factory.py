@@ -66,7 +66,7 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
             "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0,
             "inbox_slots": 0, "q_width_tiles": 16 * 4, "positions_bytes": 2 * 4,
             "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
-            "page_table_entries": 0, "window": 0}
+            "page_table_entries": 0, "window": 0, "sink": 0}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode

@@ -200,6 +200,8 @@ def test_header_constants_match_python(decoder):
     assert re.search(r"kConstPageMask = 2;", text) and re.search(r"kConstPageMaskBefore = 3;", text)
     assert re.search(r"kConstPageWindow = 4;", text) and re.search(r"kConstPageWindowNext = 5;", text)
     assert (protocol.WINDOW_PAGE, protocol.WINDOW_NEXT_PAGE) == (4, 5)
+    assert re.search(r"kConstPageSink = 6;", text) and protocol.SINK_PAGE == 6
+    assert re.search(r"kConstSinkTile = kConstTiles;", text) and protocol.ConstTile.SINK == protocol.ConstTile.COUNT
     assert protocol.MASK_PAGE == 2 and protocol.MASK_BEFORE_PAGE == 3
     assert re.search(r"kNoMask = 0xFFFFFFFFu;", text) and protocol.NO_MASK == 0xFFFFFFFF
     assert re.search(r"kGatherMask = 0xFFFFFFFEu;", text) and protocol.GATHER_MASK == 0xFFFFFFFE
@@ -334,7 +336,7 @@ FREE_FUNCTIONS = {
                                   for n in (1, 7, 4096) for e in (-2**31, -2, -1, 0, 1, 6, 7, 4095, 4096, 2**31 - 1)],
     "page_table_chunk_first": lambda: [(("page_table_chunk_first", e), kv_walk.page_table_chunk(e, 2**20)[0])
                                        for e in [*range(0, 600, 7), 255, 256, 257, 16383]],
-    "const_pages": lambda: [(("const_pages", w), protocol.const_pages(bool(w))) for w in (0, 1)],
+    "const_pages": lambda: [(("const_pages", w, s), protocol.const_pages(bool(w), bool(s))) for w in (0, 1) for s in (0, 1)],
     "window_mask_word": lambda: [(("window_mask_word", dead, half, pair), kv_walk.window_mask_word(dead, half, pair))
                                  for dead in range(33) for half in range(2) for pair in range(8)],
     "page_table_chunk_entries": lambda: [
@@ -409,6 +411,8 @@ def _method_cases(request, words, position):
                             for page in (protocol.MASK_PAGE, protocol.MASK_BEFORE_PAGE)],
         "window_start": [((row,), kv_walk.window_start(kv, win, row, rows_per_head=rows)) for row in range(rows)],
         "first_tile": [((), first)],
+        "first_q_head": [((width,), kv_walk.first_q_head(request, width))
+                         for width in {request.dim_tiles, heads * request.dim_tiles, 40 * request.dim_tiles}],
         "window_tiles": [((), live - first)],
         "window_stale_rows": [((), kv_walk.window_stale_rows(kv, win, rows_per_head=rows))],
         "window_dead": [((t, row), kv_walk.window_dead(kv, win, t, row, rows_per_head=rows))
@@ -456,7 +460,7 @@ METHODS = {
     "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_layout", "valid_positions", "idle",
     "valid_for", "kv_positions_at", "position_clamped", "decode_words", "read_request", "interleaved", "first_page",
     "window_start", "first_tile", "window_tiles", "window_stale_rows", "window_dead", "window_page", "window_page_tile",
-    "slice_fills_window_page",
+    "slice_fills_window_page", "first_q_head",
 }
 
 

@@ -42,6 +42,7 @@ def test_plan_page_counts():
     assert pages["K"] == pages["V"] == 2 * 16 * 4
     assert pages["CONST"] == 4
     assert {cb.name: cb.pages for cb in cb_plan(dataclasses.replace(SEED, windowed=True))}["CONST"] == 6  # + window masks
+    assert {cb.name: cb.pages for cb in cb_plan(dataclasses.replace(SEED, sink=True))}["CONST"] == 7  # + the sink page
     assert pages["S"] == pages["SCRATCH"] == 16
     assert all(pages[name] == 1 for name in ["M_A", "M_B", "L", "LSUM", "C"])
     assert pages["Q"] == 1

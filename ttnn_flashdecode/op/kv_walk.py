@@ -8,7 +8,7 @@ from __future__ import annotations
 from ttnn_flashdecode.op.protocol import (ConstTile, Flag, GATHER_MASK, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request,
                                           TILE_POSITIONS, WINDOW_PAGE)
 
-__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "cache_block_valid", "cache_tile_page", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_stale_rows", "window_start"]
+__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "cache_block_valid", "cache_tile_page", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_stale_rows", "window_start"]
 
 
 PAGE_TABLE_CHUNK_ENTRIES = 256
@@ -246,6 +246,16 @@ def query_page(request: Request, stage_row: int, dim_tile: int, q_width_tiles: i
     if request.flags & Flag.HEAD_ROWS:
         return row_tile * request.dim_tiles + dim_tile
     return row_tile * q_width_tiles + head * request.dim_tiles + dim_tile
+
+
+def first_q_head(request: Request, q_width_tiles: int) -> int:
+    """The request's first Q head, from its Q first page (``Params::first_q_head``): head ``h``
+    starts at tile column ``h * dim_tiles`` of a ``q_width_tiles``-wide Q; HEAD_ROWS: heads are
+    rows, ``ceil(q_width_tiles / dim_tiles / 32)`` row tiles per user."""
+    if request.flags & Flag.HEAD_ROWS:
+        row_tiles = -(-(q_width_tiles // request.dim_tiles) // TILE_POSITIONS)
+        return request.q.first_page // request.dim_tiles % row_tiles * TILE_POSITIONS + request.query_row
+    return request.q.first_page % q_width_tiles // request.dim_tiles
 
 
 def query_row_of(request: Request, stage_row: int) -> int:

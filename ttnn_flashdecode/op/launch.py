@@ -81,9 +81,9 @@ def _emulator(arch: str):
 
 
 @functools.lru_cache(maxsize=16)
-def _constant_pages(head_dim: int, scale: float | None) -> np.ndarray:
-    """The constants operand's pages, built once per (head_dim, scale): a model reuses them every call."""
-    pages = constants.build_constants(head_dim, scale)
+def _constant_pages(head_dim: int, scale: float | None, sink: tuple[float, ...] | None = None) -> np.ndarray:
+    """The constants operand's pages, built once per (head_dim, scale, sinks): a model reuses them every call."""
+    pages = constants.build_constants(head_dim, scale, sink=sink)
     pages.flags.writeable = False
     return pages
 
@@ -100,7 +100,7 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         kv_pages = [tiles.to_tile_bytes(to_numpy(t)) for t in (k, v)]
     else:  # the tensors' own packed pages (ttnn's host packing)
         kv_pages = [tiles.to_block_float_tile_bytes(t, shape.kv_dtype) for t in (k, v)]
-    const_pages = _constant_pages(shape.head_dim, scale)
+    const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
     buffers = []
     try:
         for pages in (q_pages, *kv_pages, const_pages):
@@ -161,7 +161,7 @@ def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: C
     if positions is None:
         positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=device,
                                 layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
-    operands = (q, k, v, _device_constants(device, shape.head_dim, scale), out, positions)
+    operands = (q, k, v, _device_constants(device, shape.head_dim, scale, inputs.sink), out, positions)
     if shape.paged:  # with device inputs the page table is a device tensor (_int32_operand refuses others)
         operands += (inputs.page_table_tensor,)
     accessor_args = operand_accessor_args([ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands])
@@ -191,12 +191,12 @@ def _device_noc_xy(device):
 _device_constants_cache: dict = {}
 
 
-def _device_constants(device, head_dim: int, scale: float | None):
-    """The constants operand on ``device``, uploaded once per (device id, head_dim, scale) and kept
-    for the process's life (66 tiles, 132 KiB of DRAM)."""
-    key = (device.id(), head_dim, scale)
+def _device_constants(device, head_dim: int, scale: float | None, sink: tuple[float, ...] | None = None):
+    """The constants operand on ``device``, uploaded once per (device id, head_dim, scale, sinks)
+    and kept for the process's life (66 tiles, 132 KiB of DRAM; + a tile per 32 Q heads with sinks)."""
+    key = (device.id(), head_dim, scale, sink)
     if key not in _device_constants_cache:
-        tiles_rows = constants.constant_tiles(head_dim, scale).reshape(1, 1, protocol.ConstTile.COUNT * 32, 32)
+        tiles_rows = constants.constant_tiles(head_dim, scale, sink).reshape(1, 1, -1, 32)
         _device_constants_cache[key] = ttnn.Tensor(
             tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG
         )

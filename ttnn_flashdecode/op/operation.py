@@ -53,6 +53,7 @@ def attention(
     split: int | None = None,
     backend: str = "auto",
     sliding_window_size: int | None = None,
+    attention_sink=None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -137,6 +138,14 @@ def attention(
             start is derived on device from the positions, so a captured trace stays valid; ``W``
             is part of the program. Cache slots before a row's window never reach its output
             (NaN there is fine); a paged table's entries before the window are never read.
+        attention_sink: per Q head ``h`` a logit ``s_h`` (gpt-oss's sinks) that joins every row's
+            softmax denominator and has no value: ``out = sum_j e^(S_j) V_j / (sum_j e^(S_j) +
+            e^(s_h))``, ``S_j`` the scaled scores. In score units, as the model holds them (not
+            divided by ``scale``: ttnn's drop-ins take ttnn's scaled form). A numpy array or
+            sequence ``[n_q_heads]`` / ``[n_q_heads, 1]``, or ttnn's ``[n_q_heads, 32]`` layout
+            (column 0), or a ttnn.Tensor of those (read back once per call: sinks are weights);
+            rounded to bfloat16. The running max includes the sink, so a sink far above (or below)
+            every score stays finite.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -186,7 +195,8 @@ def attention(
         (1, 1, 7, 256)
     """
     window = validate_options(backend=backend, split=split, scale=scale, sliding_window_size=sliding_window_size)
-    inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window)
+    inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
+                             attention_sink)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":

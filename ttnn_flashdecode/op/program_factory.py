@@ -140,7 +140,7 @@ class Plan:
                 ("exp_approx", int(self.compute.math_approx_mode)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes), *self.cache_layout_args,
-                ("window", self.shape.window)]
+                ("window", self.shape.window), ("sink", int(self.shape.sink))]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:

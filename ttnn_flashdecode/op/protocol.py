@@ -76,7 +76,7 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
-__all__ = ["WORDS", "ARG_REQUEST_COUNT", "ARG_POSITIONS_BASE", "ARG_PAGE_TABLE_BASE", "ARG_HEADER", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "const_pages", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
+__all__ = ["WORDS", "ARG_REQUEST_COUNT", "ARG_POSITIONS_BASE", "ARG_PAGE_TABLE_BASE", "ARG_HEADER", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "SINK_PAGE", "const_pages", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
 
 WORDS = 16
 """Words in one parameter block."""
@@ -118,11 +118,15 @@ WINDOW_PAGE = 4
 WINDOW_NEXT_PAGE = 5
 """CONST page holding the window mask of the tile after a sliding window's first one."""
 
+SINK_PAGE = 6
+"""CONST page holding each stage row's attention-sink logit in column 0 (calls with sinks only)."""
 
-def const_pages(windowed: bool) -> int:
-    """CONST pages per request: scaler, scale, two tail-mask pages, and in a windowed program the
-    two window-mask pages (``const_pages``)."""
-    return WINDOW_NEXT_PAGE + 1 if windowed else MASK_BEFORE_PAGE + 1
+
+def const_pages(windowed: bool, sink: bool = False) -> int:
+    """CONST pages per request: scaler, scale, two tail-mask pages; a windowed program adds the two
+    window-mask pages, a call with attention sinks the sink page (page 6, after the window's even
+    without one) (``const_pages``)."""
+    return SINK_PAGE + 1 if sink else WINDOW_NEXT_PAGE + 1 if windowed else MASK_BEFORE_PAGE + 1
 
 
 MAX_Q_ROWS = 32
@@ -251,6 +255,7 @@ class ConstTile(enum.IntEnum):
     TAIL_MASK = 2  # tail mask t is tile TAIL_MASK + t, t = 0..31 (t = 0 kills the whole tile)
     CAUSAL_MASK = 34  # causal mask for chunk length C is tile CAUSAL_MASK + C - 1
     COUNT = 66
+    SINK = 66  # with attention sinks: tile SINK + h // 32, row h % 32, column 0 = Q head h's sink logit
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,6 +35,7 @@ def attention_reference(
     rows: int | None = None,
     scale: float | None = None,
     sliding_window_size: int | None = None,
+    attention_sink=None,
 ) -> np.ndarray:
     """GQA attention against a KV cache in float64, for the op's three request kinds.
 
@@ -58,6 +59,8 @@ def attention_reference(
     * ``scale``: multiplier applied to ``q.k`` before the softmax; defaults to ``1/sqrt(D)``.
     * ``sliding_window_size`` ``W`` (a positive int, or ``None``): the row at position ``p``
       attends only ``max(0, p + 1 - W) .. p``.
+    * ``attention_sink`` (``H`` logits, or ``None``): Q head ``h``'s sink ``s_h`` joins each of its
+      rows' softmax denominators with no value: ``w_j = e^(S_j) / (sum_i e^(S_i) + e^(s_h))``.
 
     GQA mapping: query head ``h`` reads kv head ``h // (H // G)``; ``H`` must be a multiple of ``G``.
     ``D`` is taken from ``k``'s last axis and ``H = q.shape[-1] // D``. Each row is its own
@@ -138,6 +141,11 @@ def attention_reference(
                                             sliding_window_size or sliding_window_size < 1):
         raise ValueError(f"sliding_window_size: expected None or a positive int, got {sliding_window_size!r}")
 
+    sinks = None
+    if attention_sink is not None:
+        sinks = np.asarray(attention_sink, dtype=np.float64).ravel()
+        if sinks.shape != (n_q,) or not np.isfinite(sinks).all():
+            raise ValueError(f"attention_sink: expected {n_q} finite logits (one per Q head), got {sinks.shape}")
     group = n_q // n_kv
     qh = q64.reshape(batch, per_user, n_kv, group, hd)  # row j of user b, head h = g*group + r -> kv head g
     out = np.zeros((batch, per_user, n_kv, group, hd), dtype=np.float64)  # an idle user's rows stay 0
@@ -148,9 +156,14 @@ def attention_reference(
             kb = k64[b, :, first:live, :]  # [G, L, D]
             vb = v64[b, :, first:live, :]
             scores = np.einsum("grd,gld->grl", qh[b, j], kb) * scale  # [G, group, L]
-            scores -= scores.max(axis=-1, keepdims=True)
-            w = np.exp(scores)
-            w /= w.sum(axis=-1, keepdims=True)
+            top = scores.max(axis=-1, keepdims=True)
+            if sinks is not None:
+                top = np.maximum(top, sinks.reshape(n_kv, group, 1))
+            w = np.exp(scores - top)
+            total = w.sum(axis=-1, keepdims=True)
+            if sinks is not None:
+                total += np.exp(sinks.reshape(n_kv, group, 1) - top)
+            w /= total
             out[b, j] = np.einsum("grl,gld->grd", w, vb)
     return out.reshape(1, 1, batch * per_user, n_q * hd)
 

@@ -107,6 +107,7 @@ class Residency:
             bfloat16, or block-float bfloat8_b / bfloat4_b, which compute unpacks as it reads.
         windowed: the program has a sliding window: CONST holds two more pages, the window masks
             (:func:`~ttnn_flashdecode.op.protocol.const_pages`).
+        sink: the call has attention sinks: CONST holds the sink page (page 6).
     """
 
     q_rows: int
@@ -119,6 +120,7 @@ class Residency:
     paged: bool = False
     kv_format: int = FLOAT16_B
     windowed: bool = False
+    sink: bool = False
 
     @property
     def kv_tile_bytes(self) -> int:
@@ -157,7 +159,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
     dim, block = residency.dim_tiles, residency.block_tiles
     kv_pages = 2 * block * dim  # two blocks: the reader fills one while compute drains the other
     return {
-        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: const_pages(residency.windowed), CB.S: block, CB.SCRATCH: block,
+        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink), CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
     } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({
@@ -269,7 +271,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
     if need > have:
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
                                   residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
-                                  kv_format=residency.kv_format, windowed=residency.windowed)
+                                  kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -281,6 +283,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
+    sink: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -295,12 +298,13 @@ def max_block_tiles(
         paged: a paged KV cache (adds the PAGE_TABLE CB).
         kv_format: the K/V CBs' format (:data:`KV_FORMATS`; block-float blocks take less L1).
         windowed: a sliding-window program (two more CONST pages).
+        sink: a call with attention sinks (CONST's sink page).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed)
+    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

@@ -49,6 +49,8 @@ class DecodeShape:
         window: sliding window in positions (0: none): the query row at position ``p`` attends
             ``max(0, p + 1 - window) .. p``. Part of the program (a named compile-time arg); the
             window's start follows the positions on device.
+        sink: the call has attention sinks (per Q head logits in the constants operand; the
+            normalising core folds them into the softmax).
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -67,6 +69,7 @@ class DecodeShape:
     kv_dtype: str = "bfloat16"
     q_layout: str = "rows"
     window: int = 0
+    sink: bool = False
 
     def __post_init__(self):
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
@@ -99,9 +102,9 @@ class DecodeShape:
     @property
     def cache_fields(self) -> dict:
         """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache and the score
-        modifiers decide (``paged``, ``kv_format``, ``windowed``), as keywords for it and for
+        modifiers decide (``paged``, ``kv_format``, ``windowed``, ``sink``), as keywords for it and for
         ``max_block_tiles``."""
-        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0)
+        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0, sink=self.sink)
 
     @property
     def window_tiles(self) -> int:

@@ -10,12 +10,14 @@ with ``page_table_tensor``, in bfloat16, bfloat8_b or bfloat4_b; ``cur_pos`` or
 K/V block), ``compute_kernel_config``, ``memory_config``; the output is ``[1, b, nh, dh]``. The
 kernels read Q and write the output in that layout directly (the HEAD_ROWS request flag): no
 reshape on the way. What is not supported is refused by name (``NotImplementedError``), never
-ignored: ``attn_mask`` / ``is_causal=False``, ``attention_sink``,
+ignored: ``attn_mask`` / ``is_causal=False``,
 ``share_cache=True``, program-config fields other than the grid and ``k_chunk_size``, and the
 paged call's ``paged_cache_geometry``, ``cache_position_modulo``, ``spec_multi_pos_tiles``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import ttnn
@@ -29,7 +31,7 @@ _PROGRAM_CONFIG_DEFAULTS = {"sub_core_grids": None, "exp_approx_mode": None, "ma
 
 
 def _refuse_unsupported(*, is_causal=True, attn_mask=None, share_cache=None,
-                        attention_sink=None, paged_cache_geometry=None, cache_position_modulo=None,
+                        paged_cache_geometry=None, cache_position_modulo=None,
                         spec_multi_pos_tiles=0) -> None:
     """Raises NotImplementedError naming the first keyword of ttnn's decode calls given a value the
     op does not support (their defaults are supported)."""
@@ -37,8 +39,6 @@ def _refuse_unsupported(*, is_causal=True, attn_mask=None, share_cache=None,
         raise NotImplementedError("attn_mask: an explicit attention mask is not supported (causal decode only)")
     if is_causal is not True:
         raise NotImplementedError(f"is_causal: only causal decode (True) is supported, got {is_causal!r}")
-    if attention_sink is not None:
-        raise NotImplementedError("attention_sink: attention sinks are not supported")
     if share_cache:
         raise NotImplementedError("share_cache: a KV cache shared across the batch is not supported")
     for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
@@ -53,6 +53,22 @@ def _window(sliding_window_size) -> int | None:
     ``None`` and 0 alike (no window; its kernels test ``> 0``); a positive W is the window (the row
     at ``p`` attends ``max(0, p + 1 - W) .. p``, as ttnn's ``get_workload_for_core``)."""
     return None if sliding_window_size is None or sliding_window_size == 0 else sliding_window_size
+
+
+def _ttnn_sink(attention_sink, q, scale):
+    """ttnn's ``attention_sink`` (``[nh, 32]``, TILE, column 0 per Q head) as the logits
+    :func:`ttnn_flashdecode.attention` takes: ttnn's kernels fold the sink in as ``exp(scale * (sink
+    - m))`` with ``m`` the unscaled running max, i.e. the sink is multiplied by ``scale`` like the
+    scores (tt-metal's own sink test divides gpt-oss's sinks by ``scale`` before the call to undo
+    it: #55337). The drop-in matches ttnn: logit = ``scale * sink`` (rounded to bfloat16 once
+    more; ttnn keeps the product in float32). ``attention()`` takes the logit itself."""
+    if attention_sink is None:
+        return None
+    from ttnn_flashdecode.op.validate import sink_logits
+
+    heads, head_dim = int(q.shape[2]), int(q.shape[3])
+    factor = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
+    return [factor * logit for logit in sink_logits(attention_sink, heads)]
 
 
 def _block_tiles(program_config, q) -> int | None:
@@ -123,8 +139,11 @@ def scaled_dot_product_attention_decode(
         memory_config: the output's: DRAM interleaved (default) or, on a device, L1 height-sharded.
         sliding_window_size: ``W`` (positions, the row's own included) or ``None`` / 0 (no
             window), as ttnn: the row at ``p`` attends ``max(0, p + 1 - W) .. p``.
-        is_causal, attn_mask, share_cache, attention_sink: only the defaults (causal, none) are
-            supported.
+        attention_sink: ttnn's ``[nh, 32]`` sink tensor (column 0 per Q head; device, host or
+            numpy), or None. As ttnn, the sink is multiplied by ``scale`` (its kernels treat it
+            like an unscaled score; tt-metal #55337): pass gpt-oss's sinks divided by ``scale``,
+            as tt-metal's own test does. :func:`ttnn_flashdecode.attention` takes the logit itself.
+        is_causal, attn_mask, share_cache: only the defaults (causal, none) are supported.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
@@ -135,14 +154,14 @@ def scaled_dot_product_attention_decode(
         ValueError, TypeError: as :func:`ttnn_flashdecode.attention` (``q_layout="heads"``), and
             Q not 4-D ``[1, b, nh, dh]``.
     """
-    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, share_cache=share_cache,
-                        attention_sink=attention_sink)
+    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, share_cache=share_cache)
     if cur_pos is None and cur_pos_tensor is None:
         raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config,
-                            sliding_window_size=_window(sliding_window_size))
+                            sliding_window_size=_window(sliding_window_size),
+                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale))
 
 
 def paged_scaled_dot_product_attention_decode(
@@ -174,10 +193,11 @@ def paged_scaled_dot_product_attention_decode(
         page_table_tensor: int32 ``[b, blocks_per_user]``: user ``u``'s positions ``i * block_size
             ..`` live in block ``page_table_tensor[u][i]`` (ROW_MAJOR; a device tensor on a card).
         cur_pos_tensor: int32 ``[b]`` positions (-1: idle slot); required, as in ttnn.
-        scale, program_config, compute_kernel_config, memory_config, sliding_window_size: as
-            :func:`scaled_dot_product_attention_decode`.
-        is_causal, attn_mask, attention_sink, paged_cache_geometry, cache_position_modulo,
-            spec_multi_pos_tiles: only the defaults are supported.
+        scale, program_config, compute_kernel_config, memory_config, sliding_window_size,
+            attention_sink: as :func:`scaled_dot_product_attention_decode` (the sink multiplied by
+            ``scale``, as ttnn).
+        is_causal, attn_mask, paged_cache_geometry, cache_position_modulo, spec_multi_pos_tiles:
+            only the defaults are supported.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q``.
@@ -187,8 +207,7 @@ def paged_scaled_dot_product_attention_decode(
         TypeError: no ``cur_pos_tensor``.
         ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``.
     """
-    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask,
-                        attention_sink=attention_sink, paged_cache_geometry=paged_cache_geometry,
+    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, paged_cache_geometry=paged_cache_geometry,
                         cache_position_modulo=cache_position_modulo, spec_multi_pos_tiles=spec_multi_pos_tiles)
     if page_table_tensor is None:
         raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
@@ -197,7 +216,8 @@ def paged_scaled_dot_product_attention_decode(
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor, scale=scale,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config,
-                            sliding_window_size=_window(sliding_window_size))
+                            sliding_window_size=_window(sliding_window_size),
+                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale))
 
 
 def _heads_attention(q, k, v, *, program_config, **keywords):

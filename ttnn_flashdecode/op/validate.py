@@ -40,6 +40,8 @@ class Inputs:
     #: paged cache: the page table as int32 [batch, entries] when the host can see it, else None
     page_table: np.ndarray | None = None
     page_table_tensor: object = None  # page_table_tensor on a device, passed to the kernels as it is
+    #: attention sinks: one logit per Q head (score units), appended to the constants operand; None: no sinks
+    sink: tuple[float, ...] | None = None
 
 
 def _shape_of(tensor) -> tuple[int, ...]:
@@ -95,7 +97,7 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
 
 
 def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
-              q_layout="rows", window: int = 0) -> Inputs:
+              q_layout="rows", window: int = 0, attention_sink=None) -> Inputs:
     request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
     kind = _kind(q, "q")  # the output's kind
     kinds = {kind, _kind(k, "k"), _kind(v, "v")}
@@ -197,12 +199,46 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         _validate_device_tensors(q, k, v, q_layout)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
-                        q_layout=q_layout, window=window)
+                        q_layout=q_layout, window=window, sink=attention_sink is not None)
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
     device_table = page_table_tensor if page_table_tensor is not None and page_table is None else None
-    return Inputs(shape, positions, kind, device_positions, page_table, device_table)
+    sink = None if attention_sink is None else sink_logits(attention_sink, n_q_heads)
+    return Inputs(shape, positions, kind, device_positions, page_table, device_table, sink)
+
+
+def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
+    """``attention_sink`` as one float logit per Q head: a numpy array / sequence ``[n_q_heads]``,
+    ``[n_q_heads, 1]`` or ttnn's ``[n_q_heads, 32]`` layout (column 0; the rest padding), or a
+    ttnn.Tensor of those shapes (host or device; a device tensor is read back once per call --
+    sinks are weights). Each is rounded to bfloat16 (the constants operand's format).
+
+    Raises:
+        TypeError: not a tensor, array or sequence of numbers.
+        ValueError: another shape, or a value that is not finite.
+    """
+    if isinstance(attention_sink, ttnn.Tensor):
+        host = attention_sink.cpu() if attention_sink.storage_type() == ttnn.StorageType.DEVICE else attention_sink
+        if host.layout != ttnn.ROW_MAJOR_LAYOUT:
+            host = host.to(ttnn.ROW_MAJOR_LAYOUT)
+        values = np.asarray(host.to_list(), dtype=np.float64)
+        values = values.reshape([d for d in values.shape if d != 1] or [1]) if values.ndim > 2 else values
+    elif isinstance(attention_sink, (np.ndarray, Sequence)) and not isinstance(attention_sink, (str, bytes)):
+        try:
+            values = np.asarray(attention_sink, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"attention_sink: expected numbers, got {attention_sink!r}") from error
+    else:
+        raise TypeError(f"attention_sink: expected a ttnn.Tensor, numpy array or sequence, got {type(attention_sink).__name__}")
+    if values.ndim == 2 and values.shape[0] == n_q_heads and values.shape[1] >= 1:
+        values = values[:, 0]
+    if values.shape != (n_q_heads,):
+        raise ValueError(f"attention_sink: expected one logit per Q head, [{n_q_heads}], [{n_q_heads}, 1] or ttnn's "
+                         f"[{n_q_heads}, 32] (column 0), got shape {list(values.shape)}")
+    if not np.isfinite(values).all():
+        raise ValueError(f"attention_sink: expected finite logits, got {values[~np.isfinite(values)][:4].tolist()}")
+    return tuple(float(x) for x in values.astype(ml_dtypes.bfloat16).astype(np.float64))
 
 
 def _kv_dtype(tensor) -> str:
