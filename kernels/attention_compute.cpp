@@ -56,6 +56,8 @@ constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
 // Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
 constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
 constexpr uint32_t kConstPages = const_pages(kWindow != 0, kSink);
+// Attention mask (attention_protocol.hpp "Attention mask"): nonzero when the call has one.
+constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
@@ -129,11 +131,24 @@ void add_window_mask(const Params& p, uint32_t tile) {
     }
 }
 
+// Score modifier "attention mask": S += MASK page t, the block's t-th live tile's mask rows
+// (attention_protocol.hpp "Attention mask"), already clamped by the reader; S is DST tile 0.
+void add_attn_mask(uint32_t t) {
+    if constexpr (kMaskUsers != 0) {
+        add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbMask);
+        add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbMask, t, 0);
+        matmul_init(kCbQs, kCbK, /*transpose=*/1);
+    }
+}
+
 // S = QS . K^T for the block's `live` tiles, the first of them window tile `first_tile`; a masked
 // tile (the last live one and, with several rows per head, the one before) gets its CONST mask page.
 void scores(const Params& p, uint32_t live, uint32_t first_tile) {
     DeviceZoneScopedN("fd-compute-scores");
     cb_reserve_back(kCbS, kBlockTiles);
+    if constexpr (kMaskUsers != 0) {
+        cb_wait_front(kCbMask, kBlockTiles);
+    }
     formats(kCbK, kCbQs, kCbS);
     matmul_init(kCbQs, kCbK, /*transpose=*/1);
     for (uint32_t t = 0; t < live; ++t) {
@@ -149,12 +164,16 @@ void scores(const Params& p, uint32_t live, uint32_t first_tile) {
             matmul_init(kCbQs, kCbK, /*transpose=*/1);
         }
         add_window_mask(p, first_tile + t);
+        add_attn_mask(t);
         tile_regs_commit();
         tile_regs_wait();
         pack_tile(0, kCbS);
         tile_regs_release();
     }
     cb_push_back(kCbS, kBlockTiles);
+    if constexpr (kMaskUsers != 0) {
+        cb_pop_front(kCbMask, kBlockTiles);
+    }
 }
 
 // The row max (MAX) or row sum (SUM) over the block's `live` tiles of `cb` into DST tile 0

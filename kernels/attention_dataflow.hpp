@@ -32,10 +32,14 @@ constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
 // Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
 constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
 constexpr uint32_t kConstPages = const_pages(kWindow != 0, kSink);
+// Attention mask (attention_protocol.hpp "Attention mask"): users of the mask (1: broadcast over
+// the batch), 0 without one; its TensorAccessorArgs follow PAGE_TABLE's.
+constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 
 // The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
 // program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS,
-// PAGE_TABLE (a contiguous cache has none: POSITIONS' args stand in, never used).
+// PAGE_TABLE (a contiguous cache has none: POSITIONS' args stand in, never used), MASK (likewise:
+// the last operand's args stand in without a mask).
 constexpr auto kQArgs = TensorAccessorArgs<0>();
 constexpr auto kKArgs = TensorAccessorArgs<kQArgs.next_compile_time_args_offset()>();
 constexpr auto kVArgs = TensorAccessorArgs<kKArgs.next_compile_time_args_offset()>();
@@ -43,6 +47,7 @@ constexpr auto kConstArgs = TensorAccessorArgs<kVArgs.next_compile_time_args_off
 constexpr auto kOutArgs = TensorAccessorArgs<kConstArgs.next_compile_time_args_offset()>();
 constexpr auto kPositionsArgs = TensorAccessorArgs<kOutArgs.next_compile_time_args_offset()>();
 constexpr auto kPageTableArgs = TensorAccessorArgs<kPositionsArgs.next_compile_time_args_offset()>();
+constexpr auto kMaskArgs = TensorAccessorArgs<kPageTableArgs.next_compile_time_args_offset()>();
 
 // Word `index` of the uint32 array at L1 address `addr` on this core. On a device a plain load
 // (the kernel idiom); the emulator never dereferences L1 addresses, so its build (TT_EMULATOR)

@@ -109,6 +109,7 @@ enum Cb : uint32_t {
     kCbMaxGlobal = 21,  // split-K only, slices 1..: the request's max, copied from the parent
     kCbPositions = 22,  // the POSITIONS operand's one page (int32 per user): reader -> compute
     kCbPageTable = 23,  // paged caches: one chunk of a user's page-table row, the reader's own
+    kCbMask = 24,       // non-causal calls with attn_mask: the block's mask tiles (rows: stage rows), reader -> compute
 };
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
@@ -252,6 +253,30 @@ constexpr uint32_t mask_row_row(uint32_t width) { return width < kTilePositions 
 constexpr uint32_t window_mask_word(uint32_t dead, uint32_t half, uint32_t pair) {
     const uint32_t column = 16 * half + 2 * pair;
     return (column < dead ? 0xF14Au : 0u) | (column + 1 < dead ? 0xF14Au << 16 : 0u);
+}
+
+// Attention mask (non-causal decode, ttnn's attn_mask; named compile-time arg mask_users != 0):
+// every position of the cache is attended (the host uploads every POSITIONS entry as the cache's
+// last position) and an additive mask [mask_users, 1, n_q_heads, capacity] (bfloat16, TILE;
+// mask_users 1 broadcasts over the batch) is added to the scores, in score units. Its buffer
+// address rides as word `batch` of the POSITIONS page (positions_bytes = 4 * (batch + 1)). Per K
+// block the reader gathers, once, each stage row's mask row (Q head first_q_head() +
+// stage_head(s), user % mask_users) for the block's live tiles into CB MASK (attn_mask_page /
+// attn_mask_row), clamps every value into [MASK_VALUE, -MASK_VALUE] (clamp_mask_word: -inf, NaN
+// and anything below -1e30 count as -1e30, so a row never meets inf - inf), and compute adds the
+// tile to the scores (its own stage, add_attn_mask). A fully masked row therefore weighs every
+// position alike: the mean of V.
+// One bfloat16 of a mask, clamped: NaN -> MASK_VALUE (0xF14A), beyond +-1e30 -> +-1e30.
+constexpr uint32_t clamp_mask_half(uint32_t half) {
+    const uint32_t magnitude = half & 0x7FFFu;
+    if (magnitude > 0x7F80u) {
+        return 0xF14Au;
+    }
+    return magnitude > 0x714Au ? ((half & 0x8000u) != 0 ? 0xF14Au : 0x714Au) : half;
+}
+// A word of two bfloat16 mask values, each clamped (clamp_mask_half).
+constexpr uint32_t clamp_mask_word(uint32_t word) {
+    return clamp_mask_half(word & 0xFFFFu) | clamp_mask_half(word >> 16) << 16;
 }
 
 // Paged KV cache (ttnn's paged layout): K and V are [cache blocks, n_kv_heads, block_size,
@@ -415,6 +440,17 @@ struct Params {
             return q.first_page() / dim_tiles % row_tiles * kTilePositions + query_row;
         }
         return q.first_page() % q_width_tiles / dim_tiles;
+    }
+    // The attention-mask page (tile) and row holding stage row s's mask in position tile `tile`:
+    // the mask is [mask_users, 1, n_q_heads, capacity] in tiles (n_q_heads = q_width_tiles /
+    // dim_tiles, padded to row tiles), user `user % mask_users`, Q head first_q_head() + stage_head(s).
+    constexpr uint32_t attn_mask_page(uint32_t tile, uint32_t s, uint32_t mask_users, uint32_t q_width_tiles) const {
+        const uint32_t head = first_q_head(q_width_tiles) + stage_head(s);
+        const uint32_t head_tiles = (q_width_tiles / dim_tiles + kTilePositions - 1) / kTilePositions;
+        return ((user % mask_users) * head_tiles + head / kTilePositions) * capacity_tiles + tile;
+    }
+    constexpr uint32_t attn_mask_row(uint32_t s, uint32_t q_width_tiles) const {
+        return (first_q_head(q_width_tiles) + stage_head(s)) % kTilePositions;
     }
     // Q (and output) page of stage row s, dim tile d; Q is q_width_tiles tiles wide (HEAD_ROWS: dim_tiles).
     constexpr uint32_t query_page(uint32_t s, uint32_t d, uint32_t q_width_tiles) const {

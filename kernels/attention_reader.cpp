@@ -290,12 +290,59 @@ void zero_rows_before_window(uint32_t cb, const Params& p, uint32_t block) {
 }
 
 
+// The attention mask's buffer address: the last word (word `batch`) of the POSITIONS operand's
+// page (attention_protocol.hpp "Attention mask"), read into the first MASK page (free until the
+// first block's mask lands there).
+uint32_t mask_base() {
+    cb_reserve_back(kCbMask, kBlockTiles);
+    const uint32_t page = get_write_ptr(kCbMask);
+    const auto positions_reader =
+        TensorAccessor(kPositionsArgs, get_arg_val<uint32_t>(kArgPositionsBase), kPositionsBytes);
+    noc_async_read_page(0, positions_reader, page);
+    noc_async_read_barrier();
+    return l1_word(page, kPositionsBytes / sizeof(uint32_t) - 1);
+}
+
+// Non-causal attention mask, once per K block (attention_protocol.hpp "Attention mask"): stage
+// row s of the block's live tile t takes its Q head's mask row from the mask operand, clamped
+// (clamp_mask_word), into MASK page t; a padding block gets none (compute skips it).
+void read_mask_block(const Params& p, uint32_t block, uint32_t base) {
+    if constexpr (kMaskUsers != 0) {
+        const uint32_t live = p.live_tiles_in_block(block);
+        if (live == 0) {
+            return;
+        }
+        const auto mask_reader = TensorAccessor(kMaskArgs, base, kTileBytes);
+        cb_reserve_back(kCbMask, kBlockTiles);
+        const uint32_t pages = get_write_ptr(kCbMask);
+        const uint32_t first = p.block_first_tile(block), rows = p.stage_rows();
+        gather_rows(mask_reader, live * rows, [&](uint32_t j) {
+            const uint32_t t = j / rows, s = j % rows;
+            return RowCopy{p.attn_mask_page(first + t, s, kMaskUsers, kQWidthTiles), p.attn_mask_row(s, kQWidthTiles),
+                           pages + t * kTileBytes, s};
+        });
+        for (uint32_t t = 0; t < live; ++t) {
+            for (uint32_t s = 0; s < rows; ++s) {
+                for (uint32_t half = 0; half < 2; ++half) {
+                    const uint32_t face_row = pages + t * kTileBytes + face_row_offset(s, half);
+                    for (uint32_t word = 0; word < kFaceRowBytes / sizeof(uint32_t); ++word) {
+                        l1_set_word(face_row, word, clamp_mask_word(l1_word(face_row, word)));
+                    }
+                }
+            }
+        }
+        cb_push_back(kCbMask, kBlockTiles);
+    }
+}
+
 template <typename KAccessor, typename VAccessor>
 void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_reader, uint32_t table_page) {
     DeviceZoneScopedN("fd-reader-kv");
     PageTableRow table(p.user, table_page);
     // K before V: compute starts on a block's scores and softmax while its V is still arriving.
+    const uint32_t mask = kMaskUsers != 0 && p.blocks() != 0 ? mask_base() : 0;
     for (uint32_t block = 0; block < p.blocks(); ++block) {
+        read_mask_block(p, block, mask);
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
         noc_async_read_barrier();

@@ -179,7 +179,7 @@ def test_header_constants_match_python(decoder):
                 "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut",
                 "PARTIALS": "kCbPartials", "OUTBOX": "kCbOutbox", "MAX_INBOX": "kCbMaxInbox", "MAX_OUT": "kCbMaxOut",
                 "MAX_GLOBAL": "kCbMaxGlobal", "POSITIONS": "kCbPositions",
-                "PAGE_TABLE": "kCbPageTable"}
+                "PAGE_TABLE": "kCbPageTable", "MASK": "kCbMask"}
     assert set(cb_names) == {cb.name for cb in protocol.CB}
     for cb in protocol.CB:
         assert header[cb_names[cb.name]] == cb.value, cb
@@ -339,6 +339,12 @@ FREE_FUNCTIONS = {
     "const_pages": lambda: [(("const_pages", w, s), protocol.const_pages(bool(w), bool(s))) for w in (0, 1) for s in (0, 1)],
     "window_mask_word": lambda: [(("window_mask_word", dead, half, pair), kv_walk.window_mask_word(dead, half, pair))
                                  for dead in range(33) for half in range(2) for pair in range(8)],
+    # Every bfloat16 bit pattern's clamp (NaN, +-inf, beyond +-1e30, the boundary 0x714A itself),
+    # and words pairing them.
+    "clamp_mask_half": lambda: [(("clamp_mask_half", h), kv_walk.clamp_mask_half(h)) for h in range(0, 1 << 16)],
+    "clamp_mask_word": lambda: [(("clamp_mask_word", w), kv_walk.clamp_mask_word(w))
+                                for w in [0, 0xFF80FF80, 0x7F807FC0, 0xF14A714A, 0xF14B714B, 0x3F80FF81, 0xC2F60000,
+                                          *range(0, 2**32, 2**32 // 997)]],
     "page_table_chunk_entries": lambda: [
         (("page_table_chunk_entries", first, n), kv_walk.page_table_chunk(first, n)[1])
         for n in (1, 40, 256, 257, 1100, 16384) for first in range(0, n, kv_walk.PAGE_TABLE_CHUNK_ENTRIES)],
@@ -413,6 +419,11 @@ def _method_cases(request, words, position):
         "first_tile": [((), first)],
         "first_q_head": [((width,), kv_walk.first_q_head(request, width))
                          for width in {request.dim_tiles, heads * request.dim_tiles, 40 * request.dim_tiles}],
+        "attn_mask_page": [((t, s, users, width), kv_walk.attn_mask_page(request, t, s, users, width))
+                           for t in {0, live - 1} for s in range(min(request.stage_rows, 3)) for users in (1, 3)
+                           for width in {heads * request.dim_tiles, 40 * request.dim_tiles}],
+        "attn_mask_row": [((s, width), kv_walk.attn_mask_row(request, s, width))
+                          for s in range(request.stage_rows) for width in {heads * request.dim_tiles, 40 * request.dim_tiles}],
         "window_tiles": [((), live - first)],
         "window_stale_rows": [((), kv_walk.window_stale_rows(kv, win, rows_per_head=rows))],
         "window_dead": [((t, row), kv_walk.window_dead(kv, win, t, row, rows_per_head=rows))
@@ -460,7 +471,7 @@ METHODS = {
     "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_layout", "valid_positions", "idle",
     "valid_for", "kv_positions_at", "position_clamped", "decode_words", "read_request", "interleaved", "first_page",
     "window_start", "first_tile", "window_tiles", "window_stale_rows", "window_dead", "window_page", "window_page_tile",
-    "slice_fills_window_page", "first_q_head",
+    "slice_fills_window_page", "first_q_head", "attn_mask_page", "attn_mask_row",
 }
 
 

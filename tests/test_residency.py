@@ -18,8 +18,18 @@ def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
     split_only = {protocol.CB.PARTIALS, protocol.CB.OUTBOX, protocol.CB.MAX_INBOX, protocol.CB.MAX_OUT,
                   protocol.CB.MAX_GLOBAL}
     paged_only = {protocol.CB.PAGE_TABLE}
-    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only | paged_only)
+    mask_only = {protocol.CB.MASK}
+    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only | paged_only | mask_only)
     assert len({cb.index for cb in plan}) == 17  # the seed's 16 and POSITIONS
+
+
+def test_attention_mask_adds_a_block_of_mask_tiles_and_a_positions_word():
+    masked = dataclasses.replace(SEED, mask=True)
+    extra = {cb.index: cb for cb in cb_plan(masked)}.keys() - {cb.index for cb in cb_plan(SEED)}
+    assert extra == {int(protocol.CB.MASK)}
+    (mask,) = [cb for cb in cb_plan(masked) if cb.index == protocol.CB.MASK]
+    assert (mask.pages, mask.page_bytes) == (SEED.block_tiles, 2048)
+    assert masked.positions_bytes == SEED.positions_bytes + 4  # the mask's address
 
 
 def test_paged_cache_adds_one_page_table_chunk():

@@ -64,8 +64,6 @@ def test_decode_step_with_the_drop_in_matches_float64(kwargs):
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    (dict(attn_mask=np.zeros(1)), ["attn_mask"]),
-    (dict(is_causal=False), ["is_causal"]),
     (dict(share_cache=True), ["share_cache"]),
     (dict(program_config="grid 4x4"), ["compute_with_storage_grid_size", "4x4"]),
     (dict(program_config="max_k_splits 4"), ["program_config.max_k_splits"]),
@@ -173,7 +171,6 @@ def test_heads_layout_groups_may_straddle_a_row_tile():
     (dict(paged_cache_geometry="geometry"), "paged_cache_geometry"),
     (dict(cache_position_modulo=64), "cache_position_modulo"),
     (dict(spec_multi_pos_tiles=2), "spec_multi_pos_tiles"),
-    (dict(is_causal=False), "is_causal"),
 ])
 def test_paged_drop_in_refuses_unsupported_keywords_by_name(kwargs, word):
     q = np.zeros((1, B, NQ, D), BF16)

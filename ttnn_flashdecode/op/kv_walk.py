@@ -8,7 +8,7 @@ from __future__ import annotations
 from ttnn_flashdecode.op.protocol import (ConstTile, Flag, GATHER_MASK, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request,
                                           TILE_POSITIONS, WINDOW_PAGE)
 
-__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "cache_block_valid", "cache_tile_page", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_stale_rows", "window_start"]
+__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_stale_rows", "window_start"]
 
 
 PAGE_TABLE_CHUNK_ENTRIES = 256
@@ -256,6 +256,36 @@ def first_q_head(request: Request, q_width_tiles: int) -> int:
         row_tiles = -(-(q_width_tiles // request.dim_tiles) // TILE_POSITIONS)
         return request.q.first_page // request.dim_tiles % row_tiles * TILE_POSITIONS + request.query_row
     return request.q.first_page % q_width_tiles // request.dim_tiles
+
+
+def attn_mask_page(request: Request, tile: int, stage_row: int, mask_users: int, q_width_tiles: int) -> int:
+    """Page (tile) of an attention mask ``[mask_users, 1, n_q_heads, capacity]`` holding stage row
+    ``stage_row``'s mask in position tile ``tile``: user ``user % mask_users``, Q head
+    :func:`first_q_head` + the stage row's head (``Params::attn_mask_page``)."""
+    head = first_q_head(request, q_width_tiles) + stage_row // request.rows_per_head
+    head_tiles = -(-(q_width_tiles // request.dim_tiles) // TILE_POSITIONS)
+    return ((request.user % mask_users) * head_tiles + head // TILE_POSITIONS) * request.capacity_tiles + tile
+
+
+def attn_mask_row(request: Request, stage_row: int, q_width_tiles: int) -> int:
+    """Row of that page holding the stage row's Q head (``Params::attn_mask_row``)."""
+    return (first_q_head(request, q_width_tiles) + stage_row // request.rows_per_head) % TILE_POSITIONS
+
+
+def clamp_mask_half(bits: int) -> int:
+    """One bfloat16 mask value (its bits), clamped as the reader does (``clamp_mask_half``): NaN and
+    anything below -1e30 (-inf included) -> MASK_VALUE (0xF14A), above +1e30 -> +1e30 (0x714A)."""
+    magnitude = bits & 0x7FFF
+    if magnitude > 0x7F80:
+        return 0xF14A
+    if magnitude > 0x714A:
+        return 0xF14A if bits & 0x8000 else 0x714A
+    return bits
+
+
+def clamp_mask_word(word: int) -> int:
+    """Two bfloat16 mask values in one word, each :func:`clamp_mask_half` (``clamp_mask_word``)."""
+    return clamp_mask_half(word & 0xFFFF) | clamp_mask_half(word >> 16) << 16
 
 
 def query_row_of(request: Request, stage_row: int) -> int:

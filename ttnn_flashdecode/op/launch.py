@@ -63,10 +63,26 @@ def _heads_unpadded(out: np.ndarray, shape: DecodeShape) -> np.ndarray:
     return heads.reshape(*out.shape[:3], shape.n_q_heads * shape.head_dim)
 
 
-def _positions_page(positions: Sequence[int]) -> np.ndarray:
+def _positions_page(positions: Sequence[int], mask_address: int | None = None) -> np.ndarray:
     """The POSITIONS operand's one page: ``positions`` (per user: cur_pos, or the chunk start) as
-    little-endian int32, ``4 * batch`` bytes."""
-    return np.asarray(positions, dtype="<i4")
+    little-endian int32, ``4 * batch`` bytes; with an attention mask, its buffer address as one more
+    word (``attention_protocol.hpp`` "Attention mask")."""
+    words = list(positions) + ([] if mask_address is None else [np.uint32(mask_address).view(np.int32)])
+    return np.asarray(words, dtype="<i4")
+
+
+def _mask_operands(operands: list, mask, shape: DecodeShape) -> Addresses:
+    """Appends an attention mask to ``operands`` (POSITIONS' args standing in for a contiguous
+    cache's PAGE_TABLE) and returns the call's addresses; without a mask, the operands' own."""
+    address = (lambda o: o.address) if hasattr(operands[0], "address") else (lambda o: o.buffer_address())
+    base = [address(o) for o in operands]
+    if mask is None:
+        return Addresses(*base)
+    if not shape.paged:
+        operands.append(operands[5])
+        base.append(0)
+    operands.append(mask)
+    return Addresses(*base, address(mask))
 
 
 # ---------------------------------------------------------------- emulator backend
@@ -110,20 +126,28 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         out_buffer = emu.allocate_dram(len(q_pages), q_pages.shape[1])
         buffers.append(out_buffer)
         emu.write_pages(out_buffer, np.zeros_like(q_pages))
-        positions = _positions_page(inputs.positions)
+        mask_buffer = None
+        if inputs.mask is not None:  # [mask_users, 1, n_q_heads, capacity] in tiles; its address rides in POSITIONS
+            mask_pages = tiles.to_tile_bytes(inputs.mask[:, None])
+            mask_buffer = emu.allocate_dram(len(mask_pages), mask_pages.shape[1])
+            emu.write_pages(mask_buffer, mask_pages)
+        positions = _positions_page(inputs.positions, None if mask_buffer is None else mask_buffer.address)
         buffers.append(emu.allocate_dram(1, positions.nbytes))  # one page: the whole vector
         emu.write_pages(buffers[-1], positions)
         operands = list(buffers)
+        if mask_buffer is not None:
+            buffers.append(mask_buffer)
         if shape.paged:  # one page per user: its row
             table = inputs.page_table.astype("<i4")
             buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
             emu.write_pages(buffers[-1], table)
             operands.append(buffers[-1])
+        addresses = _mask_operands(operands, mask_buffer, shape)
         accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in operands])
         plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, tuple(emu.grid), accessor_args,
                             emu.worker_core_from_logical_core)
         check_windows(plan)
-        program = program_for(plan, Addresses(*(b.address for b in operands)))
+        program = program_for(plan, addresses)
         report = emu.run(program)
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
     finally:
@@ -158,23 +182,27 @@ def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: C
     # The POSITIONS operand: the caller's cur_pos_tensor, or cur_pos uploaded as one (int32 [batch],
     # ROW_MAJOR, DRAM: one page). Under trace capture only the former works (no host writes).
     positions = inputs.positions_tensor
-    if positions is None:
+    if positions is None and inputs.mask_tensor is not None:  # non-causal: fixed positions + the mask's address
+        positions = _device_mask_positions(device, inputs.positions, inputs.mask_tensor.buffer_address())
+    elif positions is None:
         positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=device,
                                 layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
-    operands = (q, k, v, _device_constants(device, shape.head_dim, scale, inputs.sink), out, positions)
+    operands = [q, k, v, _device_constants(device, shape.head_dim, scale, inputs.sink), out, positions]
     if shape.paged:  # with device inputs the page table is a device tensor (_int32_operand refuses others)
-        operands += (inputs.page_table_tensor,)
+        operands.append(inputs.page_table_tensor)
+    addresses = _mask_operands(operands, inputs.mask_tensor, shape)
     accessor_args = operand_accessor_args([ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands])
     plan = plan_program(shape, block_tiles, split, compute, arch, (grid.x, grid.y), accessor_args,
                         _device_noc_xy(device), device_cb_budget_bytes(device))
     check_windows(plan)
-    program = program_for(plan, Addresses(*(t.buffer_address() for t in operands)))
+    program = program_for(plan, addresses)
     # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
     # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
     ttnn.tracy_message(f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                        f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
     # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
-    return ttnn.generic_op([q, k, v, operands[3], *operands[5:], out], program)
+    kept = [t for i, t in enumerate(operands[5:]) if all(t is not u for u in operands[5:5 + i])]  # no stand-ins twice
+    return ttnn.generic_op([q, k, v, operands[3], *kept, out], program)
 
 
 @functools.lru_cache(maxsize=8)
@@ -189,6 +217,19 @@ def _device_noc_xy(device):
 
 
 _device_constants_cache: dict = {}
+_device_mask_positions_cache: dict = {}
+
+
+def _device_mask_positions(device, positions, mask_address: int):
+    """A non-causal call's POSITIONS operand on ``device`` (every user at the cache's last
+    position, then the mask's address), uploaded once per (device, positions, mask address): a
+    traced decode loop that keeps its mask tensor replays without host writes."""
+    key = (device.id(), tuple(positions), mask_address)
+    if key not in _device_mask_positions_cache:
+        _device_mask_positions_cache[key] = ttnn.Tensor(
+            _positions_page(positions, mask_address), ttnn.int32, device=device, layout=ttnn.ROW_MAJOR_LAYOUT,
+            mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    return _device_mask_positions_cache[key]
 
 
 def _device_constants(device, head_dim: int, scale: float | None, sink: tuple[float, ...] | None = None):

@@ -54,6 +54,8 @@ def attention(
     backend: str = "auto",
     sliding_window_size: int | None = None,
     attention_sink=None,
+    is_causal: bool = True,
+    attn_mask=None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -146,6 +148,16 @@ def attention(
             (column 0), or a ttnn.Tensor of those (read back once per call: sinks are weights);
             rounded to bfloat16. The running max includes the sink, so a sink far above (or below)
             every score stays finite.
+        is_causal: ``False``: decode in which every query row attends every position of the cache
+            (ttnn's non-causal decode, e.g. Whisper's cross-attention); no ``cur_pos``,
+            ``cur_pos_tensor``, ``chunk_start``, ``rows`` or window.
+        attn_mask: with ``is_causal=False``, an additive mask in score units, ``[B, 1, n_q_heads,
+            capacity]`` or ``[1, B, n_q_heads, capacity]`` (``B`` 1: one mask for every user, or the
+            batch): a numpy array, a host tensor or (on a card) a bfloat16 TILE DRAM tensor. Any
+            values: entries below -1e30 (``-inf`` included) and NaN count as -1e30, above 1e30 as
+            1e30, so a row with any position left attends only those, and a fully masked row
+            weighs every position alike (the mean of V; never NaN). Read once per K block, only the
+            rows of the request's heads.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -195,8 +207,10 @@ def attention(
         (1, 1, 7, 256)
     """
     window = validate_options(backend=backend, split=split, scale=scale, sliding_window_size=sliding_window_size)
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
     inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
-                             attention_sink)
+                             attention_sink, is_causal, attn_mask)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":

@@ -66,24 +66,27 @@ MAX_REQUESTS_PER_CORE = (MAX_RUNTIME_ARGS - protocol.ARG_HEADER) // protocol.WOR
 KERNEL_FILES = {"reader": "attention_reader.cpp", "compute": "attention_compute.cpp", "writer": "attention_writer.cpp"}
 """Kernel sources under :func:`ttnn_flashdecode.op.paths.kernel_dir`; names appear in profiler reports."""
 
-OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table")
+OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table", "mask")
 """Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args
 (``attention_dataflow.hpp``). ``positions``: one int32 per user, a ROW_MAJOR DRAM-interleaved
 buffer of one page (ttnn's ``cur_pos_tensor``). ``page_table``: a paged cache's int32 page table
 ``[batch, entries]``, ROW_MAJOR, one page per user; a contiguous cache has none, and the
-POSITIONS operand's args stand in (never used)."""
+POSITIONS operand's args stand in (never used). ``mask``: a non-causal call's attention mask
+``[mask_users, 1, n_q_heads, capacity]`` (bfloat16 TILE; its address is the POSITIONS page's last
+word); without one, the previous operand's args stand in."""
 
 
 def operand_accessor_args(per_operand: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
     """The TensorAccessorArgs lists of :data:`OPERANDS`, from those of the operands a call has
-    (Q .. POSITIONS, and PAGE_TABLE when paged): a contiguous cache's missing PAGE_TABLE takes
-    POSITIONS' args, which the kernels never use for it.
+    (Q .. POSITIONS, PAGE_TABLE when paged, MASK with an attention mask): a missing trailing
+    operand takes the last given one's args, which the kernels never use for it (a contiguous
+    cache with a mask passes POSITIONS' args in PAGE_TABLE's place).
 
     Raises:
-        ValueError: not 6 or 7 lists.
+        ValueError: not 6 to 8 lists.
     """
-    if len(per_operand) not in (len(OPERANDS) - 1, len(OPERANDS)):
-        raise ValueError(f"accessor args: expected {len(OPERANDS) - 1} or {len(OPERANDS)} lists ({', '.join(OPERANDS)}), "
+    if not len(OPERANDS) - 2 <= len(per_operand) <= len(OPERANDS):
+        raise ValueError(f"accessor args: expected {len(OPERANDS) - 2} to {len(OPERANDS)} lists ({', '.join(OPERANDS)}), "
                          f"got {len(per_operand)}")
     lists = tuple(tuple(int(a) for a in args) for args in per_operand)
     return lists + lists[-1:] * (len(OPERANDS) - len(lists))
@@ -140,7 +143,7 @@ class Plan:
                 ("exp_approx", int(self.compute.math_approx_mode)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes), *self.cache_layout_args,
-                ("window", self.shape.window), ("sink", int(self.shape.sink))]
+                ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -179,7 +182,8 @@ def plan_decode(
             ``(i % x, i // x)``.
         arch: ``"wormhole_b0"`` or ``"blackhole"`` (for the L1 check).
         compute: compute-kernel options.
-        accessor_args: seven lists, the TensorAccessorArgs compile-time args of :data:`OPERANDS`.
+        accessor_args: the TensorAccessorArgs compile-time args of :data:`OPERANDS` (6 to 8 lists:
+            :func:`operand_accessor_args` fills in missing trailing operands).
         schedule: slices per core (:func:`ttnn_flashdecode.op.schedule.schedule`), one request per
             (user, KV group) -- per (sequence, Q head) for chunk -- in user-major order.
         noc_xy: logical core ``(x, y)`` -> its NoC coordinate (``worker_core_from_logical_core``).
@@ -202,8 +206,7 @@ def plan_decode(
         raise ValueError(f"residency: expected kv_format {KV_FORMATS[shape.kv_dtype]} ({shape.kv_dtype} cache), "
                          f"got {residency.kv_format}")
     check_fits(residency, arch, l1_budget_bytes)
-    if len(accessor_args) != len(OPERANDS):
-        raise ValueError(f"accessor_args: expected {len(OPERANDS)} lists ({', '.join(OPERANDS)}), got {len(accessor_args)}")
+    accessor_args = operand_accessor_args(accessor_args)  # 6..8 lists, missing trailing operands stood in for
     if schedule.requests != shape.requests:
         heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
         raise ValueError(f"schedule: expected {shape.requests} requests (batch x {heads}), got {schedule.requests}")
@@ -242,6 +245,7 @@ class Addresses:
     out: int
     positions: int
     page_table: int = 0
+    mask: int = 0  # not a runtime arg: the POSITIONS page's last word carries it
 
 
 def decode_requests(plan: Plan, addresses: Addresses) -> list[Request]:

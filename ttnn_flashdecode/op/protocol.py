@@ -190,6 +190,7 @@ class CB(enum.IntEnum):
     MAX_GLOBAL = 21  # split-K only, slices 1..: the request's max, copied from the parent
     POSITIONS = 22  # the POSITIONS operand's one page (an int32 per user), reader -> compute
     PAGE_TABLE = 23  # paged caches: one chunk of a user's page-table row (the reader's own)
+    MASK = 24  # non-causal calls with attn_mask: a block's mask tiles, reader -> compute
 
 
 class Semaphore(enum.IntEnum):

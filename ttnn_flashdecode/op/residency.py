@@ -108,6 +108,8 @@ class Residency:
         windowed: the program has a sliding window: CONST holds two more pages, the window masks
             (:func:`~ttnn_flashdecode.op.protocol.const_pages`).
         sink: the call has attention sinks: CONST holds the sink page (page 6).
+        mask: the call has an attention mask: CB MASK holds a block's mask tiles, and the
+            POSITIONS page one more word (the mask's address).
     """
 
     q_rows: int
@@ -121,6 +123,7 @@ class Residency:
     kv_format: int = FLOAT16_B
     windowed: bool = False
     sink: bool = False
+    mask: bool = False
 
     @property
     def kv_tile_bytes(self) -> int:
@@ -129,8 +132,9 @@ class Residency:
 
     @property
     def positions_bytes(self) -> int:
-        """Bytes of the POSITIONS operand's one page: an int32 per user (``4 * batch``)."""
-        return 4 * self.batch
+        """Bytes of the POSITIONS operand's one page: an int32 per user (``4 * batch``), and with an
+        attention mask one more, its buffer address."""
+        return 4 * (self.batch + int(self.mask))
 
     @property
     def positions_page_bytes(self) -> int:
@@ -162,7 +166,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink), CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
-    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({
+    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
         CB.MAX_INBOX: tree_levels(residency.max_split), CB.MAX_OUT: 1, CB.MAX_GLOBAL: 1,
@@ -271,7 +275,8 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
     if need > have:
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
                                   residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
-                                  kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink)
+                                  kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
+                                  mask=residency.mask)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -283,7 +288,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
-    sink: bool = False,
+    sink: bool = False, mask: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -299,12 +304,13 @@ def max_block_tiles(
         kv_format: the K/V CBs' format (:data:`KV_FORMATS`; block-float blocks take less L1).
         windowed: a sliding-window program (two more CONST pages).
         sink: a call with attention sinks (CONST's sink page).
+        mask: a call with an attention mask (CB MASK, a block's tiles).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink)
+    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

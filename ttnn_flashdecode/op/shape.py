@@ -51,6 +51,10 @@ class DecodeShape:
             window's start follows the positions on device.
         sink: the call has attention sinks (per Q head logits in the constants operand; the
             normalising core folds them into the softmax).
+        causal: False: every query row attends every position of the cache (decode only;
+            ttnn's ``is_causal=False``); the positions are all the cache's last.
+        mask_users: with ``causal=False``, an additive attention mask ``[mask_users, 1,
+            n_q_heads, capacity]`` (1: one mask for every user); 0: none.
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -70,8 +74,15 @@ class DecodeShape:
     q_layout: str = "rows"
     window: int = 0
     sink: bool = False
+    causal: bool = True
+    mask_users: int = 0
 
     def __post_init__(self):
+        if not self.causal and (self.kind != "decode" or self.window):
+            raise ValueError(f"causal: non-causal attention is decode only, without a window; got kind {self.kind!r}, "
+                             f"window {self.window}")
+        if self.mask_users and self.causal:
+            raise ValueError("mask_users: an attention mask needs causal=False (as ttnn's attn_mask)")
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
             raise ValueError(f"window: expected an int >= 0 (0: no sliding window), got {self.window!r}")
         if self.q_layout not in Q_LAYOUTS:
@@ -104,7 +115,8 @@ class DecodeShape:
         """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache and the score
         modifiers decide (``paged``, ``kv_format``, ``windowed``, ``sink``), as keywords for it and for
         ``max_block_tiles``."""
-        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0, sink=self.sink)
+        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0, sink=self.sink,
+                    mask=self.mask_users > 0)
 
     @property
     def window_tiles(self) -> int:

@@ -9,9 +9,11 @@ with ``page_table_tensor``, in bfloat16, bfloat8_b or bfloat4_b; ``cur_pos`` or
 ``cur_pos_tensor`` (-1: idle slot), ``scale``, ``program_config`` (``k_chunk_size`` becomes the
 K/V block), ``compute_kernel_config``, ``memory_config``; the output is ``[1, b, nh, dh]``. The
 kernels read Q and write the output in that layout directly (the HEAD_ROWS request flag): no
-reshape on the way. What is not supported is refused by name (``NotImplementedError``), never
-ignored: ``attn_mask`` / ``is_causal=False``,
-``share_cache=True``, program-config fields other than the grid and ``k_chunk_size``, and the
+reshape on the way. ``sliding_window_size``, ``attention_sink`` and ``is_causal=False`` with
+``attn_mask`` are taken as ttnn takes them, ttnn's scaling of the sink and the mask included (both
+multiplied by ``scale``: tt-metal #55337 / #40470; :func:`ttnn_flashdecode.attention` takes them
+in score units). What is not supported is refused by name (``NotImplementedError``), never
+ignored: ``share_cache=True``, program-config fields other than the grid and ``k_chunk_size``, and the
 paged call's ``paged_cache_geometry``, ``cache_position_modulo``, ``spec_multi_pos_tiles``.
 """
 
@@ -30,15 +32,10 @@ _PROGRAM_CONFIG_DEFAULTS = {"sub_core_grids": None, "exp_approx_mode": None, "ma
                             "max_k_splits": 1, "matmul_math_fidelity": None, "segmented_accumulation": False}
 
 
-def _refuse_unsupported(*, is_causal=True, attn_mask=None, share_cache=None,
-                        paged_cache_geometry=None, cache_position_modulo=None,
+def _refuse_unsupported(*, share_cache=None, paged_cache_geometry=None, cache_position_modulo=None,
                         spec_multi_pos_tiles=0) -> None:
     """Raises NotImplementedError naming the first keyword of ttnn's decode calls given a value the
     op does not support (their defaults are supported)."""
-    if attn_mask is not None:
-        raise NotImplementedError("attn_mask: an explicit attention mask is not supported (causal decode only)")
-    if is_causal is not True:
-        raise NotImplementedError(f"is_causal: only causal decode (True) is supported, got {is_causal!r}")
     if share_cache:
         raise NotImplementedError("share_cache: a KV cache shared across the batch is not supported")
     for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
@@ -69,6 +66,37 @@ def _ttnn_sink(attention_sink, q, scale):
     heads, head_dim = int(q.shape[2]), int(q.shape[3])
     factor = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
     return [factor * logit for logit in sink_logits(attention_sink, heads)]
+
+
+def _causal_keywords(is_causal, attn_mask, q, scale, sliding_window_size, **positions) -> dict:
+    """The position keywords :func:`ttnn_flashdecode.attention` takes for ttnn's ``is_causal`` /
+    ``attn_mask``: causal, the positions as given (and no mask: ttnn refuses one); non-causal, no
+    positions (ttnn reads none: every position of the cache is attended, ``cur_pos`` ignored, -1
+    included) and ``attn_mask`` multiplied by ``scale`` -- ttnn adds the mask to the unscaled
+    scores and scales both (``exp(scale * (QK + mask - m))``; tt-metal #40470), so a finite mask
+    acts ``scale`` times weaker than in torch's SDPA; ``-inf`` / ``finfo.min`` entries are unchanged
+    in effect. A device mask is scaled on device (``ttnn.multiply``).
+
+    Raises:
+        ValueError: a mask with ``is_causal=True``, or a window with ``is_causal=False``.
+    """
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("attn_mask: expected None with is_causal=True (ttnn: \"Must not have attn_mask tensor for "
+                             "non-causal attention\" -- a mask is for is_causal=False)")
+        return positions
+    if _window(sliding_window_size) is not None:
+        raise ValueError("sliding_window_size: expected None with is_causal=False (every position is attended)")
+    keywords = {"is_causal": False}
+    if attn_mask is not None:
+        factor = float(scale) if scale is not None else 1.0 / math.sqrt(int(q.shape[-1]))
+        if isinstance(attn_mask, ttnn.Tensor) and attn_mask.storage_type() == ttnn.StorageType.DEVICE:
+            keywords["attn_mask"] = ttnn.multiply(attn_mask, factor)
+        else:
+            from ttnn_flashdecode.op.validate import _mask_values
+
+            keywords["attn_mask"] = _mask_values(attn_mask) * np.float32(factor)
+    return keywords
 
 
 def _block_tiles(program_config, q) -> int | None:
@@ -143,7 +171,12 @@ def scaled_dot_product_attention_decode(
             numpy), or None. As ttnn, the sink is multiplied by ``scale`` (its kernels treat it
             like an unscaled score; tt-metal #55337): pass gpt-oss's sinks divided by ``scale``,
             as tt-metal's own test does. :func:`ttnn_flashdecode.attention` takes the logit itself.
-        is_causal, attn_mask, share_cache: only the defaults (causal, none) are supported.
+        is_causal, attn_mask: ``is_causal=False``: every position of the cache is attended (no
+            positions needed; ttnn ignores them), with ``attn_mask`` (``[b, 1, nh, s]`` or ``[1, b,
+            nh, s]``, b may be 1; bfloat16 on a card) added to the scores -- multiplied by
+            ``scale`` first, as ttnn does (tt-metal #40470). See :func:`ttnn_flashdecode.attention`
+            for values (-inf, NaN, fully masked rows).
+        share_cache: only the default is supported.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
@@ -154,11 +187,13 @@ def scaled_dot_product_attention_decode(
         ValueError, TypeError: as :func:`ttnn_flashdecode.attention` (``q_layout="heads"``), and
             Q not 4-D ``[1, b, nh, dh]``.
     """
-    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, share_cache=share_cache)
-    if cur_pos is None and cur_pos_tensor is None:
+    _refuse_unsupported(share_cache=share_cache)
+    positions = _causal_keywords(is_causal, attn_mask, input_tensor_q, scale, sliding_window_size,
+                                 cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor)
+    if is_causal and cur_pos is None and cur_pos_tensor is None:
         raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
-                            cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale,
+                            **positions, scale=scale,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config,
                             sliding_window_size=_window(sliding_window_size),
                             attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale))
@@ -196,8 +231,10 @@ def paged_scaled_dot_product_attention_decode(
         scale, program_config, compute_kernel_config, memory_config, sliding_window_size,
             attention_sink: as :func:`scaled_dot_product_attention_decode` (the sink multiplied by
             ``scale``, as ttnn).
-        is_causal, attn_mask, paged_cache_geometry, cache_position_modulo, spec_multi_pos_tiles:
-            only the defaults are supported.
+        is_causal, attn_mask: as :func:`scaled_dot_product_attention_decode` (non-causal: no
+            ``cur_pos_tensor`` needed).
+        paged_cache_geometry, cache_position_modulo, spec_multi_pos_tiles: only the defaults are
+            supported.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q``.
@@ -207,14 +244,16 @@ def paged_scaled_dot_product_attention_decode(
         TypeError: no ``cur_pos_tensor``.
         ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``.
     """
-    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, paged_cache_geometry=paged_cache_geometry,
-                        cache_position_modulo=cache_position_modulo, spec_multi_pos_tiles=spec_multi_pos_tiles)
+    _refuse_unsupported(paged_cache_geometry=paged_cache_geometry, cache_position_modulo=cache_position_modulo,
+                        spec_multi_pos_tiles=spec_multi_pos_tiles)
     if page_table_tensor is None:
         raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
-    if cur_pos_tensor is None:
+    positions = _causal_keywords(is_causal, attn_mask, input_tensor_q, scale, sliding_window_size,
+                                 cur_pos_tensor=cur_pos_tensor)
+    if is_causal and cur_pos_tensor is None:
         raise TypeError("cur_pos_tensor: the paged decode call takes its positions as a tensor (int32 [b]), got None")
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
-                            cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor, scale=scale,
+                            **positions, page_table_tensor=page_table_tensor, scale=scale,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config,
                             sliding_window_size=_window(sliding_window_size),
                             attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale))

@@ -42,6 +42,9 @@ class Inputs:
     page_table_tensor: object = None  # page_table_tensor on a device, passed to the kernels as it is
     #: attention sinks: one logit per Q head (score units), appended to the constants operand; None: no sinks
     sink: tuple[float, ...] | None = None
+    #: attention mask (non-causal): float32 [mask_users, n_q_heads, capacity] when the host holds it
+    mask: np.ndarray | None = None
+    mask_tensor: object = None  # a device attn_mask, passed to the kernels as it is
 
 
 def _shape_of(tensor) -> tuple[int, ...]:
@@ -97,8 +100,19 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
 
 
 def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
-              q_layout="rows", window: int = 0, attention_sink=None) -> Inputs:
-    request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
+              q_layout="rows", window: int = 0, attention_sink=None, causal: bool = True, attn_mask=None) -> Inputs:
+    if causal:
+        if attn_mask is not None:
+            raise ValueError("attn_mask: expected None with causal attention (an attention mask is for is_causal=False, "
+                             "as ttnn's)")
+        request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
+    else:
+        given = [name for name, value in (("cur_pos", cur_pos), ("cur_pos_tensor", cur_pos_tensor),
+                                          ("chunk_start", chunk_start), ("rows", rows)) if value is not None]
+        if given or window:
+            raise ValueError(f"is_causal: non-causal attention attends every position of the cache (decode, no "
+                             f"positions, no window), got {', '.join(given + (['sliding_window_size'] if window else []))}")
+        request_kind = "decode"
     kind = _kind(q, "q")  # the output's kind
     kinds = {kind, _kind(k, "k"), _kind(v, "v")}
     if "device" in kinds and len(kinds) != 1:
@@ -168,7 +182,8 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         if height != batch:
             what = "users (dim 1" if q_layout == "heads" else "rows (one per user"
             raise ValueError(f"q: expected {batch} {what}, {batch_of}), got {height}")
-        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
+        # Non-causal: every row attends the whole cache, i.e. sits at its last position.
+        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind) if causal else (capacity - 1,) * batch
     elif request_kind == "rows":
         per_user = int(rows)
         if ratio * per_user > protocol.MAX_Q_ROWS:
@@ -199,13 +214,64 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         _validate_device_tensors(q, k, v, q_layout)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
-                        q_layout=q_layout, window=window, sink=attention_sink is not None)
+                        q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
+                        mask_users=0 if attn_mask is None else _mask_users(attn_mask, batch, n_q_heads, capacity, kind))
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
     device_table = page_table_tensor if page_table_tensor is not None and page_table is None else None
     sink = None if attention_sink is None else sink_logits(attention_sink, n_q_heads)
-    return Inputs(shape, positions, kind, device_positions, page_table, device_table, sink)
+    mask = mask_tensor = None
+    if attn_mask is not None:
+        if kind == "device":
+            mask_tensor = attn_mask
+        else:
+            mask = _mask_values(attn_mask).reshape(shape.mask_users, n_q_heads, capacity)
+    return Inputs(shape, positions, kind, device_positions, page_table, device_table, sink, mask, mask_tensor)
+
+
+def _mask_values(attn_mask) -> np.ndarray:
+    """A host mask's values as float32 (NaN and inf kept: the kernels clamp them)."""
+    if isinstance(attn_mask, ttnn.Tensor):
+        host = attn_mask if attn_mask.layout == ttnn.ROW_MAJOR_LAYOUT else attn_mask.to(ttnn.ROW_MAJOR_LAYOUT)
+        if host.dtype == ttnn.float32:
+            return np.asarray(host.to_numpy(), dtype=np.float32)
+        return np.asarray(host.to_list(), dtype=np.float32)
+    return np.asarray(attn_mask, dtype=np.float32)
+
+
+def _mask_users(attn_mask, batch: int, n_q_heads: int, capacity: int, kind: str) -> int:
+    """Users of ``attn_mask`` (1: one mask for every user, else ``batch``), checking ttnn's
+    shapes: ``[B_m, 1, n_q_heads, capacity]`` (what tt-metal's tests build) or ``[1, B_m,
+    n_q_heads, capacity]`` (ttnn's docstring), ``B_m`` 1 or ``batch``; a device tensor bfloat16,
+    TILE, DRAM interleaved, like Q's kind.
+
+    Raises:
+        TypeError: not a tensor or array.
+        ValueError: another shape, dtype, layout or memory.
+    """
+    if isinstance(attn_mask, ttnn.Tensor):
+        on_device = attn_mask.storage_type() == ttnn.StorageType.DEVICE
+        if on_device != (kind == "device"):
+            raise ValueError(f"attn_mask: expected a {'device' if kind == 'device' else 'host'} tensor like q, got a "
+                             f"{'device' if on_device else 'host'} tensor")
+        if on_device:
+            if attn_mask.dtype != ttnn.bfloat16 or attn_mask.layout != ttnn.TILE_LAYOUT:
+                raise ValueError(f"attn_mask: expected a bfloat16 TILE device tensor (block-float masks are not "
+                                 f"supported), got {attn_mask.dtype} {attn_mask.layout}")
+            config = attn_mask.memory_config()
+            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+                raise ValueError(f"attn_mask: expected a DRAM-interleaved tensor, got {config}")
+    elif not isinstance(attn_mask, np.ndarray):
+        raise TypeError(f"attn_mask: expected a ttnn.Tensor or a numpy array, got {type(attn_mask).__name__}")
+    elif kind == "device":
+        raise ValueError("attn_mask: expected a device tensor with device q, k, v, got a numpy array")
+    shape = tuple(int(d) for d in attn_mask.shape)
+    users = shape[0] * shape[1] if len(shape) == 4 and 1 in shape[:2] else 0
+    if users not in (1, batch) or shape[2:] != (n_q_heads, capacity):
+        raise ValueError(f"attn_mask: expected [B, 1, {n_q_heads}, {capacity}] or [1, B, {n_q_heads}, {capacity}] "
+                         f"(B = 1 or the batch {batch}; n_q_heads, the cache's capacity), got {list(shape)}")
+    return users
 
 
 def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
