@@ -50,6 +50,14 @@ constexpr uint32_t kDstTiles = get_named_compile_time_arg_val("dst_tiles");
 // PACK threads only, so a kernel that names it outside MATH(...) does not build for UNPACK.
 constexpr bool kExpApprox = get_named_compile_time_arg_val("exp_approx") != 0;
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
+// The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
+// CONST pages per request it implies.
+constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
+// Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
+constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
+constexpr uint32_t kConstPages = const_pages(kWindow != 0, kSink);
+// Attention mask (attention_protocol.hpp "Attention mask"): nonzero when the call has one.
+constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
@@ -109,11 +117,38 @@ void scale_query() {
     cb_wait_front(kCbQs, kDimTiles);
 }
 
+// Score modifier "sliding window": S += the window mask (CONST page kConstPageWindow or
+// kConstPageWindowNext) on the window's first tile and the one after it, when some row starts
+// inside them (attention_protocol.hpp "Sliding window"); S is DST tile 0, matmul's state restored.
+void add_window_mask(const Params& p, uint32_t tile) {
+    if constexpr (kWindow != 0) {
+        const uint32_t page = p.window_page(tile);
+        if (page != kNoMask) {
+            add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst);
+            add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst, page, 0);
+            matmul_init(kCbQs, kCbK, /*transpose=*/1);
+        }
+    }
+}
+
+// Score modifier "attention mask": S += MASK page t, the block's t-th live tile's mask rows
+// (attention_protocol.hpp "Attention mask"), already clamped by the reader; S is DST tile 0.
+void add_attn_mask(uint32_t t) {
+    if constexpr (kMaskUsers != 0) {
+        add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbMask);
+        add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbMask, t, 0);
+        matmul_init(kCbQs, kCbK, /*transpose=*/1);
+    }
+}
+
 // S = QS . K^T for the block's `live` tiles, the first of them window tile `first_tile`; a masked
 // tile (the last live one and, with several rows per head, the one before) gets its CONST mask page.
 void scores(const Params& p, uint32_t live, uint32_t first_tile) {
     DeviceZoneScopedN("fd-compute-scores");
     cb_reserve_back(kCbS, kBlockTiles);
+    if constexpr (kMaskUsers != 0) {
+        cb_wait_front(kCbMask, kBlockTiles);
+    }
     formats(kCbK, kCbQs, kCbS);
     matmul_init(kCbQs, kCbK, /*transpose=*/1);
     for (uint32_t t = 0; t < live; ++t) {
@@ -128,12 +163,17 @@ void scores(const Params& p, uint32_t live, uint32_t first_tile) {
             add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst, mask_page, 0);
             matmul_init(kCbQs, kCbK, /*transpose=*/1);
         }
+        add_window_mask(p, first_tile + t);
+        add_attn_mask(t);
         tile_regs_commit();
         tile_regs_wait();
         pack_tile(0, kCbS);
         tile_regs_release();
     }
     cb_push_back(kCbS, kBlockTiles);
+    if constexpr (kMaskUsers != 0) {
+        cb_pop_front(kCbMask, kBlockTiles);
+    }
 }
 
 // The row max (MAX) or row sum (SUM) over the block's `live` tiles of `cb` into DST tile 0
@@ -277,9 +317,61 @@ void rescale_output() {
     cb_pop_front(kCbC, 1);
 }
 
+// Score modifier "attention sink" (attention_protocol.hpp "Attention sink"), on the normalising
+// core just before O / L: M' = max(M, sink) (into the free one of M_A / M_B), C = exp(M - M'),
+// L = C * L + exp(sink - M'), O = C * O. `m_final` (M) stays for normalise to free.
+void fold_sink(uint32_t m_final) {
+    DeviceZoneScopedN("fd-compute-sink");
+    const uint32_t m_sink = m_final == kCbMA ? kCbMB : kCbMA;
+    cb_wait_front(m_final, 1);
+    formats(m_final, kCbConst, m_sink);
+    copy_init(m_final);
+    tile_regs_acquire();
+    copy_tile(m_final, 0, 0);
+    reconfig_data_format_srca(kCbConst);
+    copy_init(kCbConst);
+    copy_tile(kCbConst, kConstPageSink, 1);
+    binary_max_tile_init();
+    binary_max_tile(0, 1, 0);
+    pack_to(m_sink, 1);
+    cb_wait_front(m_sink, 1);
+    formats(m_final, m_sink, kCbC);  // C = exp(M - M')
+    sub_init(m_final, m_sink);
+    exp_tile_init<kExpApprox>();
+    tile_regs_acquire();
+    sub_tiles(m_final, m_sink, 0, 0, 0);
+    exp_tile<kExpApprox>(0);
+    pack_to(kCbC, 1);
+    formats(kCbConst, m_sink, kCbLsum);  // LSUM = exp(sink - M')
+    sub_init(kCbConst, m_sink);
+    exp_tile_init<kExpApprox>();
+    tile_regs_acquire();
+    sub_tiles(kCbConst, m_sink, kConstPageSink, 0, 0);
+    exp_tile<kExpApprox>(0);
+    pack_to(kCbLsum, 1);
+    cb_pop_front(m_sink, 1);
+    update_sum();  // L = C * L + LSUM
+    cb_wait_front(kCbO, kDimTiles);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {  // O = C * O, a chunk at a time
+        const uint32_t count = chunk_size(d0);
+        formats(kCbO, kCbC, kCbO);
+        mul_bcast_cols_init(kCbO, kCbC);
+        tile_regs_acquire();
+        for (uint32_t i = 0; i < count; ++i) {
+            mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);
+        }
+        cb_pop_front(kCbO, count);
+        pack_to(kCbO, count);
+    }
+    cb_pop_front(kCbC, 1);
+}
+
 // OUT = O * (1 / L); frees O, L and the final running max.
 void normalise(uint32_t m_final, bool idle) {
     DeviceZoneScopedN("fd-compute-normalise");
+    if constexpr (kSink) {
+        fold_sink(m_final);
+    }
     cb_wait_front(kCbL, 1);
     formats(kCbL, kCbL, kCbLsum);
     copy_init(kCbL);
@@ -510,7 +602,8 @@ void attend_max_first(const Params& p) {
     }
 }
 
-void attend(const Params& p) {
+void attend(Params p) {
+    p.window = kWindow;  // the program's, not on the wire
     cb_wait_front(kCbConst, kConstPages);
     scale_query();
     if (p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {

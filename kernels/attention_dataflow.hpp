@@ -26,10 +26,20 @@ constexpr uint32_t kCacheBlockPages = get_named_compile_time_arg_val("cache_bloc
 constexpr uint32_t kCacheBlocks = get_named_compile_time_arg_val("cache_blocks");
 constexpr uint32_t kPageTableEntries = get_named_compile_time_arg_val("page_table_entries");
 constexpr bool kPaged = kCacheBlockTiles != 0;
+// The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
+// CONST pages per request it implies.
+constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
+// Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
+constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
+constexpr uint32_t kConstPages = const_pages(kWindow != 0, kSink);
+// Attention mask (attention_protocol.hpp "Attention mask"): users of the mask (1: broadcast over
+// the batch), 0 without one; its TensorAccessorArgs follow PAGE_TABLE's.
+constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 
 // The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
 // program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS,
-// PAGE_TABLE (a contiguous cache has none: POSITIONS' args stand in, never used), WORK.
+// PAGE_TABLE (a contiguous cache has none: POSITIONS' args stand in, never used), MASK (likewise
+// without a mask), WORK.
 constexpr auto kQArgs = TensorAccessorArgs<0>();
 constexpr auto kKArgs = TensorAccessorArgs<kQArgs.next_compile_time_args_offset()>();
 constexpr auto kVArgs = TensorAccessorArgs<kKArgs.next_compile_time_args_offset()>();
@@ -37,7 +47,8 @@ constexpr auto kConstArgs = TensorAccessorArgs<kVArgs.next_compile_time_args_off
 constexpr auto kOutArgs = TensorAccessorArgs<kConstArgs.next_compile_time_args_offset()>();
 constexpr auto kPositionsArgs = TensorAccessorArgs<kOutArgs.next_compile_time_args_offset()>();
 constexpr auto kPageTableArgs = TensorAccessorArgs<kPositionsArgs.next_compile_time_args_offset()>();
-constexpr auto kWorkArgs = TensorAccessorArgs<kPageTableArgs.next_compile_time_args_offset()>();
+constexpr auto kMaskArgs = TensorAccessorArgs<kPageTableArgs.next_compile_time_args_offset()>();
+constexpr auto kWorkArgs = TensorAccessorArgs<kMaskArgs.next_compile_time_args_offset()>();
 // Bytes of one work row (a WORK page), and the grid's width in cores (work_slot).
 constexpr uint32_t kWorkRowBytes = get_named_compile_time_arg_val("work_row_bytes");
 constexpr uint32_t kGridX = get_named_compile_time_arg_val("grid_x");

@@ -48,8 +48,8 @@
 //                length 32 (tile 65, all live) when w == 32.
 // Stage rows past stage_rows() are padding: row-local, never written out, may hold anything.
 // Word 5 (SPLIT): byte 0 slice index, byte 1 slice count (0/1: not split), bytes 2-3 core-table
-// index of slice 0. Slice i owns live tiles [ceil(i*T/count), ceil((i+1)*T/count)), T = live
-// tiles: the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
+// index of slice 0. Slice i owns live tiles F + [ceil(i*T/count), ceil((i+1)*T/count)), T = live
+// tiles from F = first_tile() (0 without a sliding window): the slices cover them exactly once and slice 0 is never empty. Each slice pads its own
 // tail to whole double blocks; the partials are combined up a binary tree (tree_levels) in two
 // passes (maxima, then sums; see partial_pages) whose root, slice 0, normalises.
 // Live tiles and tail width are derived from kv_positions here and in protocol.py, never sent.
@@ -110,9 +110,10 @@ enum Cb : uint32_t {
     kCbMaxGlobal = 21,  // split-K only, slices 1..: the request's max, copied from the parent
     kCbPositions = 22,  // the POSITIONS operand's one page (int32 per user): reader -> compute
     kCbPageTable = 23,  // paged caches: one chunk of a user's page-table row, the reader's own
-    kCbWork = 24,        // this core's work row (WORK operand): reader -> compute
-    kCbReaderWork = 25,  // the same row, the reader's own copy (reserved once, never pushed)
-    kCbWriterWork = 26,  // the same row, the writer's own copy
+    kCbMask = 24,       // non-causal calls with attn_mask: the block's mask tiles (rows: stage rows), reader -> compute
+    kCbWork = 25,        // this core's work row (WORK operand): reader -> compute
+    kCbReaderWork = 26,  // the same row, the reader's own copy (reserved once, never pushed)
+    kCbWriterWork = 27,  // the same row, the writer's own copy
 };
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
@@ -177,15 +178,35 @@ constexpr uint32_t kConstTailMaskTile = 2;     // + t, t = 0..31; t = 0 kills a 
 constexpr uint32_t kKillMaskWord = 0xF14AF14Au;
 constexpr uint32_t kConstCausalMaskTile = 34;  // + C - 1
 constexpr uint32_t kConstTiles = 66;
+// With attention sinks (named compile-time arg sink != 0), the constants operand appends the sink
+// tiles: tile kConstSinkTile + h / 32, row h % 32, column 0 holds Q head h's sink logit (ttnn's
+// [nh, 32] layout, already in score units: see "Attention sink" below).
+constexpr uint32_t kConstSinkTile = kConstTiles;
 
 // Pages of the CONST circular buffer per request: scaler, scale, then the masks of the last live
 // tile and of the one before it (see "Masks" above); an empty split slice's kConstPageMask holds
-// the kill mask (tail mask 0).
-constexpr uint32_t kConstPages = 4;
+// the kill mask (tail mask 0). A windowed program (see "Sliding window" below) adds the masks of
+// the window's first tile and of the one after it, which the reader fills in L1.
 constexpr uint32_t kConstPageScaler = 0;
 constexpr uint32_t kConstPageScale = 1;
 constexpr uint32_t kConstPageMask = 2;
 constexpr uint32_t kConstPageMaskBefore = 3;
+constexpr uint32_t kConstPageWindow = 4;
+constexpr uint32_t kConstPageWindowNext = 5;
+constexpr uint32_t kConstPageSink = 6;
+// CONST pages per request: 4; 6 in a windowed program (named compile-time arg window != 0); 7 with
+// attention sinks (named compile-time arg sink != 0; pages 4-5 unused without a window).
+constexpr uint32_t const_pages(bool windowed, bool sink) {
+    return sink ? kConstPageSink + 1 : windowed ? kConstPageWindowNext + 1 : kConstPageMaskBefore + 1;
+}
+
+// Attention sink (gpt-oss): per Q head h a logit s_h that joins every row's softmax denominator
+// and has no value: out = sum_j exp(S_j - M) V_j / (sum_j exp(S_j - M) + exp(s_h - M)), with the
+// request's running max M taken over the sink too (M = max(max_j S_j, s_h)), so a sink far above
+// every score (or far below) stays finite. The reader gathers each stage row's sink (its Q head's:
+// first_q_head() + stage_head(s)) into column 0 of CONST page kConstPageSink; the normalising
+// core folds it in once, just before O / L (compute's fold_sink): M' = max(M, sink), c = exp(M -
+// M'), L = c L + exp(sink - M'), O = c O.
 
 constexpr uint32_t kTilePositions = 32;
 
@@ -219,6 +240,48 @@ constexpr uint32_t mask_row_tile(uint32_t width) {
     return width < kTilePositions ? kConstTailMaskTile + width : kConstCausalMaskTile + kTilePositions - 1;
 }
 constexpr uint32_t mask_row_row(uint32_t width) { return width < kTilePositions ? 0 : kTilePositions - 1; }
+
+// Sliding window (named compile-time arg `window` = W positions, 0 = none; Params::window): the row
+// at position p attends max(0, p + 1 - W) .. p. The window's start is derived on device from the
+// POSITIONS entry, like kv_positions, so a traced program stays valid; W itself is in the program.
+// The slices (slice_begin) cover only the window's tiles, from first_tile(): the reader never
+// reads a tile before it. In the window's first tile (and, with several rows per head whose starts
+// straddle a tile edge, the one after it) a row's columns before its own start are dead: the
+// reader builds that tile's window mask in L1 (CONST page kConstPageWindow / kConstPageWindowNext,
+// window_mask_word per pair of columns) and compute adds it to the scores (a stage of its own,
+// beside the tail masks, which it may meet on the same tile: MASK + MASK stays finite). Cache slots
+// before the first row's start are dead for every row and may hold anything: the reader zeroes
+// them in L1 (window_stale_rows), as it zeroes the slots past the position.
+// One word of a window-mask row whose first `dead` columns are dead: columns c = 16 half + 2 pair
+// (low half) and c + 1 (high half) of a bfloat16 face row, each MASK_VALUE (0xF14A) when dead, else 0.
+constexpr uint32_t window_mask_word(uint32_t dead, uint32_t half, uint32_t pair) {
+    const uint32_t column = 16 * half + 2 * pair;
+    return (column < dead ? 0xF14Au : 0u) | (column + 1 < dead ? 0xF14Au << 16 : 0u);
+}
+
+// Attention mask (non-causal decode, ttnn's attn_mask; named compile-time arg mask_users != 0):
+// every position of the cache is attended (the host uploads every POSITIONS entry as the cache's
+// last position) and an additive mask [mask_users, 1, n_q_heads, capacity] (bfloat16, TILE;
+// mask_users 1 broadcasts over the batch) is added to the scores, in score units. Its buffer
+// address is a common runtime arg, kCommonMaskBase, like every operand's. Per K
+// block the reader gathers, once, each stage row's mask row (Q head first_q_head() +
+// stage_head(s), user % mask_users) for the block's live tiles into CB MASK (attn_mask_page /
+// attn_mask_row), clamps every value into [MASK_VALUE, -MASK_VALUE] (clamp_mask_word: -inf, NaN
+// and anything below -1e30 count as -1e30, so a row never meets inf - inf), and compute adds the
+// tile to the scores (its own stage, add_attn_mask). A fully masked row therefore weighs every
+// position alike: the mean of V.
+// One bfloat16 of a mask, clamped: NaN -> MASK_VALUE (0xF14A), beyond +-1e30 -> +-1e30.
+constexpr uint32_t clamp_mask_half(uint32_t half) {
+    const uint32_t magnitude = half & 0x7FFFu;
+    if (magnitude > 0x7F80u) {
+        return 0xF14Au;
+    }
+    return magnitude > 0x714Au ? ((half & 0x8000u) != 0 ? 0xF14Au : 0x714Au) : half;
+}
+// A word of two bfloat16 mask values, each clamped (clamp_mask_half).
+constexpr uint32_t clamp_mask_word(uint32_t word) {
+    return clamp_mask_half(word & 0xFFFFu) | clamp_mask_half(word >> 16) << 16;
+}
 
 // Paged KV cache (ttnn's paged layout): K and V are [cache blocks, n_kv_heads, block_size,
 // head_dim] TILE tensors and an int32 page table [batch, entries] (ROW_MAJOR, one page per user)
@@ -271,6 +334,7 @@ struct Params {
     uint32_t dim_tiles;
     uint32_t user;          // word 2: index into the POSITIONS operand
     uint32_t kv_positions;  // not on the wire: set from the POSITIONS operand (kv_positions_at)
+    uint32_t window;        // not on the wire: the program's sliding window (positions; 0 = none)
     uint32_t block_tiles;
     uint32_t capacity_tiles;
     uint32_t split_index;       // word 5 byte 0: this core's split-K slice
@@ -286,8 +350,47 @@ struct Params {
     constexpr uint32_t slices() const { return split_count > 1 ? split_count : 1; }
     constexpr bool split() const { return slices() > 1; }
     constexpr bool reducer() const { return split_index == 0; }
-    constexpr uint32_t slice_begin() const { return (split_index * live_tiles() + slices() - 1) / slices(); }
-    constexpr uint32_t slice_end() const { return ((split_index + 1) * live_tiles() + slices() - 1) / slices(); }
+    // Sliding window ("Sliding window" above): the first position row `row` attends (0 without a
+    // window or for an idle slot), the window's first tile (the first row's start's), the window's
+    // tiles, and the cache slots of the first tile before every row's start.
+    constexpr uint32_t window_start(uint32_t row) const {
+        if (window == 0 || idle()) {
+            return 0;
+        }
+        const uint32_t end = kv_positions - rows_per_head() + row + 1;  // this row's live positions
+        return end > window ? end - window : 0;
+    }
+    constexpr uint32_t first_tile() const { return window_start(0) / kTilePositions; }
+    constexpr uint32_t window_tiles() const { return live_tiles() - first_tile(); }
+    constexpr uint32_t window_stale_rows() const { return window_start(0) % kTilePositions; }
+    // Columns of tile `tile` before row `row`'s window start, 0..32 (they grow with the row).
+    constexpr uint32_t window_dead(uint32_t tile, uint32_t row) const {
+        const uint32_t start = window_start(row), first = tile * kTilePositions;
+        if (start <= first) {
+            return 0;
+        }
+        return start - first < kTilePositions ? start - first : kTilePositions;
+    }
+    // The CONST page of tile `tile`'s window mask (kConstPageWindow for the window's first tile,
+    // kConstPageWindowNext for the one after it), or kNoMask when no row has a dead column there.
+    constexpr uint32_t window_page(uint32_t tile) const {
+        if (window == 0 || idle() || tile < first_tile() || tile > first_tile() + 1 ||
+            window_dead(tile, rows_per_head() - 1) == 0) {
+            return kNoMask;
+        }
+        return kConstPageWindow + (tile - first_tile());
+    }
+    // The tile whose window mask CONST page `page` holds; whether this slice's reader fills it.
+    constexpr uint32_t window_page_tile(uint32_t page) const { return first_tile() + (page - kConstPageWindow); }
+    constexpr bool slice_fills_window_page(uint32_t page) const {
+        const uint32_t tile = window_page_tile(page);
+        return tile >= slice_begin() && tile < slice_end() && window_page(tile) == page;
+    }
+    // Split-K slice of the window's tiles (all live tiles without a window).
+    constexpr uint32_t slice_begin() const { return first_tile() + (split_index * window_tiles() + slices() - 1) / slices(); }
+    constexpr uint32_t slice_end() const {
+        return first_tile() + ((split_index + 1) * window_tiles() + slices() - 1) / slices();
+    }
     constexpr uint32_t slice_live_tiles() const { return slice_end() - slice_begin(); }
     // Combine tree (see tree_levels): this slice's children, its parent and its slot there.
     constexpr uint32_t tree_children() const {
@@ -332,6 +435,27 @@ struct Params {
     constexpr bool head_rows() const { return (flags & kFlagHeadRows) != 0; }
     // Q (and output) row of stage row s, counted from row 0 of the first page's row tile.
     constexpr uint32_t query_row_of(uint32_t s) const { return query_row + (head_rows() ? stage_head(s) : stage_row(s)); }
+    // The request's first Q head (its stage head 0), from its Q page: Q is q_width_tiles tiles wide,
+    // head h starting at tile column h * dim_tiles; HEAD_ROWS: the heads are rows, q_width_tiles /
+    // dim_tiles heads in ceil(that / 32) row tiles per user.
+    constexpr uint32_t first_q_head(uint32_t q_width_tiles) const {
+        if (head_rows()) {
+            const uint32_t row_tiles = (q_width_tiles / dim_tiles + kTilePositions - 1) / kTilePositions;
+            return q.first_page() / dim_tiles % row_tiles * kTilePositions + query_row;
+        }
+        return q.first_page() % q_width_tiles / dim_tiles;
+    }
+    // The attention-mask page (tile) and row holding stage row s's mask in position tile `tile`:
+    // the mask is [mask_users, 1, n_q_heads, capacity] in tiles (n_q_heads = q_width_tiles /
+    // dim_tiles, padded to row tiles), user `user % mask_users`, Q head first_q_head() + stage_head(s).
+    constexpr uint32_t attn_mask_page(uint32_t tile, uint32_t s, uint32_t mask_users, uint32_t q_width_tiles) const {
+        const uint32_t head = first_q_head(q_width_tiles) + stage_head(s);
+        const uint32_t head_tiles = (q_width_tiles / dim_tiles + kTilePositions - 1) / kTilePositions;
+        return ((user % mask_users) * head_tiles + head / kTilePositions) * capacity_tiles + tile;
+    }
+    constexpr uint32_t attn_mask_row(uint32_t s, uint32_t q_width_tiles) const {
+        return (first_q_head(q_width_tiles) + stage_head(s)) % kTilePositions;
+    }
     // Q (and output) page of stage row s, dim tile d; Q is q_width_tiles tiles wide (HEAD_ROWS: dim_tiles).
     constexpr uint32_t query_page(uint32_t s, uint32_t d, uint32_t q_width_tiles) const {
         if (head_rows()) {
@@ -491,8 +615,9 @@ enum CommonArg : uint32_t {
     kCommonOutBase = 4,
     kCommonPositionsBase = 5,
     kCommonPageTableBase = 6,  // 0 for a contiguous cache
-    kCommonWorkBase = 7,
-    kCommonCoreTable = 8,
+    kCommonMaskBase = 7,       // 0 without an attention mask
+    kCommonWorkBase = 8,
+    kCommonCoreTable = 9,
 };
 
 // Reads request `request` of a work row through `arg` (a callable uint32_t(uint32_t index) over

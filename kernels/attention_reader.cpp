@@ -105,6 +105,44 @@ void gather_query(const Params& p, const Accessor& q_reader, uint32_t stage) {
     });
 }
 
+// CONST pages kConstPageWindow / kConstPageWindowNext of a windowed program: the window masks of
+// the tiles this slice owns (attention_protocol.hpp "Sliding window"), built in L1 row by row --
+// stage row s dead for its first window_dead(tile, stage_row(s)) columns, padding rows live.
+void fill_window_masks(const Params& p, uint32_t pages) {
+    if constexpr (kWindow != 0) {
+        for (uint32_t page = kConstPageWindow; page <= kConstPageWindowNext; ++page) {
+            if (!p.slice_fills_window_page(page)) {
+                continue;
+            }
+            const uint32_t tile = p.window_page_tile(page);
+            for (uint32_t s = 0; s < kTilePositions; ++s) {
+                const uint32_t dead = s < p.stage_rows() ? p.window_dead(tile, p.stage_row(s)) : 0;
+                for (uint32_t half = 0; half < 2; ++half) {
+                    const uint32_t face_row = pages + page * kTileBytes + face_row_offset(s, half);
+                    for (uint32_t pair = 0; pair < kFaceRowBytes / sizeof(uint32_t); ++pair) {
+                        l1_set_word(face_row, pair, window_mask_word(dead, half, pair));
+                    }
+                }
+            }
+        }
+    }
+}
+
+// CONST page kConstPageSink (attention sinks): stage row s takes its Q head's row of the sink
+// tiles (column 0 its logit), attention_protocol.hpp "Attention sink". Only the normalising slice
+// (slice 0, or an unsplit request's core) folds the sink in, so only it fills the page.
+template <typename Accessor>
+void gather_sinks(const Params& p, const Accessor& const_reader, uint32_t pages) {
+    if (kSink && p.reducer()) {
+        const uint32_t first = p.first_q_head(kQWidthTiles);
+        gather_rows(const_reader, p.stage_rows(), [&](uint32_t s) {
+            const uint32_t head = first + p.stage_head(s);
+            return RowCopy{p.constants.first_page() + kConstSinkTile + head / kTilePositions, head % kTilePositions,
+                           pages + kConstPageSink * kTileBytes, s};
+        });
+    }
+}
+
 // CONST pages 2 and 3: the masks this slice needs (attention_protocol.hpp "Masks",
 // slice_mask_tile): a constants tile read whole, or a per-row mask assembled from constants rows;
 // the kill mask (an empty slice's) is filled in L1, not read: every empty slice of a short
@@ -128,6 +166,8 @@ void fetch_masks(const Params& p, const Accessor& const_reader, uint32_t pages) 
             noc_async_read_page(p.constants.first_page() + mask, const_reader, dst);
         }
     }
+    fill_window_masks(p, pages);
+    gather_sinks(p, const_reader, pages);
 }
 
 // CONST pages 0 and 1 (scaler, scale) from DRAM, into the reserved pages at `pages`.
@@ -208,21 +248,16 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
     }
 }
 
-// Cache slots past the request's last position in its last live tile hold whatever the cache
-// holds (a recycled page: NaN, Inf). Masking does not cancel them (NaN + MASK is NaN, and P = 0
-// times V = NaN is NaN), so their rows are zeroed in L1 (after the read barrier, before the push)
-// in every dim tile of that position tile, K and V alike (a block-float row's data; its exponent
-// then scales zeros).
-void zero_stale_rows(uint32_t cb, const Params& p, uint32_t block) {
-    const uint32_t tail = p.tail_width();
-    const uint32_t last = p.live_tiles() - 1;
+// Zeroes rows [from, to) of window tile `window_tile` in every dim tile, when this block of the
+// slice holds that tile.
+void zero_rows(uint32_t cb, const Params& p, uint32_t block, uint32_t window_tile, uint32_t from, uint32_t to) {
     const uint32_t first = p.block_first_tile(block);
-    if (tail == 0 || last < first || last >= first + p.live_tiles_in_block(block)) {
+    if (window_tile < first || window_tile >= first + p.live_tiles_in_block(block)) {
         return;
     }
-    const uint32_t tile = get_write_ptr(cb) + (last - first) * kDimTiles * kKvTileBytes;
+    const uint32_t tile = get_write_ptr(cb) + (window_tile - first) * kDimTiles * kKvTileBytes;
     for (uint32_t d = 0; d < kDimTiles; ++d) {
-        for (uint32_t row = tail; row < kTilePositions; ++row) {
+        for (uint32_t row = from; row < to; ++row) {
             for (uint32_t half = 0; half < 2; ++half) {
                 const uint32_t face_row = tile + d * kKvTileBytes + kv_face_row_offset(row, half, kKvTileBytes);
                 for (uint32_t word = 0; word < kv_face_row_bytes(kKvTileBytes) / sizeof(uint32_t); ++word) {
@@ -233,21 +268,79 @@ void zero_stale_rows(uint32_t cb, const Params& p, uint32_t block) {
     }
 }
 
+// Cache slots past the request's last position in its last live tile hold whatever the cache
+// holds (a recycled page: NaN, Inf). Masking does not cancel them (NaN + MASK is NaN, and P = 0
+// times V = NaN is NaN), so their rows are zeroed in L1 (after the read barrier, before the push)
+// in every dim tile of that position tile, K and V alike (a block-float row's data; its exponent
+// then scales zeros).
+void zero_stale_rows(uint32_t cb, const Params& p, uint32_t block) {
+    const uint32_t tail = p.tail_width();
+    if (tail != 0) {
+        zero_rows(cb, p, block, p.live_tiles() - 1, tail, kTilePositions);
+    }
+}
+
+// A sliding window's first tile: the slots before the first row's window start are dead for every
+// row and may hold anything (a recycled page) -- zeroed like the slots past the position.
+void zero_rows_before_window(uint32_t cb, const Params& p, uint32_t block) {
+    const uint32_t stale = p.window_stale_rows();
+    if (stale != 0) {
+        zero_rows(cb, p, block, p.first_tile(), 0, stale);
+    }
+}
+
+
+// Non-causal attention mask, once per K block (attention_protocol.hpp "Attention mask"): stage
+// row s of the block's live tile t takes its Q head's mask row from the mask operand, clamped
+// (clamp_mask_word), into MASK page t; a padding block gets none (compute skips it).
+void read_mask_block(const Params& p, uint32_t block, uint32_t base) {
+    if constexpr (kMaskUsers != 0) {
+        const uint32_t live = p.live_tiles_in_block(block);
+        if (live == 0) {
+            return;
+        }
+        const auto mask_reader = TensorAccessor(kMaskArgs, base, kTileBytes);
+        cb_reserve_back(kCbMask, kBlockTiles);
+        const uint32_t pages = get_write_ptr(kCbMask);
+        const uint32_t first = p.block_first_tile(block), rows = p.stage_rows();
+        gather_rows(mask_reader, live * rows, [&](uint32_t j) {
+            const uint32_t t = j / rows, s = j % rows;
+            return RowCopy{p.attn_mask_page(first + t, s, kMaskUsers, kQWidthTiles), p.attn_mask_row(s, kQWidthTiles),
+                           pages + t * kTileBytes, s};
+        });
+        for (uint32_t t = 0; t < live; ++t) {
+            for (uint32_t s = 0; s < rows; ++s) {
+                for (uint32_t half = 0; half < 2; ++half) {
+                    const uint32_t face_row = pages + t * kTileBytes + face_row_offset(s, half);
+                    for (uint32_t word = 0; word < kFaceRowBytes / sizeof(uint32_t); ++word) {
+                        l1_set_word(face_row, word, clamp_mask_word(l1_word(face_row, word)));
+                    }
+                }
+            }
+        }
+        cb_push_back(kCbMask, kBlockTiles);
+    }
+}
+
 template <typename KAccessor, typename VAccessor>
 void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_reader, uint32_t table_page) {
     DeviceZoneScopedN("fd-reader-kv");
     PageTableRow table(p.user, table_page);
     // K before V: compute starts on a block's scores and softmax while its V is still arriving.
+    const uint32_t mask = operand_base(kCommonMaskBase);
     for (uint32_t block = 0; block < p.blocks(); ++block) {
+        read_mask_block(p, block, mask);
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
         noc_async_read_barrier();
         zero_stale_rows(kCbK, p, block);
+        zero_rows_before_window(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block, table);
         noc_async_read_barrier();
         zero_stale_rows(kCbV, p, block);
+        zero_rows_before_window(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);
     }
 }
@@ -354,6 +447,7 @@ void kernel_main() {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
         p.kv_positions = kv_positions[r];
+        p.window = kWindow;
         split_items += p.split() ? 1 : 0;
 
         if (p.split()) {

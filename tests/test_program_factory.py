@@ -14,7 +14,7 @@ from ttnn_flashdecode.op.schedule import schedule
 
 DRAM_ACCESSOR = [2, 2048]  # TensorAccessorArgs of a DRAM-interleaved bf16 tile tensor (TT_FACTS §3)
 POSITIONS_ACCESSOR = [2, 12]  # any list: the factory copies the operands' args in order
-ACCESSORS = [DRAM_ACCESSOR] * 5 + [POSITIONS_ACCESSOR] * 3  # no page table, and WORK: POSITIONS stands in
+ACCESSORS = [DRAM_ACCESSOR] * 5 + [POSITIONS_ACCESSOR] * 4  # no page table, no mask, and WORK: POSITIONS stands in
 ADDRESSES = Addresses(q=0x1000, k=0x20000, v=0x40000, constants=0x60000, out=0x70000, positions=0x78000, work=0x7c000)
 HEADER = protocol.ROW_HEADER  # [request count] before a work row's blocks
 
@@ -71,12 +71,12 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
     sources = [k.kernel_source for k in program.kernels]
     assert sources == [str(kernel_dir() / n) for n in ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")]
     for kernel in program.kernels:
-        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 3
+        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 4
         assert dict(kernel.named_compile_time_args) == {
             "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0,
             "inbox_slots": 0, "q_width_tiles": 16 * 4, "positions_bytes": 2 * 4,
             "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
-            "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8}
+            "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8, "window": 0, "sink": 0, "mask_users": 0}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode

@@ -66,7 +66,12 @@ def requests(draw):
     offset = q_rows if flags & protocol.Flag.CHUNK else 1
     position = draw(st.one_of(st.just(kv_positions - offset), st.integers(-2**31, 2**31 - 1),
                               st.integers(-40, 40), st.just(capacity_tiles * 32 - offset + 1)))
+    # The sliding window (not on the wire: a named compile-time arg): none, shorter than a tile,
+    # around the live length, or anything.
+    window = draw(st.one_of(st.just(0), st.integers(1, 40), st.integers(max(kv_positions - 70, 1), kv_positions + 40),
+                            st.integers(1, 2**20)))
     request = protocol.Request(
+        window=window,
         q_rows=q_rows,
         query_row=draw(st.integers(0, 31)),
         flags=int(flags),
@@ -97,6 +102,15 @@ def _kind_fields(request):
     fields += [f"s{kv_walk.slice_mask_tile(request, protocol.MASK_PAGE)}",
                kv_walk.slice_mask_tile(request, protocol.MASK_BEFORE_PAGE)]
     fields += [f"w{kv_walk.row_width(kv, t, row, rows_per_head=rows)}" for t in range(max(live - 2, 0), live) for row in range(rows)]
+    window = dict(rows_per_head=rows)
+    first = kv_walk.window_first_tile(kv, request.window, **window)
+    fields += [f"f{first}", live - first, kv_walk.window_stale_rows(kv, request.window, **window)]
+    fields += [f"a{kv_walk.window_start(kv, request.window, row, **window)}" for row in range(rows)]
+    for t in (first, first + 1):
+        fields.append(f"g{kv_walk.window_page(kv, request.window, t, **window)}")
+        fields += [f"d{kv_walk.window_dead(kv, request.window, t, row, **window)}" for row in range(rows)]
+    fields += [f"h{int(kv_walk.slice_fills_window_page(request, protocol.WINDOW_PAGE))}",
+               int(kv_walk.slice_fills_window_page(request, protocol.WINDOW_NEXT_PAGE))]
     fields += ["r{}:{}".format(*kv_walk.mask_row_source(width)) for width in range(protocol.TILE_POSITIONS + 1)]
     return fields
 
@@ -109,7 +123,7 @@ def _expected_line(request, position):
     request = dataclasses.replace(request, kv_positions=kv)
     live = kv_walk.live_tiles(request.kv_positions)
     window = kv_walk.padded_tiles(request.kv_positions, request.block_tiles)
-    begin, end = kv_walk.slice_tiles(request.kv_positions, request.split_index, request.split_count)
+    begin, end = kv_walk.request_slice(request)
     double_block = 2 * request.block_tiles
     slice_window = -(-(end - begin) // double_block) * double_block
     fields = [
@@ -142,7 +156,7 @@ def test_header_decodes_what_encode_writes(decoder, batch):
     for request, position in batch:
         residency = Residency(q_rows=request.q_rows, dim_tiles=request.dim_tiles, block_tiles=request.block_tiles)
         words = protocol.encode(request, residency)
-        stdin.append(" ".join(map(str, words + [position])))
+        stdin.append(" ".join(map(str, words + [position, request.window])))
         expected.append(_expected_line(request, position))
     result = subprocess.run([str(decoder)], input="\n".join(stdin) + "\n", capture_output=True, text=True, check=True)
     got = result.stdout.splitlines()
@@ -165,7 +179,7 @@ def test_header_constants_match_python(decoder):
                 "PV": "kCbPv", "QSTAGE": "kCbQStage", "QS": "kCbQs", "OUT": "kCbOut",
                 "PARTIALS": "kCbPartials", "OUTBOX": "kCbOutbox", "MAX_INBOX": "kCbMaxInbox", "MAX_OUT": "kCbMaxOut",
                 "MAX_GLOBAL": "kCbMaxGlobal", "POSITIONS": "kCbPositions",
-                "PAGE_TABLE": "kCbPageTable", "WORK": "kCbWork", "READER_WORK": "kCbReaderWork",
+                "PAGE_TABLE": "kCbPageTable", "MASK": "kCbMask", "WORK": "kCbWork", "READER_WORK": "kCbReaderWork",
                 "WRITER_WORK": "kCbWriterWork"}
     assert set(cb_names) == {cb.name for cb in protocol.CB}
     for cb in protocol.CB:
@@ -185,6 +199,10 @@ def test_header_constants_match_python(decoder):
     assert re.search(r"kConstTailMaskTile = 2;", text) and re.search(r"kConstCausalMaskTile = 34;", text)
     assert re.search(r"kConstTiles = 66;", text)
     assert re.search(r"kConstPageMask = 2;", text) and re.search(r"kConstPageMaskBefore = 3;", text)
+    assert re.search(r"kConstPageWindow = 4;", text) and re.search(r"kConstPageWindowNext = 5;", text)
+    assert (protocol.WINDOW_PAGE, protocol.WINDOW_NEXT_PAGE) == (4, 5)
+    assert re.search(r"kConstPageSink = 6;", text) and protocol.SINK_PAGE == 6
+    assert re.search(r"kConstSinkTile = kConstTiles;", text) and protocol.ConstTile.SINK == protocol.ConstTile.COUNT
     assert protocol.MASK_PAGE == 2 and protocol.MASK_BEFORE_PAGE == 3
     assert re.search(r"kNoMask = 0xFFFFFFFFu;", text) and protocol.NO_MASK == 0xFFFFFFFF
     assert re.search(r"kGatherMask = 0xFFFFFFFEu;", text) and protocol.GATHER_MASK == 0xFFFFFFFE
@@ -229,7 +247,7 @@ def test_header_refuses_what_encode_refuses(decoder, patch):
     words[protocol.Field.CAPACITY_TILES] = patch.get("capacity_tiles", request.capacity_tiles)
     with pytest.raises(ValueError):
         protocol.encode(protocol.decode(words), Residency(q_rows=2, dim_tiles=2, block_tiles=1))
-    result = subprocess.run([str(decoder)], input=" ".join(map(str, words + [99])) + "\n", capture_output=True,
+    result = subprocess.run([str(decoder)], input=" ".join(map(str, words + [99, 0])) + "\n", capture_output=True,
                             text=True, check=True)
     assert result.stdout.split()[1] == "l0", f"the header accepts {patch}: {result.stdout[:200]}"
 
@@ -321,6 +339,15 @@ FREE_FUNCTIONS = {
                                   for n in (1, 7, 4096) for e in (-2**31, -2, -1, 0, 1, 6, 7, 4095, 4096, 2**31 - 1)],
     "page_table_chunk_first": lambda: [(("page_table_chunk_first", e), kv_walk.page_table_chunk(e, 2**20)[0])
                                        for e in [*range(0, 600, 7), 255, 256, 257, 16383]],
+    "const_pages": lambda: [(("const_pages", w, s), protocol.const_pages(bool(w), bool(s))) for w in (0, 1) for s in (0, 1)],
+    "window_mask_word": lambda: [(("window_mask_word", dead, half, pair), kv_walk.window_mask_word(dead, half, pair))
+                                 for dead in range(33) for half in range(2) for pair in range(8)],
+    # Every bfloat16 bit pattern's clamp (NaN, +-inf, beyond +-1e30, the boundary 0x714A itself),
+    # and words pairing them.
+    "clamp_mask_half": lambda: [(("clamp_mask_half", h), kv_walk.clamp_mask_half(h)) for h in range(0, 1 << 16)],
+    "clamp_mask_word": lambda: [(("clamp_mask_word", w), kv_walk.clamp_mask_word(w))
+                                for w in [0, 0xFF80FF80, 0x7F807FC0, 0xF14A714A, 0xF14B714B, 0x3F80FF81, 0xC2F60000,
+                                          *range(0, 2**32, 2**32 // 997)]],
     "page_table_chunk_entries": lambda: [
         (("page_table_chunk_entries", first, n), kv_walk.page_table_chunk(first, n)[1])
         for n in (1, 40, 256, 257, 1100, 16384) for first in range(0, n, kv_walk.PAGE_TABLE_CHUNK_ENTRIES)],
@@ -332,14 +359,16 @@ def _method_cases(request, words, position):
     POSITIONS entry is ``position``. A query's block is the 16 words, then the kv_positions the
     kernels would have derived (functions_main.cpp sets it: it is not on the wire)."""
     kv, block, index = request.kv_positions, request.block_tiles, request.split_index
-    words = [*words, kv]
+    words = [*words, kv, request.window]
     offset = request.q_rows if request.flags & protocol.Flag.CHUNK else 1
     probes = {position, -1, 0, -2**31, 2**31 - 1, kv - offset, request.capacity_tiles * 32 - offset,
               request.capacity_tiles * 32 - offset + 1}
     count = max(request.split_count, 1)
     live = kv_walk.live_tiles(kv)
-    begin, end = kv_walk.slice_tiles(kv, index, request.split_count)
+    begin, end = kv_walk.request_slice(request)
     rows, heads = request.rows_per_head, request.heads
+    win = request.window
+    first = kv_walk.window_first_tile(kv, win, rows_per_head=rows)
     shape = dict(rows_per_head=rows, heads=heads)
     slice_window = kv_walk.padded_tiles((end - begin) * protocol.TILE_POSITIONS, block) if end > begin else 0
     children = protocol.tree_children(index, count)
@@ -389,6 +418,25 @@ def _method_cases(request, words, position):
                            for page in (protocol.MASK_PAGE, protocol.MASK_BEFORE_PAGE) if live - 1 - (page - 2) >= 0],
         "slice_mask_tile": [((page,), kv_walk.slice_mask_tile(request, page))
                             for page in (protocol.MASK_PAGE, protocol.MASK_BEFORE_PAGE)],
+        "window_start": [((row,), kv_walk.window_start(kv, win, row, rows_per_head=rows)) for row in range(rows)],
+        "first_tile": [((), first)],
+        "first_q_head": [((width,), kv_walk.first_q_head(request, width))
+                         for width in {request.dim_tiles, heads * request.dim_tiles, 40 * request.dim_tiles}],
+        "attn_mask_page": [((t, s, users, width), kv_walk.attn_mask_page(request, t, s, users, width))
+                           for t in {0, live - 1} for s in range(min(request.stage_rows, 3)) for users in (1, 3)
+                           for width in {heads * request.dim_tiles, 40 * request.dim_tiles}],
+        "attn_mask_row": [((s, width), kv_walk.attn_mask_row(request, s, width))
+                          for s in range(request.stage_rows) for width in {heads * request.dim_tiles, 40 * request.dim_tiles}],
+        "window_tiles": [((), live - first)],
+        "window_stale_rows": [((), kv_walk.window_stale_rows(kv, win, rows_per_head=rows))],
+        "window_dead": [((t, row), kv_walk.window_dead(kv, win, t, row, rows_per_head=rows))
+                        for t in sorted({first, first + 1, *near_end}) for row in range(rows)],
+        "window_page": [((t,), kv_walk.window_page(kv, win, t, rows_per_head=rows))
+                        for t in sorted({first, first + 1, first + 2, *near_end} - {-1})],
+        "window_page_tile": [((page,), first + page - protocol.WINDOW_PAGE)
+                             for page in (protocol.WINDOW_PAGE, protocol.WINDOW_NEXT_PAGE)],
+        "slice_fills_window_page": [((page,), kv_walk.slice_fills_window_page(request, page))
+                                    for page in (protocol.WINDOW_PAGE, protocol.WINDOW_NEXT_PAGE)],
         "valid_kind": [((), True)],
         "valid_layout": [((request.dim_tiles, block), True), ((request.dim_tiles + 1, block), False),
                          ((request.dim_tiles, block + 1), False)],
@@ -406,7 +454,7 @@ def _method_cases(request, words, position):
     }
     out = [((name, *words, *args), want) for name, pairs in cases.items() for args, want in pairs]
     # The same block as an idle slot (kv_positions 0): valid, idle, every slice empty.
-    idle_words = [*words[:-1], 0]
+    idle_words = [*words[:-2], 0, win]
     out += [(("idle", *idle_words), True), (("valid_positions", *idle_words), True),
             (("slice_live_tiles", *idle_words), 0), (("blocks", *idle_words), 0),
             (("slice_mask_tile", *idle_words, protocol.MASK_PAGE), protocol.ConstTile.TAIL_MASK),
@@ -425,6 +473,8 @@ METHODS = {
     "rows_per_head", "stage_rows", "stage_head", "stage_row", "query_row_of", "head_rows", "query_page", "row_width",
     "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_layout", "valid_positions", "idle",
     "valid_for", "kv_positions_at", "position_clamped", "decode_words", "read_request", "interleaved", "first_page",
+    "window_start", "first_tile", "window_tiles", "window_stale_rows", "window_dead", "window_page", "window_page_tile",
+    "slice_fills_window_page", "first_q_head", "attn_mask_page", "attn_mask_row",
 }
 
 
@@ -465,7 +515,7 @@ def test_header_methods_cover_every_method_on_some_request():
     """The hypothesis batch above asks every method something: a method whose cases are always
     empty would be pinned in name only."""
     request = protocol.Request(q_rows=4, dim_tiles=2, kv_positions=1000, block_tiles=2, capacity_tiles=64,
-                               split_count=7, split_index=2)
+                               split_count=7, split_index=2, window=300)
     words = protocol.encode(request, Residency(q_rows=4, dim_tiles=2, block_tiles=2))
     assert {query[0] for query, _ in _method_cases(request, words, 999)} == METHODS
 
@@ -475,5 +525,5 @@ def test_header_valid_layout_refuses_what_encode_refuses(functions, patch):
     request = protocol.Request(q_rows=2, dim_tiles=2, kv_positions=100, block_tiles=1, capacity_tiles=64)
     words = _words(request, **patch)
     words[protocol.Field.CAPACITY_TILES] = patch.get("capacity_tiles", request.capacity_tiles)
-    asked = [("valid_layout", *words, 100, 2, 1)] + ([("valid_kind", *words, 100)] if patch in KIND_REFUSALS else [])
+    asked = [("valid_layout", *words, 100, 0, 2, 1)] + ([("valid_kind", *words, 100, 0)] if patch in KIND_REFUSALS else [])
     assert _ask(functions, asked) == [0] * len(asked), patch

@@ -18,7 +18,8 @@ def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
     split_only = {protocol.CB.PARTIALS, protocol.CB.OUTBOX, protocol.CB.MAX_INBOX, protocol.CB.MAX_OUT,
                   protocol.CB.MAX_GLOBAL}
     paged_only = {protocol.CB.PAGE_TABLE}
-    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only | paged_only)
+    mask_only = {protocol.CB.MASK}
+    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in split_only | paged_only | mask_only)
     assert len({cb.index for cb in plan}) == 20  # the seed's 16, POSITIONS and the three copies of the work row
 
 
@@ -31,6 +32,15 @@ def test_work_cbs_hold_one_work_row(requests, row_bytes):
     assert [(cb.pages, cb.page_bytes, cb.data_format) for cb in work] == [(1, row_bytes, 8)] * 3
     with pytest.raises(ValueError, match="work_requests"):
         cb_plan(Residency(8, 4, 16, work_requests=22))
+
+
+def test_attention_mask_adds_a_block_of_mask_tiles_and_a_positions_word():
+    masked = dataclasses.replace(SEED, mask=True)
+    extra = {cb.index: cb for cb in cb_plan(masked)}.keys() - {cb.index for cb in cb_plan(SEED)}
+    assert extra == {int(protocol.CB.MASK)}
+    (mask,) = [cb for cb in cb_plan(masked) if cb.index == protocol.CB.MASK]
+    assert (mask.pages, mask.page_bytes) == (SEED.block_tiles, 2048)
+    assert masked.positions_bytes == SEED.positions_bytes + 4  # the mask's address
 
 
 def test_paged_cache_adds_one_page_table_chunk():
@@ -52,6 +62,8 @@ def test_plan_page_counts():
     pages = {cb.name: cb.pages for cb in cb_plan(SEED)}
     assert pages["K"] == pages["V"] == 2 * 16 * 4
     assert pages["CONST"] == 4
+    assert {cb.name: cb.pages for cb in cb_plan(dataclasses.replace(SEED, windowed=True))}["CONST"] == 6  # + window masks
+    assert {cb.name: cb.pages for cb in cb_plan(dataclasses.replace(SEED, sink=True))}["CONST"] == 7  # + the sink page
     assert pages["S"] == pages["SCRATCH"] == 16
     assert all(pages[name] == 1 for name in ["M_A", "M_B", "L", "LSUM", "C"])
     assert pages["Q"] == 1

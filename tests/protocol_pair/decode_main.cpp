@@ -1,5 +1,5 @@
 // Host program for tests/test_protocol_pair.py: reads parameter blocks (16 words, then the
-// request's POSITIONS entry as an int32, per line) from stdin and prints what
+// request's POSITIONS entry as an int32 and the program's sliding window, per line) from stdin and prints what
 // kernels/attention_protocol.hpp decodes and derives from each.
 #include <cstdio>
 
@@ -15,12 +15,14 @@ int main() {
             }
         }
         int32_t position = 0;
-        if (std::scanf("%d", &position) != 1) {
+        uint32_t window = 0;
+        if (std::scanf("%d %u", &position, &window) != 2) {
             return 1;
         }
         Params p = read_request([&](uint32_t index) { return words[index - request_row_offset(0)]; }, 0);
         const bool layout = p.valid_layout(p.dim_tiles, p.block_tiles);
         p.kv_positions = p.kv_positions_at(position);
+        p.window = window;
         std::printf("u%u l%u c%u ", p.user, layout ? 1u : 0u, p.position_clamped(position) ? 1u : 0u);
         std::printf(
             "%u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u",
@@ -61,6 +63,20 @@ int main() {
                 std::printf(" w%u", p.row_width(t, row));
             }
         }
+        // Sliding window: first tile, window tiles, stale rows, each row's start, the window pages
+        // of the first two window tiles, whether this slice fills them, each row's dead columns there.
+        std::printf(" f%u %u %u", p.first_tile(), p.window_tiles(), p.window_stale_rows());
+        for (uint32_t row = 0; row < p.rows_per_head(); ++row) {
+            std::printf(" a%u", p.window_start(row));
+        }
+        for (uint32_t t = p.first_tile(); t < p.first_tile() + 2; ++t) {
+            std::printf(" g%u", p.window_page(t));
+            for (uint32_t row = 0; row < p.rows_per_head(); ++row) {
+                std::printf(" d%u", p.window_dead(t, row));
+            }
+        }
+        std::printf(" h%u %u", p.slice_fills_window_page(kConstPageWindow) ? 1u : 0u,
+                    p.slice_fills_window_page(kConstPageWindowNext) ? 1u : 0u);
         for (uint32_t width = 0; width <= kTilePositions; ++width) {
             std::printf(" r%u:%u", mask_row_tile(width), mask_row_row(width));
         }

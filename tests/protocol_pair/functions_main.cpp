@@ -23,8 +23,8 @@ uint32_t next() {
     return value;
 }
 
-// A block's 16 words, then the kv_positions the kernels derive from the POSITIONS operand (not
-// on the wire; decode_words leaves it 0).
+// A block's 16 words, then the kv_positions the kernels derive from the POSITIONS operand and the
+// program's sliding window (neither on the wire; decode_words leaves them 0).
 Params next_params() {
     uint32_t words[kWords];
     for (uint32_t i = 0; i < kWords; ++i) {
@@ -32,6 +32,7 @@ Params next_params() {
     }
     Params p = decode_words(words);
     p.kv_positions = next();
+    p.window = next();
     return p;
 }
 
@@ -53,6 +54,7 @@ Operand next_operand() {
 #define METHOD1(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const uint32_t a = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a))); continue; }
 #define METHOD2(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const uint32_t a = next(); const uint32_t b = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a, b))); continue; }
 #define METHOD3(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const uint32_t a = next(); const uint32_t b = next(); const uint32_t c = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a, b, c))); continue; }
+#define METHOD4(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); uint32_t a[4]; for (uint32_t& x : a) x = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a[0], a[1], a[2], a[3]))); continue; }
 #define METHOD1_INT32(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const int32_t a = static_cast<int32_t>(next()); std::printf("%u\n", static_cast<uint32_t>(p.fn(a))); continue; }
 #define OPERAND0(fn) if (std::strcmp(name, #fn) == 0) { const Operand o = next_operand(); std::printf("%u\n", static_cast<uint32_t>(o.fn())); continue; }
 
@@ -79,6 +81,10 @@ int main() {
         FREE2_INT32(cache_block_valid)
         FREE1(page_table_chunk_first)
         FREE2(page_table_chunk_entries)
+        FREE2(const_pages)
+        FREE1(clamp_mask_half)
+        FREE1(clamp_mask_word)
+        FREE3(window_mask_word)
         OPERAND0(interleaved)
         OPERAND0(first_page)
         METHOD0(live_tiles)
@@ -114,6 +120,17 @@ int main() {
         METHOD1(mask_page)
         METHOD1(page_mask_tile)
         METHOD1(slice_mask_tile)
+        METHOD1(window_start)
+        METHOD1(first_q_head)
+        METHOD4(attn_mask_page)
+        METHOD2(attn_mask_row)
+        METHOD0(first_tile)
+        METHOD0(window_tiles)
+        METHOD0(window_stale_rows)
+        METHOD2(window_dead)
+        METHOD1(window_page)
+        METHOD1(window_page_tile)
+        METHOD1(slice_fills_window_page)
         METHOD0(valid_kind)
         METHOD0(valid_positions)
         METHOD0(idle)

@@ -48,12 +48,15 @@ def default_scale(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
 
 
-def constant_tiles(head_dim: int, scale: float | None = None) -> np.ndarray:
-    """The 66 constant tiles as a float32 array ``[66, 32, 32]`` (row-major, before tilizing).
+def constant_tiles(head_dim: int, scale: float | None = None, sink=None) -> np.ndarray:
+    """The 66 constant tiles as a float32 array ``[66, 32, 32]`` (row-major, before tilizing),
+    then, with ``sink``, ``ceil(n_q_heads / 32)`` sink tiles: tile ``66 + h // 32``, row ``h %
+    32``, column 0 = Q head ``h``'s sink logit, every other element 0 (ttnn's ``[nh, 32]`` layout).
 
     Args:
         head_dim: real head dimension in elements (not ``dim_tiles * 32``).
         scale: query scale; defaults to ``1/sqrt(head_dim)``.
+        sink: ``None``, or one attention-sink logit per Q head (score units, already scaled).
 
     Raises:
         ValueError: ``head_dim`` < 1, or ``scale`` is not finite.
@@ -71,16 +74,22 @@ def constant_tiles(head_dim: int, scale: float | None = None) -> np.ndarray:
     for length in range(1, _TILE + 1):
         live = (columns[None, :] <= rows) & (columns[None, :] < length)
         out[ConstTile.CAUSAL_MASK + length - 1] = np.where(live, 0.0, MASK_VALUE)
+    if sink is not None:
+        logits = np.asarray(sink, dtype=np.float64).ravel()
+        sinks = np.zeros((-(-logits.size // _TILE) * _TILE, _TILE), dtype=np.float32)
+        sinks[: logits.size, 0] = logits
+        out = np.concatenate([out, sinks.reshape(-1, _TILE, _TILE)])
     return out
 
 
-def build_constants(head_dim: int, scale: float | None = None, tile_bytes: int = 2048) -> np.ndarray:
+def build_constants(head_dim: int, scale: float | None = None, tile_bytes: int = 2048, sink=None) -> np.ndarray:
     """The constants operand's buffer: 66 bfloat16 tiles in TILE layout.
 
     Args:
         head_dim: real head dimension in elements.
         scale: query scale; defaults to ``1/sqrt(head_dim)``.
         tile_bytes: 2048 (bfloat16; the only format the op uses).
+        sink: as :func:`constant_tiles` (appends the sink tiles).
 
     Returns:
         ``uint8`` array ``[66, tile_bytes]``: page ``i`` is constants tile ``i``.
@@ -90,7 +99,7 @@ def build_constants(head_dim: int, scale: float | None = None, tile_bytes: int =
     """
     if tile_bytes != tiles.tile_bytes(ml_dtypes.bfloat16):
         raise ValueError(f"tile_bytes: expected 2048 (bfloat16), got {tile_bytes}")
-    return tiles.to_tile_bytes(constant_tiles(head_dim, scale), ml_dtypes.bfloat16)
+    return tiles.to_tile_bytes(constant_tiles(head_dim, scale, sink), ml_dtypes.bfloat16)
 
 
 def constants_bytes(tile_bytes: int) -> int:

@@ -41,11 +41,14 @@ def _device_spec(tensor):
 
 
 def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start, rows, scale, block_tiles, q_layout,
-             compute_kernel_config, memory_config, split, backend, grid=None, max_split=None):
+             compute_kernel_config, memory_config, split, backend, grid=None, max_split=None, sliding_window_size=None,
+             attention_sink=None, is_causal=True, attn_mask=None):
     """The fast-path key of an :func:`~ttnn_flashdecode.attention` call, or None when the call is not
     eligible (see the module docstring). Never raises: anything unexpected makes the call take the
     validated path, which raises what it must."""
     if cur_pos is not None or chunk_start is not None or backend == "emulator":
+        return None
+    if attention_sink is not None or attn_mask is not None or is_causal is not True:  # values: validated each call
         return None
     if grid is not None and not isinstance(grid, tuple):  # a CoreRangeSet: no value hash to key on
         return None
@@ -60,7 +63,7 @@ def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start
         # The device object's id: the entry holds the device (its operands do), so the id is never
         # reused, and a device closed and opened again is a new object with a new key.
         return (id(q.device()), specs, table, rows, scale, block_tiles, q_layout, compute, memory_config, split, backend,
-                grid, max_split)
+                grid, max_split, sliding_window_size)
     except (TypeError, AttributeError, RuntimeError, ValueError):  # unhashable or odd inputs: validate them the long way
         return None
 

@@ -5,9 +5,10 @@ entries a request's kernels touch. Each function mirrors an inline function of t
 
 from __future__ import annotations
 
-from ttnn_flashdecode.op.protocol import ConstTile, Flag, GATHER_MASK, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request, TILE_POSITIONS
+from ttnn_flashdecode.op.protocol import (ConstTile, Flag, GATHER_MASK, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request,
+                                          TILE_POSITIONS, WINDOW_PAGE)
 
-__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "cache_block_valid", "cache_tile_page", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "row_width", "slice_mask_tile", "slice_tiles", "tail_width"]
+__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_stale_rows", "window_start"]
 
 
 PAGE_TABLE_CHUNK_ENTRIES = 256
@@ -71,11 +72,12 @@ def padded_tiles(kv_positions: int, block_tiles: int) -> int:
     return -(-live_tiles(kv_positions) // double_block) * double_block
 
 
-def slice_tiles(kv_positions: int, index: int, count: int) -> tuple[int, int]:
+def slice_tiles(kv_positions: int, index: int, count: int, *, first_tile: int = 0) -> tuple[int, int]:
     """Live position tiles ``[begin, end)`` owned by split-K slice ``index`` of ``count``.
 
-    ``count`` 0 or 1 means not split: the whole live range. Slice 0 is never empty; later slices
-    are empty when there are fewer live tiles than slices.
+    ``count`` 0 or 1 means not split: the whole live range from ``first_tile`` (a sliding window's
+    first tile, :func:`window_first_tile`; 0 without one). Slice 0 is never empty; later slices
+    are empty when there are fewer live tiles than slices (``Params::slice_begin`` / ``slice_end``).
 
     Raises:
         ValueError: ``index`` is not in ``0..max(count, 1) - 1``.
@@ -83,8 +85,72 @@ def slice_tiles(kv_positions: int, index: int, count: int) -> tuple[int, int]:
     count = max(count, 1)
     if not 0 <= index < count:
         raise ValueError(f"index: expected 0 <= index < {count}, got {index}")
-    live = live_tiles(kv_positions)
-    return -(-index * live // count), -(-(index + 1) * live // count)
+    live = live_tiles(kv_positions) - first_tile
+    return first_tile + -(-index * live // count), first_tile + -(-(index + 1) * live // count)
+
+
+def request_slice(request: Request) -> tuple[int, int]:
+    """:func:`slice_tiles` of ``request``'s split-K slice, from its window's first tile."""
+    first = window_first_tile(request.kv_positions, request.window, rows_per_head=request.rows_per_head)
+    return slice_tiles(request.kv_positions, request.split_index, request.split_count, first_tile=first)
+
+
+# ---------------------------------------------------------------- sliding window (the header's
+# "Sliding window"): row p attends max(0, p + 1 - window) .. p.
+
+def window_start(kv_positions: int, window: int, row: int, *, rows_per_head: int = 1) -> int:
+    """First position query row ``row`` attends: ``max(0, p + 1 - window)`` for its position ``p =
+    kv_positions - rows_per_head + row``; 0 without a window (``window`` 0) or for an idle slot
+    (``kv_positions`` 0) (``Params::window_start``)."""
+    if window == 0 or kv_positions == 0:
+        return 0
+    return max(0, kv_positions - rows_per_head + row + 1 - window)
+
+
+def window_first_tile(kv_positions: int, window: int, *, rows_per_head: int = 1) -> int:
+    """The window's first position tile: the first row's start's (``Params::first_tile``)."""
+    return window_start(kv_positions, window, 0, rows_per_head=rows_per_head) // TILE_POSITIONS
+
+
+def window_stale_rows(kv_positions: int, window: int, *, rows_per_head: int = 1) -> int:
+    """Cache slots of the window's first tile before every row's start, which the reader zeroes
+    (``Params::window_stale_rows``)."""
+    return window_start(kv_positions, window, 0, rows_per_head=rows_per_head) % TILE_POSITIONS
+
+
+def window_dead(kv_positions: int, window: int, tile: int, row: int, *, rows_per_head: int = 1) -> int:
+    """Columns of position tile ``tile`` before row ``row``'s window start, 0..32 (``Params::window_dead``)."""
+    start = window_start(kv_positions, window, row, rows_per_head=rows_per_head)
+    return min(max(start - tile * TILE_POSITIONS, 0), TILE_POSITIONS)
+
+
+def window_page(kv_positions: int, window: int, tile: int, *, rows_per_head: int = 1) -> int:
+    """The CONST page compute adds to tile ``tile``'s scores for the window: :data:`WINDOW_PAGE`
+    (the window's first tile) or ``WINDOW_PAGE + 1`` (the next one) when some row has a dead
+    column there, else :data:`NO_MASK` (``Params::window_page``)."""
+    first = window_first_tile(kv_positions, window, rows_per_head=rows_per_head)
+    if window == 0 or kv_positions == 0 or not first <= tile <= first + 1:
+        return NO_MASK
+    if window_dead(kv_positions, window, tile, rows_per_head - 1, rows_per_head=rows_per_head) == 0:
+        return NO_MASK
+    return WINDOW_PAGE + tile - first
+
+
+def slice_fills_window_page(request: Request, page: int) -> bool:
+    """True when the reader of ``request``'s slice builds window-mask CONST ``page`` (4 or 5): the
+    slice owns its tile and the tile needs it (``Params::slice_fills_window_page``)."""
+    rows = request.rows_per_head
+    tile = window_first_tile(request.kv_positions, request.window, rows_per_head=rows) + page - WINDOW_PAGE
+    begin, end = request_slice(request)
+    return begin <= tile < end and window_page(request.kv_positions, request.window, tile, rows_per_head=rows) == page
+
+
+def window_mask_word(dead: int, half: int, pair: int) -> int:
+    """Word ``pair`` of face row half ``half`` of a window-mask row whose first ``dead`` columns
+    are dead: bfloat16 MASK_VALUE (0xF14A) in each dead column's half-word, else 0
+    (``window_mask_word``)."""
+    column = 16 * half + 2 * pair
+    return (0xF14A if column < dead else 0) | (0xF14A << 16 if column + 1 < dead else 0)
 
 
 def kv_positions_at(request: Request, position: int) -> int:
@@ -161,7 +227,7 @@ def slice_mask_tile(request: Request, page: int) -> int:
     slice owns that tile and it is masked; the kill mask (tail mask 0) in page 2 of an empty slice;
     else :data:`NO_MASK` (the page is left unfilled).
     """
-    begin, end = slice_tiles(request.kv_positions, request.split_index, request.split_count)
+    begin, end = request_slice(request)
     if begin == end:
         return int(ConstTile.TAIL_MASK) if page == MASK_PAGE else NO_MASK
     tile = live_tiles(request.kv_positions) - 1 - (page - MASK_PAGE)
@@ -180,6 +246,46 @@ def query_page(request: Request, stage_row: int, dim_tile: int, q_width_tiles: i
     if request.flags & Flag.HEAD_ROWS:
         return row_tile * request.dim_tiles + dim_tile
     return row_tile * q_width_tiles + head * request.dim_tiles + dim_tile
+
+
+def first_q_head(request: Request, q_width_tiles: int) -> int:
+    """The request's first Q head, from its Q first page (``Params::first_q_head``): head ``h``
+    starts at tile column ``h * dim_tiles`` of a ``q_width_tiles``-wide Q; HEAD_ROWS: heads are
+    rows, ``ceil(q_width_tiles / dim_tiles / 32)`` row tiles per user."""
+    if request.flags & Flag.HEAD_ROWS:
+        row_tiles = -(-(q_width_tiles // request.dim_tiles) // TILE_POSITIONS)
+        return request.q.first_page // request.dim_tiles % row_tiles * TILE_POSITIONS + request.query_row
+    return request.q.first_page % q_width_tiles // request.dim_tiles
+
+
+def attn_mask_page(request: Request, tile: int, stage_row: int, mask_users: int, q_width_tiles: int) -> int:
+    """Page (tile) of an attention mask ``[mask_users, 1, n_q_heads, capacity]`` holding stage row
+    ``stage_row``'s mask in position tile ``tile``: user ``user % mask_users``, Q head
+    :func:`first_q_head` + the stage row's head (``Params::attn_mask_page``)."""
+    head = first_q_head(request, q_width_tiles) + stage_row // request.rows_per_head
+    head_tiles = -(-(q_width_tiles // request.dim_tiles) // TILE_POSITIONS)
+    return ((request.user % mask_users) * head_tiles + head // TILE_POSITIONS) * request.capacity_tiles + tile
+
+
+def attn_mask_row(request: Request, stage_row: int, q_width_tiles: int) -> int:
+    """Row of that page holding the stage row's Q head (``Params::attn_mask_row``)."""
+    return (first_q_head(request, q_width_tiles) + stage_row // request.rows_per_head) % TILE_POSITIONS
+
+
+def clamp_mask_half(bits: int) -> int:
+    """One bfloat16 mask value (its bits), clamped as the reader does (``clamp_mask_half``): NaN and
+    anything below -1e30 (-inf included) -> MASK_VALUE (0xF14A), above +1e30 -> +1e30 (0x714A)."""
+    magnitude = bits & 0x7FFF
+    if magnitude > 0x7F80:
+        return 0xF14A
+    if magnitude > 0x714A:
+        return 0xF14A if bits & 0x8000 else 0x714A
+    return bits
+
+
+def clamp_mask_word(word: int) -> int:
+    """Two bfloat16 mask values in one word, each :func:`clamp_mask_half` (``clamp_mask_word``)."""
+    return clamp_mask_half(word & 0xFFFF) | clamp_mask_half(word >> 16) << 16
 
 
 def query_row_of(request: Request, stage_row: int) -> int:

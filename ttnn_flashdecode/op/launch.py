@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import ttnn
 
-from ttnn_flashdecode.op import constants, protocol, tiles
+from ttnn_flashdecode.op import constants, tiles
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, program_for
 from ttnn_flashdecode.op.program_factory import Addresses, Plan, operand_accessor_args, set_addresses, work_table
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
@@ -74,6 +74,14 @@ def _positions_page(positions: Sequence[int]) -> np.ndarray:
     return np.asarray(positions, dtype="<i4")
 
 
+def _accessor_operands(operands: list, page_table, mask) -> list:
+    """``operands`` (Q .. POSITIONS) followed by the operands whose TensorAccessorArgs the program
+    takes in :data:`~ttnn_flashdecode.op.program_factory.OPERANDS` order: the page table when
+    paged, and an attention mask (POSITIONS standing in for a contiguous cache's page table)."""
+    extra = [] if page_table is None and mask is None else [operands[5] if page_table is None else page_table]
+    return operands + extra + ([] if mask is None else [mask])
+
+
 # ---------------------------------------------------------------- emulator backend
 
 
@@ -86,9 +94,9 @@ def _emulator(arch: str):
 
 
 @functools.lru_cache(maxsize=16)
-def _constant_pages(head_dim: int, scale: float | None) -> np.ndarray:
-    """The constants operand's pages, built once per (head_dim, scale): a model reuses them every call."""
-    pages = constants.build_constants(head_dim, scale)
+def _constant_pages(head_dim: int, scale: float | None, sink: tuple[float, ...] | None = None) -> np.ndarray:
+    """The constants operand's pages, built once per (head_dim, scale, sinks): a model reuses them every call."""
+    pages = constants.build_constants(head_dim, scale, sink=sink)
     pages.flags.writeable = False
     return pages
 
@@ -107,7 +115,7 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         kv_pages = [tiles.to_tile_bytes(to_numpy(t)) for t in (k, v)]
     else:  # the tensors' own packed pages (ttnn's host packing)
         kv_pages = [tiles.to_block_float_tile_bytes(t, shape.kv_dtype) for t in (k, v)]
-    const_pages = _constant_pages(shape.head_dim, scale)
+    const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
     buffers = []
     try:
         for pages in (q_pages, *kv_pages, const_pages):
@@ -120,12 +128,18 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         positions = _positions_page(inputs.positions)
         buffers.append(emu.allocate_dram(1, positions.nbytes))  # one page: the whole vector
         emu.write_pages(buffers[-1], positions)
-        operands = list(buffers)
+        table_buffer = mask_buffer = None
         if shape.paged:  # one page per user: its row
             table = inputs.page_table.astype("<i4")
-            buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
-            emu.write_pages(buffers[-1], table)
-            operands.append(buffers[-1])
+            table_buffer = emu.allocate_dram(table.shape[0], table.shape[1] * 4)
+            buffers.append(table_buffer)
+            emu.write_pages(table_buffer, table)
+        if inputs.mask is not None:  # [mask_users, 1, n_q_heads, capacity] in tiles
+            mask_pages = tiles.to_tile_bytes(inputs.mask[:, None])
+            mask_buffer = emu.allocate_dram(len(mask_pages), mask_pages.shape[1])
+            buffers.append(mask_buffer)
+            emu.write_pages(mask_buffer, mask_pages)
+        operands = _accessor_operands(buffers[:6], table_buffer, mask_buffer)
         accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in operands])
         plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, cores, accessor_args,
                             emu.worker_core_from_logical_core, max_split=max_split)
@@ -133,11 +147,11 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         table = work_table(plan)
         buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
         emu.write_pages(buffers[-1], table)
-        addresses = [b.address for b in operands]
-        page_table = addresses[6] if shape.paged else 0
+        addresses = Addresses(*(b.address for b in buffers[:6]), page_table=0 if table_buffer is None else table_buffer.address,
+                              mask=0 if mask_buffer is None else mask_buffer.address, work=buffers[-1].address)
         program = program_for(plan)
         with _launch_lock:
-            set_addresses(program, plan, Addresses(*addresses[:6], page_table=page_table, work=buffers[-1].address))
+            set_addresses(program, plan, addresses)
             report = emu.run(program)
         report.plan = plan
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
@@ -172,28 +186,30 @@ class DeviceLaunch:
     out_spec: object  #: ttnn.TensorSpec of the output
     signpost: str  #: the Tracy message naming the call in ops_perf_results
 
-    def __call__(self, q, k, v, positions, page_table=None):
+    def __call__(self, q, k, v, positions, page_table=None, mask=None):
         """Launch on ``q``'s device; returns the output tensor (``out_spec``).
 
         ``positions``: the POSITIONS operand (a device int32 tensor); ``page_table``: a paged
-        cache's device page table, else None."""
+        cache's device page table, else None; ``mask``: a non-causal call's device attention mask."""
         # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
         # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
         ttnn.tracy_message(self.signpost)
         with _launch_lock:
             # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
-            return ttnn.generic_op(self.bind(q, k, v, positions, page_table), self.program)
+            return ttnn.generic_op(self.bind(q, k, v, positions, page_table, mask), self.program)
 
-    def bind(self, q, k, v, positions, page_table=None) -> list:
+    def bind(self, q, k, v, positions, page_table=None, mask=None) -> list:
         """Allocate an output and write this call's operand addresses into the descriptor; returns
         ``generic_op``'s tensor list (inputs, then the output). The caller holds ``_launch_lock``
         until ``generic_op`` has read the descriptor."""
         out = ttnn.allocate_tensor_on_device(self.out_spec, q.device())
         addresses = Addresses(q.buffer_address(), k.buffer_address(), v.buffer_address(), self.constants.buffer_address(),
                               out.buffer_address(), positions.buffer_address(),
-                              0 if page_table is None else page_table.buffer_address(), self.work.buffer_address())
+                              0 if page_table is None else page_table.buffer_address(),
+                              0 if mask is None else mask.buffer_address(), self.work.buffer_address())
         set_addresses(self.program, self.plan, addresses)
-        return [q, k, v, self.constants, positions] + ([] if page_table is None else [page_table]) + [self.work, out]
+        extra = [t for t in (page_table, mask) if t is not None]
+        return [q, k, v, self.constants, positions, *extra, self.work, out]
 
 
 def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions,
@@ -216,15 +232,15 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
     arch = "blackhole" if "BLACKHOLE" in str(device.arch()).upper() else "wormhole_b0"
     full = device.compute_with_storage_grid_size()
     cores = resolve_grid(grid, (full.x, full.y))
-    constants_tensor = _device_constants(device, shape.head_dim, scale)
+    constants_tensor = _device_constants(device, shape.head_dim, scale, inputs.sink)
     # An output like every call's: its spec, and its accessor args (set by its kind, not its address).
     probe_out = ttnn.allocate_tensor_on_device(q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device,
                                                memory_config or ttnn.DRAM_MEMORY_CONFIG)
     out_spec = probe_out.spec
     positions = constants_tensor if inputs.positions_tensor is None else inputs.positions_tensor  # a list: see below
-    operands = [q, k, v, constants_tensor, probe_out, positions]
-    if shape.paged:  # with device inputs the page table is a device tensor (validate refuses others)
-        operands.append(inputs.page_table_tensor)
+    # With device inputs the page table and the mask are device tensors (validate refuses others).
+    operands = _accessor_operands([q, k, v, constants_tensor, probe_out, positions],
+                                  inputs.page_table_tensor if shape.paged else None, inputs.mask_tensor)
     # Accessor args depend on each operand's kind (DRAM interleaved, or Q's L1 shards), not its address;
     # a list of positions is uploaded to DRAM interleaved, ROW_MAJOR, like a cur_pos_tensor.
     args = [ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands]
@@ -247,11 +263,13 @@ def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: C
     launch = prepare_device_launch(q, k, v, inputs, scale, block_tiles, split, compute, memory_config, grid=grid,
                                    max_split=max_split)
     positions = inputs.positions_tensor
-    if positions is None:
+    if positions is None and not inputs.shape.causal:  # every user at the cache's last position: the same each call
+        positions = _device_fixed_positions(q.device(), inputs.positions)
+    elif positions is None:
         positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=q.device(),
                                 layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
     page_table = inputs.page_table_tensor if inputs.shape.paged else None
-    return launch(q, k, v, positions, page_table), launch
+    return launch(q, k, v, positions, page_table, inputs.mask_tensor), launch
 
 
 @functools.lru_cache(maxsize=8)
@@ -275,9 +293,22 @@ def _device_noc_xy(device):
 
 _device_constants_cache: dict = {}
 _device_work_tables: dict = {}
+_device_fixed_positions_cache: dict = {}
 _launch_lock = threading.Lock()
 """Held from writing a call's addresses into its plan's shared descriptor until the launch has
 read them (``set_addresses``)."""
+
+
+def _device_fixed_positions(device, positions):
+    """A non-causal call's POSITIONS operand on ``device`` (every user at the cache's last
+    position), uploaded once per (device object, positions): a traced non-causal decode loop
+    replays without host writes."""
+    key = (id(device), tuple(positions))  # the device object, held below
+    if key not in _device_fixed_positions_cache:
+        _device_fixed_positions_cache[key] = device, ttnn.Tensor(
+            _positions_page(positions), ttnn.int32, device=device, layout=ttnn.ROW_MAJOR_LAYOUT,
+            mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    return _device_fixed_positions_cache[key][1]
 
 
 def _device_work_table(device, plan: Plan):
@@ -292,13 +323,14 @@ def _device_work_table(device, plan: Plan):
 
 
 
-def _device_constants(device, head_dim: int, scale: float | None):
-    """The constants operand on ``device``, uploaded once per (device, head_dim, scale) and kept
-    for the process's life (66 tiles, 132 KiB of DRAM). Keyed by the device object, not its id: a
-    device closed and opened again is a new object whose DRAM holds none of the old tensors."""
-    key = (id(device), head_dim, scale)  # the device object, held below: a reopened device is another object
+def _device_constants(device, head_dim: int, scale: float | None, sink: tuple[float, ...] | None = None):
+    """The constants operand on ``device``, uploaded once per (device, head_dim, scale, sinks) and
+    kept for the process's life (66 tiles, 132 KiB of DRAM; + a tile per 32 Q heads with sinks).
+    Keyed by the device object, not its id: a device closed and opened again is a new object whose
+    DRAM holds none of the old tensors."""
+    key = (id(device), head_dim, scale, sink)  # the device object, held below: a reopened device is another object
     if key not in _device_constants_cache:
-        tiles_rows = constants.constant_tiles(head_dim, scale).reshape(1, 1, protocol.ConstTile.COUNT * 32, 32)
+        tiles_rows = constants.constant_tiles(head_dim, scale, sink).reshape(1, 1, -1, 32)
         _device_constants_cache[key] = device, ttnn.Tensor(
             tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG
         )

@@ -58,6 +58,10 @@ def attention(
     max_split: int | None = None,
     grid=None,
     backend: str = "auto",
+    sliding_window_size: int | None = None,
+    attention_sink=None,
+    is_causal: bool = True,
+    attn_mask=None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -146,6 +150,31 @@ def attention(
             ``"emulator"``.
         q_layout: ``"rows"`` (default, the activation layout above) or ``"heads"`` (decode: Q and
             the output ``[1, batch, n_q_heads, head_dim]``, read and written in place).
+        sliding_window_size: ``W``, a positive int, or ``None`` (default: no window). The query row
+            at position ``p`` attends only ``max(0, p + 1 - W) .. p`` (every kind, paged or not;
+            Gemma's and gpt-oss's sliding-window layers). Only the window's position tiles are read
+            (DRAM bytes follow ``W``, not ``p``), split-K slices cover only them, and the window's
+            start is derived on device from the positions, so a captured trace stays valid; ``W``
+            is part of the program. Cache slots before a row's window never reach its output
+            (NaN there is fine); a paged table's entries before the window are never read.
+        attention_sink: per Q head ``h`` a logit ``s_h`` (gpt-oss's sinks) that joins every row's
+            softmax denominator and has no value: ``out = sum_j e^(S_j) V_j / (sum_j e^(S_j) +
+            e^(s_h))``, ``S_j`` the scaled scores. In score units, as the model holds them (not
+            divided by ``scale``: ttnn's drop-ins take ttnn's scaled form). A numpy array or
+            sequence ``[n_q_heads]`` / ``[n_q_heads, 1]``, or ttnn's ``[n_q_heads, 32]`` layout
+            (column 0), or a ttnn.Tensor of those (read back once per call: sinks are weights);
+            rounded to bfloat16. The running max includes the sink, so a sink far above (or below)
+            every score stays finite.
+        is_causal: ``False``: decode in which every query row attends every position of the cache
+            (ttnn's non-causal decode, e.g. Whisper's cross-attention); no ``cur_pos``,
+            ``cur_pos_tensor``, ``chunk_start``, ``rows`` or window.
+        attn_mask: with ``is_causal=False``, an additive mask in score units, ``[B, 1, n_q_heads,
+            capacity]`` or ``[1, B, n_q_heads, capacity]`` (``B`` 1: one mask for every user, or the
+            batch): a numpy array, a host tensor or (on a card) a bfloat16 TILE DRAM tensor. Any
+            values: entries below -1e30 (``-inf`` included) and NaN count as -1e30, above 1e30 as
+            1e30, so a row with any position left attends only those, and a fully masked row
+            weighs every position alike (the mean of V; never NaN). Read once per K block, only the
+            rows of the request's heads.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -198,13 +227,18 @@ def attention(
     key = fast_path.call_key(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
                              chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
                              compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
-                             backend=backend, grid=grid, max_split=max_split)
+                             backend=backend, grid=grid, max_split=max_split, sliding_window_size=sliding_window_size,
+                             attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask)
     launch = fast_path.lookup(key) if key is not None else None
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
-    validate_options(backend=backend, split=split, scale=scale, max_split=max_split)
+    window = validate_options(backend=backend, split=split, scale=scale, max_split=max_split,
+                              sliding_window_size=sliding_window_size)
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
     q, q_dtype = _bfloat16_q(q)
-    inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout)
+    inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
+                             attention_sink, is_causal, attn_mask)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":

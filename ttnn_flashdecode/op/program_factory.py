@@ -70,33 +70,36 @@ MAX_REQUESTS_PER_CORE = protocol.MAX_REQUESTS_PER_CORE
 KERNEL_FILES = {"reader": "attention_reader.cpp", "compute": "attention_compute.cpp", "writer": "attention_writer.cpp"}
 """Kernel sources under :func:`ttnn_flashdecode.op.paths.kernel_dir`; names appear in profiler reports."""
 
-OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table", "work")
+OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table", "mask", "work")
 """Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args
 (``attention_dataflow.hpp``), and of their addresses in the common runtime args
 (:class:`~ttnn_flashdecode.op.protocol.CommonArg`). ``positions``: one int32 per user, a ROW_MAJOR
 DRAM-interleaved buffer of one page (ttnn's ``cur_pos_tensor``). ``page_table``: a paged cache's
 int32 page table ``[batch, entries]``, ROW_MAJOR, one page per user; a contiguous cache has none,
-and the POSITIONS operand's args stand in (never used). ``work``: the plan's work table
-(:func:`work_table`), a ROW_MAJOR DRAM-interleaved uint32 buffer like POSITIONS, whose
-TensorAccessorArgs are therefore POSITIONS' (the table is written after the plan it belongs to)."""
+and the POSITIONS operand's args stand in (never used). ``mask``: a non-causal call's attention
+mask ``[mask_users, 1, n_q_heads, capacity]`` (bfloat16 TILE); without one, the previous operand's
+args stand in. ``work``: the plan's work table (:func:`work_table`), a ROW_MAJOR DRAM-interleaved
+uint32 buffer like POSITIONS, whose TensorAccessorArgs are therefore POSITIONS' (the table is
+written after the plan it belongs to)."""
 
 
 def operand_accessor_args(per_operand: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
     """The TensorAccessorArgs lists of :data:`OPERANDS`, from those of the operands a call brings
-    (Q .. POSITIONS, and PAGE_TABLE when paged): a contiguous cache's missing PAGE_TABLE and the
-    WORK table take POSITIONS' args (the kernels never use the former; the latter is a buffer of
-    the same kind).
+    (Q .. POSITIONS, PAGE_TABLE when paged, MASK with an attention mask): a missing PAGE_TABLE or
+    MASK takes the last given one's args, which the kernels never use for it (a contiguous cache
+    with a mask passes POSITIONS' args in PAGE_TABLE's place), and the WORK table POSITIONS' (a
+    buffer of the same kind).
 
     Raises:
-        ValueError: not 6 or 7 lists.
+        ValueError: not 6 to 8 lists.
     """
-    brought = len(OPERANDS) - 1
-    if len(per_operand) not in (brought - 1, brought):
-        raise ValueError(f"accessor args: expected {brought - 1} or {brought} lists ({', '.join(OPERANDS[:brought])}), "
+    brought = len(OPERANDS) - 1  # all but WORK, which the op makes
+    if not brought - 2 <= len(per_operand) <= brought:
+        raise ValueError(f"accessor args: expected {brought - 2} to {brought} lists ({', '.join(OPERANDS[:brought])}), "
                          f"got {len(per_operand)}")
     lists = tuple(tuple(int(a) for a in args) for args in per_operand)
     positions = lists[OPERANDS.index("positions")]
-    return lists + (positions,) * (len(OPERANDS) - len(lists))
+    return lists + lists[-1:] * (brought - len(lists)) + (positions,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +178,8 @@ class Plan:
                 ("exp_approx", int(self.compute.approx_exp)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
-                ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args]
+                ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
+                ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -239,7 +243,8 @@ def plan_decode(
             (:func:`grid_cores`).
         arch: ``"wormhole_b0"`` or ``"blackhole"`` (for the L1 check).
         compute: compute-kernel options.
-        accessor_args: seven lists, the TensorAccessorArgs compile-time args of :data:`OPERANDS`.
+        accessor_args: the TensorAccessorArgs compile-time args of :data:`OPERANDS` (6 to 8 lists:
+            :func:`operand_accessor_args` fills in missing trailing operands).
         schedule: slices per core (:func:`ttnn_flashdecode.op.schedule.schedule`), one request per
             (user, KV group) -- per (sequence, Q head) for chunk -- in user-major order.
         noc_xy: logical core ``(x, y)`` -> its NoC coordinate (``worker_core_from_logical_core``).
@@ -262,8 +267,7 @@ def plan_decode(
         raise ValueError(f"residency: expected kv_format {KV_FORMATS[shape.kv_dtype]} ({shape.kv_dtype} cache), "
                          f"got {residency.kv_format}")
     check_fits(residency, arch, l1_budget_bytes)
-    if len(accessor_args) != len(OPERANDS):
-        raise ValueError(f"accessor_args: expected {len(OPERANDS)} lists ({', '.join(OPERANDS)}), got {len(accessor_args)}")
+    accessor_args = operand_accessor_args(accessor_args)  # 6..8 lists, missing trailing operands stood in for
     if schedule.requests != shape.requests:
         heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
         raise ValueError(f"schedule: expected {shape.requests} requests (batch x {heads}), got {schedule.requests}")
@@ -304,6 +308,7 @@ class Addresses:
     out: int
     positions: int
     page_table: int = 0
+    mask: int = 0
     work: int = 0
 
     def common_args(self) -> list[int]:
@@ -312,7 +317,7 @@ class Addresses:
         Raises:
             ValueError: an address does not fit 32 bits.
         """
-        words = [self.q, self.k, self.v, self.constants, self.out, self.positions, self.page_table, self.work]
+        words = [self.q, self.k, self.v, self.constants, self.out, self.positions, self.page_table, self.mask, self.work]
         for name, address in zip(OPERANDS, words):
             if not 0 <= address <= 0xFFFFFFFF:
                 raise ValueError(f"{name}: expected a uint32 byte address, got {address}")

@@ -77,7 +77,7 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
-__all__ = ["WORDS", "ROW_REQUEST_COUNT", "ROW_HEADER", "MAX_REQUESTS_PER_CORE", "request_row_offset", "work_row_words", "work_slot", "CommonArg", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
+__all__ = ["WORDS", "ROW_REQUEST_COUNT", "ROW_HEADER", "MAX_REQUESTS_PER_CORE", "request_row_offset", "work_row_words", "work_slot", "CommonArg", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "SINK_PAGE", "const_pages", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
 
 WORDS = 16
 """Words in one parameter block."""
@@ -128,8 +128,9 @@ class CommonArg(enum.IntEnum):
     OUT_BASE = 4
     POSITIONS_BASE = 5
     PAGE_TABLE_BASE = 6  # 0 for a contiguous cache
-    WORK_BASE = 7
-    CORE_TABLE = 8
+    MASK_BASE = 7  # 0 without an attention mask
+    WORK_BASE = 8
+    CORE_TABLE = 9
 
 
 TILE_POSITIONS = 32
@@ -149,6 +150,23 @@ MASK_PAGE = 2
 
 MASK_BEFORE_PAGE = 3
 """CONST page holding the mask of the tile before the last live one (several rows per head only)."""
+
+WINDOW_PAGE = 4
+"""CONST page holding the window mask of a sliding window's first tile (windowed programs only)."""
+
+WINDOW_NEXT_PAGE = 5
+"""CONST page holding the window mask of the tile after a sliding window's first one."""
+
+SINK_PAGE = 6
+"""CONST page holding each stage row's attention-sink logit in column 0 (calls with sinks only)."""
+
+
+def const_pages(windowed: bool, sink: bool = False) -> int:
+    """CONST pages per request: scaler, scale, two tail-mask pages; a windowed program adds the two
+    window-mask pages, a call with attention sinks the sink page (page 6, after the window's even
+    without one) (``const_pages``)."""
+    return SINK_PAGE + 1 if sink else WINDOW_NEXT_PAGE + 1 if windowed else MASK_BEFORE_PAGE + 1
+
 
 MAX_Q_ROWS = 32
 MAX_SPLIT = 255
@@ -211,9 +229,10 @@ class CB(enum.IntEnum):
     MAX_GLOBAL = 21  # split-K only, slices 1..: the request's max, copied from the parent
     POSITIONS = 22  # the POSITIONS operand's one page (an int32 per user), reader -> compute
     PAGE_TABLE = 23  # paged caches: one chunk of a user's page-table row (the reader's own)
-    WORK = 24  # this core's work row (WORK operand): reader -> compute
-    READER_WORK = 25  # the same row, the reader's own copy
-    WRITER_WORK = 26  # the same row, the writer's own copy
+    MASK = 24  # non-causal calls with attn_mask: a block's mask tiles, reader -> compute
+    WORK = 25  # this core's work row (WORK operand): reader -> compute
+    READER_WORK = 26  # the same row, the reader's own copy
+    WRITER_WORK = 27  # the same row, the writer's own copy
 
 
 class Semaphore(enum.IntEnum):
@@ -279,6 +298,7 @@ class ConstTile(enum.IntEnum):
     TAIL_MASK = 2  # tail mask t is tile TAIL_MASK + t, t = 0..31 (t = 0 kills the whole tile)
     CAUSAL_MASK = 34  # causal mask for chunk length C is tile CAUSAL_MASK + C - 1
     COUNT = 66
+    SINK = 66  # with attention sinks: tile SINK + h // 32, row h % 32, column 0 = Q head h's sink logit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,6 +360,8 @@ class Request:
             0..2**32-1.
         q, k, v, constants, out: operand locations (:class:`Operand`).
         tile_bytes: bytes per tile of the operands (2048 for bfloat16); not on the wire.
+        window: the program's sliding window in positions (0: none); not on the wire (a named
+            compile-time arg): row ``p`` attends ``max(0, p + 1 - window) .. p``.
     """
 
     q_rows: int
@@ -360,6 +382,7 @@ class Request:
     constants: Operand = Operand()
     out: Operand = Operand()
     tile_bytes: int = 2048
+    window: int = 0
 
     @property
     def heads(self) -> int:

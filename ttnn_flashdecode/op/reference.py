@@ -34,6 +34,10 @@ def attention_reference(
     chunk_start: int | Sequence[int] | None = None,
     rows: int | None = None,
     scale: float | None = None,
+    sliding_window_size: int | None = None,
+    attention_sink=None,
+    is_causal: bool = True,
+    attn_mask=None,
 ) -> np.ndarray:
     """GQA attention against a KV cache in float64, for the op's three request kinds.
 
@@ -55,6 +59,14 @@ def attention_reference(
         ints; user ``b``'s row ``r`` sits at position ``chunk_start[b] + r`` and attends to ``0`` ..
         that position; ``chunk_start[b] + C <= S``.
     * ``scale``: multiplier applied to ``q.k`` before the softmax; defaults to ``1/sqrt(D)``.
+    * ``sliding_window_size`` ``W`` (a positive int, or ``None``): the row at position ``p``
+      attends only ``max(0, p + 1 - W) .. p``.
+    * ``attention_sink`` (``H`` logits, or ``None``): Q head ``h``'s sink ``s_h`` joins each of its
+      rows' softmax denominators with no value: ``w_j = e^(S_j) / (sum_i e^(S_i) + e^(s_h))``.
+    * ``is_causal=False`` (decode, no positions): every row attends all ``S`` positions, plus
+      ``attn_mask`` (``[B_m, 1, H, S]`` or ``[1, B_m, H, S]``, ``B_m`` 1 or ``B``) added to the
+      scaled scores, each entry clamped into ``[-1e30, 1e30]`` and NaN taken as -1e30 (the op's
+      rule: a fully masked row weighs every position alike).
 
     GQA mapping: query head ``h`` reads kv head ``h // (H // G)``; ``H`` must be a multiple of ``G``.
     ``D`` is taken from ``k``'s last axis and ``H = q.shape[-1] // D``. Each row is its own
@@ -86,6 +98,12 @@ def attention_reference(
     batch, n_kv, cap, hd = k64.shape
     if hd == 0 or n_kv == 0 or cap == 0:
         raise ValueError(f"k: expected non-zero n_kv_heads, capacity and head_dim, got {list(k64.shape)}")
+    if not is_causal:
+        if cur_pos is not None or chunk_start is not None or rows is not None or sliding_window_size is not None:
+            raise ValueError("is_causal: expected no cur_pos, chunk_start, rows or window with non-causal attention")
+        cur_pos = [k64.shape[2] - 1] * k64.shape[0]
+    elif attn_mask is not None:
+        raise ValueError("attn_mask: expected None with causal attention")
     if (cur_pos is None) == (chunk_start is None):
         raise ValueError("cur_pos, chunk_start: expected exactly one of them, got "
                          f"{'both' if cur_pos is not None else 'neither'}")
@@ -131,19 +149,42 @@ def attention_reference(
     scale = float(scale)
     if not math.isfinite(scale) or scale <= 0.0:
         raise ValueError(f"scale: expected a finite positive float, got {scale}")
+    if sliding_window_size is not None and (isinstance(sliding_window_size, bool) or int(sliding_window_size) !=
+                                            sliding_window_size or sliding_window_size < 1):
+        raise ValueError(f"sliding_window_size: expected None or a positive int, got {sliding_window_size!r}")
 
+    bias = None
+    if attn_mask is not None:
+        bias = np.asarray(attn_mask, dtype=np.float64)
+        if bias.ndim != 4 or 1 not in bias.shape[:2] or bias.shape[0] * bias.shape[1] not in (1, batch) \
+                or bias.shape[2:] != (n_q, cap):
+            raise ValueError(f"attn_mask: expected [B, 1, {n_q}, {cap}] or [1, B, {n_q}, {cap}], got {list(bias.shape)}")
+        bias = np.clip(np.nan_to_num(bias, nan=-1e30), -1e30, 1e30).reshape(-1, n_kv, n_q // n_kv, cap)
+    sinks = None
+    if attention_sink is not None:
+        sinks = np.asarray(attention_sink, dtype=np.float64).ravel()
+        if sinks.shape != (n_q,) or not np.isfinite(sinks).all():
+            raise ValueError(f"attention_sink: expected {n_q} finite logits (one per Q head), got {sinks.shape}")
     group = n_q // n_kv
     qh = q64.reshape(batch, per_user, n_kv, group, hd)  # row j of user b, head h = g*group + r -> kv head g
     out = np.zeros((batch, per_user, n_kv, group, hd), dtype=np.float64)  # an idle user's rows stay 0
     for b in range(batch):
         for j, p in enumerate(last[b]):
             live = p + 1
-            kb = k64[b, :, :live, :]  # [G, L, D]
-            vb = v64[b, :, :live, :]
+            first = 0 if sliding_window_size is None else max(0, live - int(sliding_window_size))
+            kb = k64[b, :, first:live, :]  # [G, L, D]
+            vb = v64[b, :, first:live, :]
             scores = np.einsum("grd,gld->grl", qh[b, j], kb) * scale  # [G, group, L]
-            scores -= scores.max(axis=-1, keepdims=True)
-            w = np.exp(scores)
-            w /= w.sum(axis=-1, keepdims=True)
+            if bias is not None:
+                scores = scores + bias[b % bias.shape[0]]
+            top = scores.max(axis=-1, keepdims=True)
+            if sinks is not None:
+                top = np.maximum(top, sinks.reshape(n_kv, group, 1))
+            w = np.exp(scores - top)
+            total = w.sum(axis=-1, keepdims=True)
+            if sinks is not None:
+                total += np.exp(sinks.reshape(n_kv, group, 1) - top)
+            w /= total
             out[b, j] = np.einsum("grl,gld->grd", w, vb)
     return out.reshape(1, 1, batch * per_user, n_q * hd)
 

@@ -8,7 +8,8 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.
 
     Q        1                     landing page for the 64-byte chunks around one head's query row
     K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks
-    CONST    4                     scaler, scale, the masks of the last two live tiles
+    CONST    4 (6)                 scaler, scale, the masks of the last two live tiles (a windowed
+                                   program: and the window masks of its first two tiles)
     S        block_tiles           scores of one block, QS . K^T (+ mask)
     SCRATCH  block_tiles           probabilities P = exp(S - m) of one block
     M_A, M_B 1 each                running max, ping-pong (old / new)
@@ -36,7 +37,7 @@ import dataclasses
 
 from ttnn_flashdecode.emulator.arch import ArchSpec
 from ttnn_flashdecode.op.tiles import BLOCK_FLOAT_TILE_BYTES
-from ttnn_flashdecode.op.protocol import CB, MAX_REQUESTS_PER_CORE, MAX_SPLIT, partial_pages, tree_levels, work_row_words
+from ttnn_flashdecode.op.protocol import CB, MAX_REQUESTS_PER_CORE, MAX_SPLIT, const_pages, partial_pages, tree_levels, work_row_words
 from ttnn_flashdecode.op.kv_walk import PAGE_TABLE_CHUNK_ENTRIES
 
 __all__ = [
@@ -79,6 +80,7 @@ STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.O
 keeps long contexts and many split-K partials accurate."""
 
 CONST_PAGES = 4
+"""CONST pages of a program without a sliding window (``protocol.const_pages``)."""
 
 MAX_DIM_TILES = 16
 """Largest head_dim in tiles (512 elements): the range the op is built and tested for. The reader's
@@ -105,6 +107,10 @@ class Residency:
             bfloat16, or block-float bfloat8_b / bfloat4_b, which compute unpacks as it reads.
         work_requests: most requests on one core: sizes the WORK CBs' page, one work row
             (:attr:`work_row_bytes`).
+        windowed: the program has a sliding window: CONST holds two more pages, the window masks
+            (:func:`~ttnn_flashdecode.op.protocol.const_pages`).
+        sink: the call has attention sinks: CONST holds the sink page (page 6).
+        mask: the call has an attention mask: CB MASK holds a block's mask tiles.
     """
 
     q_rows: int
@@ -116,6 +122,9 @@ class Residency:
     batch: int = 1
     paged: bool = False
     kv_format: int = FLOAT16_B
+    windowed: bool = False
+    sink: bool = False
+    mask: bool = False
     work_requests: int = 1
 
     @property
@@ -160,11 +169,11 @@ def _pages(residency: Residency) -> dict[CB, int]:
     dim, block = residency.dim_tiles, residency.block_tiles
     kv_pages = 2 * block * dim  # two blocks: the reader fills one while compute drains the other
     return {
-        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: CONST_PAGES, CB.S: block, CB.SCRATCH: block,
+        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink), CB.S: block, CB.SCRATCH: block,
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
         CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
-    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({
+    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
         CB.MAX_INBOX: tree_levels(residency.max_split), CB.MAX_OUT: 1, CB.MAX_GLOBAL: 1,
@@ -277,7 +286,8 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
     if need > have:
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
                                   residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
-                                  kv_format=residency.kv_format)
+                                  kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
+                                  mask=residency.mask)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -288,7 +298,8 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
-    budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B,
+    budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
+    sink: bool = False, mask: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -302,12 +313,15 @@ def max_block_tiles(
         budget_bytes: L1 bytes for CBs; default ``available_l1_bytes(arch)`` (an empty L1).
         paged: a paged KV cache (adds the PAGE_TABLE CB).
         kv_format: the K/V CBs' format (:data:`KV_FORMATS`; block-float blocks take less L1).
+        windowed: a sliding-window program (two more CONST pages).
+        sink: a call with attention sinks (CONST's sink page).
+        mask: a call with an attention mask (CB MASK, a block's tiles).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    fields = dict(paged=paged, kv_format=kv_format)
+    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

@@ -46,6 +46,15 @@ class DecodeShape:
         q_layout: ``"rows"``: Q and the output ``[1, 1, batch * rows, n_q_heads * head_dim]``
             (activation layout); ``"heads"`` (decode only): ``[1, batch, n_q_heads, head_dim]``,
             ttnn's decode layout, each user's heads on the rows of its own row tiles (HEAD_ROWS).
+        window: sliding window in positions (0: none): the query row at position ``p`` attends
+            ``max(0, p + 1 - window) .. p``. Part of the program (a named compile-time arg); the
+            window's start follows the positions on device.
+        sink: the call has attention sinks (per Q head logits in the constants operand; the
+            normalising core folds them into the softmax).
+        causal: False: every query row attends every position of the cache (decode only;
+            ttnn's ``is_causal=False``); the positions are all the cache's last.
+        mask_users: with ``causal=False``, an additive attention mask ``[mask_users, 1,
+            n_q_heads, capacity]`` (1: one mask for every user); 0: none.
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -63,8 +72,19 @@ class DecodeShape:
     cache_blocks: int = 0
     kv_dtype: str = "bfloat16"
     q_layout: str = "rows"
+    window: int = 0
+    sink: bool = False
+    causal: bool = True
+    mask_users: int = 0
 
     def __post_init__(self):
+        if not self.causal and (self.kind != "decode" or self.window):
+            raise ValueError(f"causal: non-causal attention is decode only, without a window; got kind {self.kind!r}, "
+                             f"window {self.window}")
+        if self.mask_users and self.causal:
+            raise ValueError("mask_users: an attention mask needs causal=False (as ttnn's attn_mask)")
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
+            raise ValueError(f"window: expected an int >= 0 (0: no sliding window), got {self.window!r}")
         if self.q_layout not in Q_LAYOUTS:
             raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {self.q_layout!r}")
         if self.q_layout == "heads" and self.kind != "decode":
@@ -92,9 +112,20 @@ class DecodeShape:
 
     @property
     def cache_fields(self) -> dict:
-        """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache decides (``paged``,
-        ``kv_format``), as keywords for it and for ``max_block_tiles``."""
-        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype])
+        """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache and the score
+        modifiers decide (``paged``, ``kv_format``, ``windowed``, ``sink``), as keywords for it and for
+        ``max_block_tiles``."""
+        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0, sink=self.sink,
+                    mask=self.mask_users > 0)
+
+    @property
+    def window_tiles(self) -> int:
+        """Most position tiles one request's sliding window can touch: its ``window + rows - 1``
+        positions (the first row's window to the last row) starting anywhere in a tile; the cache's
+        capacity tiles without a window."""
+        if self.window == 0:
+            return self.capacity_tiles
+        return min(self.capacity_tiles, -(-(self.window + self.rows - 1 + 31) // 32))
 
     @property
     def cache_block_tiles(self) -> int:
@@ -138,8 +169,10 @@ class DecodeShape:
         Positions are not known when the program is built (the kernels read them from the
         POSITIONS operand; under trace capture they change on every replay), so the schedule,
         residency and runtime args assume every request at full capacity, and each slice works
-        out its own share of the live tiles on device (``Params::slice_begin``)."""
-        return [self.capacity] * self.requests
+        out its own share of the live tiles on device (``Params::slice_begin``). With a sliding
+        window a request never holds more than :attr:`window_tiles` tiles, so it is planned as that
+        many: the split follows the window, not the cache."""
+        return [min(self.capacity, 32 * self.window_tiles)] * self.requests
 
     @property
     def dim_tiles(self) -> int:

@@ -10,15 +10,18 @@ block_size, dh]`` with ``page_table_tensor``, in bfloat16, bfloat8_b or bfloat4_
 ``cur_pos_tensor`` (-1: idle slot), ``scale``, ``program_config`` (every field with ttnn's
 meaning: :func:`_program_config_keywords`), ``compute_kernel_config``, ``memory_config``; the
 output is ``[1, b, nh, dh]``. The kernels read Q and write the output in that layout directly
-(the HEAD_ROWS request flag): no reshape on the way. What is not supported is refused by name
-(``NotImplementedError``), never ignored: ``attn_mask`` / ``is_causal=False``,
-``sliding_window_size``, ``attention_sink``, and the paged call's ``paged_cache_geometry``,
+(the HEAD_ROWS request flag): no reshape on the way. ``sliding_window_size``, ``attention_sink``
+and ``is_causal=False`` with ``attn_mask`` are taken as ttnn takes them, ttnn's scaling of the sink
+and the mask included (both multiplied by ``scale``: tt-metal #55337 / #40470;
+:func:`ttnn_flashdecode.attention` takes them in score units). What is not supported is refused
+by name (``NotImplementedError``), never ignored: the paged call's ``paged_cache_geometry``,
 ``cache_position_modulo``, ``spec_multi_pos_tiles``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import ttnn
@@ -30,23 +33,68 @@ from ttnn_flashdecode.op.validate import resolve_grid
 
 __all__ = ["scaled_dot_product_attention_decode", "paged_scaled_dot_product_attention_decode"]
 
-def _refuse_unsupported(*, is_causal=True, attn_mask=None, sliding_window_size=None, attention_sink=None,
-                        paged_cache_geometry=None, cache_position_modulo=None, spec_multi_pos_tiles=0) -> None:
+def _refuse_unsupported(*, paged_cache_geometry=None, cache_position_modulo=None, spec_multi_pos_tiles=0) -> None:
     """Raises NotImplementedError naming the first keyword of ttnn's decode calls given a value the
     op does not support (their defaults are supported)."""
-    if attn_mask is not None:
-        raise NotImplementedError("attn_mask: an explicit attention mask is not supported (causal decode only)")
-    if is_causal is not True:
-        raise NotImplementedError(f"is_causal: only causal decode (True) is supported, got {is_causal!r}")
-    if sliding_window_size is not None:
-        raise NotImplementedError(f"sliding_window_size: sliding-window attention is not supported, got {sliding_window_size!r}")
-    if attention_sink is not None:
-        raise NotImplementedError("attention_sink: attention sinks are not supported")
     for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
                                  ("cache_position_modulo", cache_position_modulo, None),
                                  ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
         if value != default:
             raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
+
+
+def _window(sliding_window_size) -> int | None:
+    """ttnn's ``sliding_window_size`` as :func:`ttnn_flashdecode.attention` takes it: ttnn treats
+    ``None`` and 0 alike (no window; its kernels test ``> 0``); a positive W is the window (the row
+    at ``p`` attends ``max(0, p + 1 - W) .. p``, as ttnn's ``get_workload_for_core``)."""
+    return None if sliding_window_size is None or sliding_window_size == 0 else sliding_window_size
+
+
+def _ttnn_sink(attention_sink, q, scale):
+    """ttnn's ``attention_sink`` (``[nh, 32]``, TILE, column 0 per Q head) as the logits
+    :func:`ttnn_flashdecode.attention` takes: ttnn's kernels fold the sink in as ``exp(scale * (sink
+    - m))`` with ``m`` the unscaled running max, i.e. the sink is multiplied by ``scale`` like the
+    scores (tt-metal's own sink test divides gpt-oss's sinks by ``scale`` before the call to undo
+    it: #55337). The drop-in matches ttnn: logit = ``scale * sink`` (rounded to bfloat16 once
+    more; ttnn keeps the product in float32). ``attention()`` takes the logit itself."""
+    if attention_sink is None:
+        return None
+    from ttnn_flashdecode.op.validate import sink_logits
+
+    heads, head_dim = int(q.shape[2]), int(q.shape[3])
+    factor = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
+    return [factor * logit for logit in sink_logits(attention_sink, heads)]
+
+
+def _causal_keywords(is_causal, attn_mask, q, scale, sliding_window_size, **positions) -> dict:
+    """The position keywords :func:`ttnn_flashdecode.attention` takes for ttnn's ``is_causal`` /
+    ``attn_mask``: causal, the positions as given (and no mask: ttnn refuses one); non-causal, no
+    positions (ttnn reads none: every position of the cache is attended, ``cur_pos`` ignored, -1
+    included) and ``attn_mask`` multiplied by ``scale`` -- ttnn adds the mask to the unscaled
+    scores and scales both (``exp(scale * (QK + mask - m))``; tt-metal #40470), so a finite mask
+    acts ``scale`` times weaker than in torch's SDPA; ``-inf`` / ``finfo.min`` entries are unchanged
+    in effect. A device mask is scaled on device (``ttnn.multiply``).
+
+    Raises:
+        ValueError: a mask with ``is_causal=True``, or a window with ``is_causal=False``.
+    """
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("attn_mask: expected None with is_causal=True (ttnn: \"Must not have attn_mask tensor for "
+                             "non-causal attention\" -- a mask is for is_causal=False)")
+        return positions
+    if _window(sliding_window_size) is not None:
+        raise ValueError("sliding_window_size: expected None with is_causal=False (every position is attended)")
+    keywords = {"is_causal": False}
+    if attn_mask is not None:
+        factor = float(scale) if scale is not None else 1.0 / math.sqrt(int(q.shape[-1]))
+        if isinstance(attn_mask, ttnn.Tensor) and attn_mask.storage_type() == ttnn.StorageType.DEVICE:
+            keywords["attn_mask"] = ttnn.multiply(attn_mask, factor)
+        else:
+            from ttnn_flashdecode.op.validate import _mask_values
+
+            keywords["attn_mask"] = _mask_values(attn_mask) * np.float32(factor)
+    return keywords
 
 
 def _device_grid(q) -> tuple[int, int]:
@@ -145,8 +193,17 @@ def scaled_dot_product_attention_decode(
         memory_config: the output's: DRAM interleaved (default) or, on a device, L1 height-sharded.
         share_cache: True: K and V hold one cache (batch 1) that every user attends to, up to its
             own position (ttnn's meaning); False / None: one cache per user.
-        is_causal, attn_mask, sliding_window_size, attention_sink: only the defaults (causal, none)
-            are supported.
+        sliding_window_size: ``W`` (positions, the row's own included) or ``None`` / 0 (no
+            window), as ttnn: the row at ``p`` attends ``max(0, p + 1 - W) .. p``.
+        attention_sink: ttnn's ``[nh, 32]`` sink tensor (column 0 per Q head; device, host or
+            numpy), or None. As ttnn, the sink is multiplied by ``scale`` (its kernels treat it
+            like an unscaled score; tt-metal #55337): pass gpt-oss's sinks divided by ``scale``,
+            as tt-metal's own test does. :func:`ttnn_flashdecode.attention` takes the logit itself.
+        is_causal, attn_mask: ``is_causal=False``: every position of the cache is attended (no
+            positions needed; ttnn ignores them), with ``attn_mask`` (``[b, 1, nh, s]`` or ``[1, b,
+            nh, s]``, b may be 1; bfloat16 on a card) added to the scores -- multiplied by
+            ``scale`` first, as ttnn does (tt-metal #40470). See :func:`ttnn_flashdecode.attention`
+            for values (-inf, NaN, fully masked rows).
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
@@ -158,15 +215,17 @@ def scaled_dot_product_attention_decode(
             Q not 4-D ``[1, b, nh, dh]``, a program config the device cannot run
             (:func:`_program_config_keywords`), ``share_cache=True`` with K of batch != 1.
     """
-    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
-                        attention_sink=attention_sink)
-    if cur_pos is None and cur_pos_tensor is None:
-        raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
     _check_tensor_kinds(input_tensor_q=input_tensor_q, input_tensor_k=input_tensor_k, input_tensor_v=input_tensor_v)
+    positions = _causal_keywords(is_causal, attn_mask, input_tensor_q, scale, sliding_window_size,
+                                 cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor)
+    if is_causal and cur_pos is None and cur_pos_tensor is None:
+        raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
     shared = _shared_cache_table(input_tensor_q, input_tensor_k) if share_cache else None
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
-                            cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, scale=scale, page_table_tensor=shared,
-                            compute_kernel_config=compute_kernel_config, memory_config=memory_config)
+                            **positions, scale=scale, page_table_tensor=shared,
+                            compute_kernel_config=compute_kernel_config, memory_config=memory_config,
+                            sliding_window_size=_window(sliding_window_size),
+                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale))
 
 
 _shared_tables: dict = {}
@@ -244,17 +303,21 @@ def paged_scaled_dot_product_attention_decode(
         TypeError: no ``cur_pos_tensor``.
         ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``.
     """
-    _refuse_unsupported(is_causal=is_causal, attn_mask=attn_mask, sliding_window_size=sliding_window_size,
-                        attention_sink=attention_sink, paged_cache_geometry=paged_cache_geometry,
-                        cache_position_modulo=cache_position_modulo, spec_multi_pos_tiles=spec_multi_pos_tiles)
+    _refuse_unsupported(paged_cache_geometry=paged_cache_geometry, cache_position_modulo=cache_position_modulo,
+                        spec_multi_pos_tiles=spec_multi_pos_tiles)
     if page_table_tensor is None:
         raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
-    if cur_pos_tensor is None:
+    _check_tensor_kinds(input_tensor_q=input_tensor_q, input_tensor_k=input_tensor_k, input_tensor_v=input_tensor_v,
+                        page_table_tensor=page_table_tensor)
+    positions = _causal_keywords(is_causal, attn_mask, input_tensor_q, scale, sliding_window_size,
+                                 cur_pos_tensor=cur_pos_tensor)
+    if is_causal and cur_pos_tensor is None:
         raise TypeError("cur_pos_tensor: the paged decode call takes its positions as a tensor (int32 [b]), got None")
-    _check_tensor_kinds(page_table_tensor=page_table_tensor)
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
-                            cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor, scale=scale,
-                            compute_kernel_config=compute_kernel_config, memory_config=memory_config)
+                            **positions, page_table_tensor=page_table_tensor, scale=scale,
+                            compute_kernel_config=compute_kernel_config, memory_config=memory_config,
+                            sliding_window_size=_window(sliding_window_size),
+                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale))
 
 
 def _check_tensor_kinds(**tensors) -> None:

@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 import ttnn
 
-from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op import kv_walk, protocol
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
 
@@ -42,6 +42,11 @@ class Inputs:
     #: paged cache: the page table as int32 [batch, entries] when the host can see it, else None
     page_table: np.ndarray | None = None
     page_table_tensor: object = None  # page_table_tensor on a device, passed to the kernels as it is
+    #: attention sinks: one logit per Q head (score units), appended to the constants operand; None: no sinks
+    sink: tuple[float, ...] | None = None
+    #: attention mask (non-causal): float32 [mask_users, n_q_heads, capacity] when the host holds it
+    mask: np.ndarray | None = None
+    mask_tensor: object = None  # a device attn_mask, passed to the kernels as it is
 
 
 def _shape_of(tensor) -> tuple[int, ...]:
@@ -97,8 +102,19 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
 
 
 def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
-              q_layout="rows") -> Inputs:
-    request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
+              q_layout="rows", window: int = 0, attention_sink=None, causal: bool = True, attn_mask=None) -> Inputs:
+    if causal:
+        if attn_mask is not None:
+            raise ValueError("attn_mask: expected None with causal attention (an attention mask is for is_causal=False, "
+                             "as ttnn's)")
+        request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
+    else:
+        given = [name for name, value in (("cur_pos", cur_pos), ("cur_pos_tensor", cur_pos_tensor),
+                                          ("chunk_start", chunk_start), ("rows", rows)) if value is not None]
+        if given or window:
+            raise ValueError(f"is_causal: non-causal attention attends every position of the cache (decode, no "
+                             f"positions, no window), got {', '.join(given + (['sliding_window_size'] if window else []))}")
+        request_kind = "decode"
     kind = _kind(q, "q")  # the output's kind
     kinds = {kind, _kind(k, "k"), _kind(v, "v")}
     if "device" in kinds and len(kinds) != 1:
@@ -168,7 +184,8 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         if height != batch:
             what = "users (dim 1" if q_layout == "heads" else "rows (one per user"
             raise ValueError(f"q: expected {batch} {what}, {batch_of}), got {height}")
-        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
+        # Non-causal: every row attends the whole cache, i.e. sits at its last position.
+        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind) if causal else (capacity - 1,) * batch
     elif request_kind == "rows":
         per_user = int(rows)
         if ratio * per_user > protocol.MAX_Q_ROWS:
@@ -199,12 +216,97 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         _validate_device_tensors(q, k, v, q_layout)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
-                        q_layout=q_layout)
+                        q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
+                        mask_users=0 if attn_mask is None else _mask_users(attn_mask, batch, n_q_heads, capacity, kind))
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
     device_table = page_table_tensor if page_table_tensor is not None and page_table is None else None
-    return Inputs(shape, positions, kind, device_positions, page_table, device_table)
+    sink = None if attention_sink is None else sink_logits(attention_sink, n_q_heads)
+    mask = mask_tensor = None
+    if attn_mask is not None:
+        if kind == "device":
+            mask_tensor = attn_mask
+        else:
+            mask = _mask_values(attn_mask).reshape(shape.mask_users, n_q_heads, capacity)
+    return Inputs(shape, positions, kind, device_positions, page_table, device_table, sink, mask, mask_tensor)
+
+
+def _mask_values(attn_mask) -> np.ndarray:
+    """A host mask's values as float32 (NaN and inf kept: the kernels clamp them)."""
+    if isinstance(attn_mask, ttnn.Tensor):
+        host = attn_mask if attn_mask.layout == ttnn.ROW_MAJOR_LAYOUT else attn_mask.to(ttnn.ROW_MAJOR_LAYOUT)
+        if host.dtype == ttnn.float32:
+            return np.asarray(host.to_numpy(), dtype=np.float32)
+        return np.asarray(host.to_list(), dtype=np.float32)
+    return np.asarray(attn_mask, dtype=np.float32)
+
+
+def _mask_users(attn_mask, batch: int, n_q_heads: int, capacity: int, kind: str) -> int:
+    """Users of ``attn_mask`` (1: one mask for every user, else ``batch``), checking ttnn's
+    shapes: ``[B_m, 1, n_q_heads, capacity]`` (what tt-metal's tests build) or ``[1, B_m,
+    n_q_heads, capacity]`` (ttnn's docstring), ``B_m`` 1 or ``batch``; a device tensor bfloat16,
+    TILE, DRAM interleaved, like Q's kind.
+
+    Raises:
+        TypeError: not a tensor or array.
+        ValueError: another shape, dtype, layout or memory.
+    """
+    if isinstance(attn_mask, ttnn.Tensor):
+        on_device = attn_mask.storage_type() == ttnn.StorageType.DEVICE
+        if on_device != (kind == "device"):
+            raise ValueError(f"attn_mask: expected a {'device' if kind == 'device' else 'host'} tensor like q, got a "
+                             f"{'device' if on_device else 'host'} tensor")
+        if on_device:
+            if attn_mask.dtype != ttnn.bfloat16 or attn_mask.layout != ttnn.TILE_LAYOUT:
+                raise ValueError(f"attn_mask: expected a bfloat16 TILE device tensor (block-float masks are not "
+                                 f"supported), got {attn_mask.dtype} {attn_mask.layout}")
+            config = attn_mask.memory_config()
+            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+                raise ValueError(f"attn_mask: expected a DRAM-interleaved tensor, got {config}")
+    elif not isinstance(attn_mask, np.ndarray):
+        raise TypeError(f"attn_mask: expected a ttnn.Tensor or a numpy array, got {type(attn_mask).__name__}")
+    elif kind == "device":
+        raise ValueError("attn_mask: expected a device tensor with device q, k, v, got a numpy array")
+    shape = tuple(int(d) for d in attn_mask.shape)
+    users = shape[0] * shape[1] if len(shape) == 4 and 1 in shape[:2] else 0
+    if users not in (1, batch) or shape[2:] != (n_q_heads, capacity):
+        raise ValueError(f"attn_mask: expected [B, 1, {n_q_heads}, {capacity}] or [1, B, {n_q_heads}, {capacity}] "
+                         f"(B = 1 or the batch {batch}; n_q_heads, the cache's capacity), got {list(shape)}")
+    return users
+
+
+def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
+    """``attention_sink`` as one float logit per Q head: a numpy array / sequence ``[n_q_heads]``,
+    ``[n_q_heads, 1]`` or ttnn's ``[n_q_heads, 32]`` layout (column 0; the rest padding), or a
+    ttnn.Tensor of those shapes (host or device; a device tensor is read back once per call --
+    sinks are weights). Each is rounded to bfloat16 (the constants operand's format).
+
+    Raises:
+        TypeError: not a tensor, array or sequence of numbers.
+        ValueError: another shape, or a value that is not finite.
+    """
+    if isinstance(attention_sink, ttnn.Tensor):
+        host = attention_sink.cpu() if attention_sink.storage_type() == ttnn.StorageType.DEVICE else attention_sink
+        if host.layout != ttnn.ROW_MAJOR_LAYOUT:
+            host = host.to(ttnn.ROW_MAJOR_LAYOUT)
+        values = np.asarray(host.to_list(), dtype=np.float64)
+        values = values.reshape([d for d in values.shape if d != 1] or [1]) if values.ndim > 2 else values
+    elif isinstance(attention_sink, (np.ndarray, Sequence)) and not isinstance(attention_sink, (str, bytes)):
+        try:
+            values = np.asarray(attention_sink, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"attention_sink: expected numbers, got {attention_sink!r}") from error
+    else:
+        raise TypeError(f"attention_sink: expected a ttnn.Tensor, numpy array or sequence, got {type(attention_sink).__name__}")
+    if values.ndim == 2 and values.shape[0] == n_q_heads and values.shape[1] >= 1:
+        values = values[:, 0]
+    if values.shape != (n_q_heads,):
+        raise ValueError(f"attention_sink: expected one logit per Q head, [{n_q_heads}], [{n_q_heads}, 1] or ttnn's "
+                         f"[{n_q_heads}, 32] (column 0), got shape {list(values.shape)}")
+    if not np.isfinite(values).all():
+        raise ValueError(f"attention_sink: expected finite logits, got {values[~np.isfinite(values)][:4].tolist()}")
+    return tuple(float(x) for x in values.astype(ml_dtypes.bfloat16).astype(np.float64))
 
 
 def _kv_dtype(tensor) -> str:
@@ -263,9 +365,10 @@ def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
 
 
 def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> None:
-    """Every entry a request will read (the blocks holding its user's positions ``0 .. p``) names
-    a block of the cache. Entries past a user's position are never read and may hold anything
-    (-1 for unused, as serving stacks leave them).
+    """Every entry a request will read (the blocks holding its user's positions ``0 .. p``; with a
+    sliding window, from the block of the window's first tile) names a block of the cache. Entries
+    past a user's position, or before its window, are never read and may hold anything (-1 for
+    unused, as serving stacks leave them).
 
     Raises:
         ValueError: naming the first entry outside ``0 .. cache_blocks - 1``.
@@ -275,13 +378,14 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
     for user in range(shape.batch):
         live = max(kv[user * per_user:(user + 1) * per_user])
         used = -(-live // shape.cache_block_size)
-        row = table[user, :used]
+        first = kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows) * 32 // shape.cache_block_size
+        row = table[user, first:used]
         bad = np.flatnonzero((row < 0) | (row >= shape.cache_blocks))
         if bad.size:
-            entry = int(bad[0])
+            entry = first + int(bad[0])
             raise ValueError(
                 f"page_table_tensor[{user}][{entry}]: expected a block of the cache (0..{shape.cache_blocks - 1}; "
-                f"user {user} reads entries 0..{used - 1}), got {int(row[entry])}")
+                f"user {user} reads entries {first}..{used - 1}), got {int(table[user, entry])}")
 
 
 def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool,
@@ -364,13 +468,19 @@ def height_sharded_l1(config) -> bool:
 
 
 
-def validate_options(*, backend: str, split, scale, max_split=None) -> None:
-    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``, ``max_split``.
+def validate_options(*, backend: str, split, scale, max_split=None, sliding_window_size=None) -> int:
+    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``, ``max_split``,
+    ``sliding_window_size``; returns the window (0: none).
 
     Raises:
         ValueError: a backend outside :data:`BACKENDS`, a split or max_split outside
-            ``1..MAX_SPLIT``, a scale that is not a positive number of at most :data:`SCALE_MAX`.
+            ``1..MAX_SPLIT``, a scale that is not a positive number of at most :data:`SCALE_MAX`, a
+            sliding window that is not a positive int.
     """
+    if sliding_window_size is not None and (isinstance(sliding_window_size, bool) or not isinstance(
+            sliding_window_size, (int, np.integer)) or not 1 <= sliding_window_size < 2**31):
+        raise ValueError(f"sliding_window_size: expected None or a positive int (positions each row attends, "
+                         f"its own included), got {sliding_window_size!r}")
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     for name, value in (("split", split), ("max_split", max_split)):
@@ -382,6 +492,7 @@ def validate_options(*, backend: str, split, scale, max_split=None) -> None:
     ):
         raise ValueError(f"scale: expected a finite positive number, at most {SCALE_MAX:.6g} (the kernels hold it in "
                          f"bfloat16), got {scale!r}")
+    return int(sliding_window_size or 0)
 
 
 def resolve_grid(grid, full: tuple[int, int], name: str = "grid"):
