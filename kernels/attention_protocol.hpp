@@ -113,7 +113,7 @@ enum Cb : uint32_t {
     kCbMask = 24,       // non-causal calls with attn_mask: the block's mask tiles (rows: stage rows), reader -> compute
     kCbWork = 25,        // this core's work row (WORK operand): reader -> compute
     kCbReaderWork = 26,  // the same row, the reader's own copy (reserved once, never pushed)
-    kCbWriterWork = 27,  // the same row, the writer's own copy
+    kCbWriterWork = 27,  // the same row, reader -> writer
 };
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).

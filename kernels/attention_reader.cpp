@@ -11,7 +11,8 @@
 // CommonArg), then, for a split program, the NoC coordinate table of its cores.
 //
 // First, once: this core's work row from the WORK operand (its request count and 16 parameter-block
-// words per request), kept in READER_WORK and copied (L1 to L1) into WORK for compute; the POSITIONS operand's one page (an int32 per user) into POSITIONS, pushed for
+// words per request), kept in READER_WORK and copied (L1 to L1) into WORK for compute and WRITER_WORK
+// for the writer; the POSITIONS operand's one page (an int32 per user) into POSITIONS, pushed for
 // compute; the reader keeps each of its requests' kv_positions. Then per request it pushes: QSTAGE dim_tiles pages (the request's stage rows, attention_protocol.hpp
 // "Request kinds"); CONST 4 pages (scaler, scale and the masks it needs); then for each block of the
 // slice's window (its live tiles rounded up to whole double blocks), K and V
@@ -413,6 +414,15 @@ void read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions) {
     cb_push_back(kCbPositions, 1);
 }
 
+// A copy of this core's work row (at `row`, the reader's own) into one page of `cb`, pushed for the
+// kernel that consumes it: an L1-to-L1 copy, not another DRAM read.
+void hand_over_work_row(uint32_t row, uint32_t cb) {
+    cb_reserve_back(cb, 1);
+    noc_async_read(get_noc_addr(row), get_write_ptr(cb), kWorkRowBytes);
+    noc_async_read_barrier();
+    cb_push_back(cb, 1);
+}
+
 }  // namespace
 
 void kernel_main() {
@@ -423,12 +433,11 @@ void kernel_main() {
     const uint32_t const_base = get_write_ptr(kCbConst);
     uint32_t split_items = 0;  // split slices served so far: the *_READY semaphores count them
 
-    // This core's work row: the reader's own copy from DRAM, and compute's copied from it in L1.
+    // This core's work row: read from DRAM once, into the reader's own copy, then copied in L1 to
+    // compute (WORK) and to the writer (WRITER_WORK).
     const uint32_t row = read_work_row(kCbReaderWork);
-    cb_reserve_back(kCbWork, 1);
-    noc_async_read(get_noc_addr(row), get_write_ptr(kCbWork), kWorkRowBytes);
-    noc_async_read_barrier();
-    cb_push_back(kCbWork, 1);
+    hand_over_work_row(row, kCbWork);
+    hand_over_work_row(row, kCbWriterWork);
     const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));
     uint32_t kv_positions[kMaxRequestsPerCore];
     read_positions(row, requests, kv_positions);

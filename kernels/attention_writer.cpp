@@ -2,8 +2,8 @@
 // the OUT circular buffer back into the output tensor, which has Q's activation layout.
 //
 // Compile-time args: as the reader. Runtime args: none per core; common ones as the reader's (the
-// operands' addresses, the NoC table). It reads its own copy of the core's work row (WRITER_WORK)
-// from the WORK operand. It never reads positions: what it writes does not depend on them (the
+// operands' addresses, the NoC table). The reader hands it its own copy of the core's work row
+// (WRITER_WORK). It never reads positions: what it writes does not depend on them (the
 // stage rows, the split tree), so it checks only the request's layout.
 //
 // Other rows of the same output tile belong to other users or heads (other requests), so only the
@@ -78,7 +78,8 @@ void scatter_rows(const Params& p, const Accessor& out_writer) {
 void kernel_main() {
     uint32_t split_items = 0;  // split slices served so far: kSemInboxReady counts them
 
-    const uint32_t row = read_work_row(kCbWriterWork);  // this core's work row, the writer's own copy
+    cb_wait_front(kCbWriterWork, 1);  // this core's work row, copied for the writer by the reader
+    const uint32_t row = get_read_ptr(kCbWriterWork);
     const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));
     const auto out_writer = TensorAccessor(kOutArgs, operand_base(kCommonOutBase), kTileBytes);
     for (uint32_t r = 0; r < requests; ++r) {
@@ -100,4 +101,5 @@ void kernel_main() {
         scatter_rows(p, out_writer);
         cb_pop_front(kCbOut, kDimTiles);
     }
+    cb_pop_front(kCbWriterWork, 1);
 }

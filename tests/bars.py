@@ -42,9 +42,9 @@ def run_quiet(op, *args, **kwargs):
     return out
 
 
-WORK_ROW_READS = 2
-"""DRAM reads of a core's work row per launch: the reader's copy (compute's is copied from it in
-L1) and the writer's (``attention_dataflow.hpp`` ``read_work_row``)."""
+WORK_ROW_READS = 1
+"""DRAM reads of a core's work row per launch: the reader's (compute's and the writer's copies are
+copied from it in L1; ``attention_reader.cpp`` ``hand_over_work_row``)."""
 
 
 def work_row_bytes(cores: int, requests_per_core: int = 1) -> int:

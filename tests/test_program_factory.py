@@ -119,7 +119,7 @@ def test_every_core_decodes_to_its_request():
         assert request.constants == protocol.Operand.interleaved(0)
     for role in (0, 2):  # reader and writer: the operands' addresses in OPERANDS order
         assert list(program.kernels[role].common_runtime_args) == [
-            ADDRESSES.q, ADDRESSES.k, ADDRESSES.v, ADDRESSES.constants, ADDRESSES.out, ADDRESSES.positions, 0, ADDRESSES.work]
+            ADDRESSES.q, ADDRESSES.k, ADDRESSES.v, ADDRESSES.constants, ADDRESSES.out, ADDRESSES.positions, 0, 0, ADDRESSES.work]  # no page table, no mask
     assert list(program.kernels[1].common_runtime_args) == []
 
 

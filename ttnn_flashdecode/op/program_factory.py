@@ -91,13 +91,15 @@ def operand_accessor_args(per_operand: Sequence[Sequence[int]]) -> tuple[tuple[i
     buffer of the same kind).
 
     Raises:
-        ValueError: not 6 to 8 lists.
+        ValueError: not 6 to 8 lists (or all 9).
     """
     brought = len(OPERANDS) - 1  # all but WORK, which the op makes
-    if not brought - 2 <= len(per_operand) <= brought:
-        raise ValueError(f"accessor args: expected {brought - 2} to {brought} lists ({', '.join(OPERANDS[:brought])}), "
-                         f"got {len(per_operand)}")
     lists = tuple(tuple(int(a) for a in args) for args in per_operand)
+    if len(lists) == len(OPERANDS):  # already complete (a plan's own)
+        return lists
+    if not brought - 2 <= len(lists) <= brought:
+        raise ValueError(f"accessor args: expected {brought - 2} to {brought} lists ({', '.join(OPERANDS[:brought])}), "
+                         f"or all {len(OPERANDS)}, got {len(per_operand)}")
     positions = lists[OPERANDS.index("positions")]
     return lists + lists[-1:] * (brought - len(lists)) + (positions,)
 

@@ -232,7 +232,7 @@ class CB(enum.IntEnum):
     MASK = 24  # non-causal calls with attn_mask: a block's mask tiles, reader -> compute
     WORK = 25  # this core's work row (WORK operand): reader -> compute
     READER_WORK = 26  # the same row, the reader's own copy
-    WRITER_WORK = 27  # the same row, the writer's own copy
+    WRITER_WORK = 27  # the same row, reader -> writer
 
 
 class Semaphore(enum.IntEnum):
