@@ -92,6 +92,27 @@ def _gathered(pages: np.ndarray, table: np.ndarray, live: int) -> np.ndarray:
     return out
 
 
+def _sink_column(sink) -> np.ndarray:
+    """Sink logits as the reference takes them: one per Q head (column 0 of ttnn's ``[nh, 32]``)."""
+    values = np.asarray(sink, dtype=np.float64)
+    return values[:, 0] if values.ndim == 2 else values
+
+
+def _reference_options(options: dict, factor: float = 1.0) -> dict:
+    """The window, sink and mask keywords of a call as :func:`attention_reference` takes them; the
+    sink and the mask multiplied by ``factor`` (a drop-in's ``scale``, as ttnn does)."""
+    out = {}
+    if options.get("sliding_window_size"):  # the drop-ins' 0 is no window, as None
+        out["sliding_window_size"] = options["sliding_window_size"]
+    if options.get("is_causal", True) is False:
+        out["is_causal"] = False
+    if options.get("attn_mask") is not None:
+        out["attn_mask"] = np.asarray(options["attn_mask"], dtype=np.float64) * factor
+    if options.get("attention_sink") is not None:
+        out["attention_sink"] = _sink_column(options["attention_sink"]) * factor
+    return out
+
+
 def attend(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100, 5), rows=None, chunk_start=None,
            chunk=None, positions_as="list", block_size=None, shared_blocks=False, table=None, q_height=None,
            q_width=None, q_unit=None, k_scale=1.0, seed=0, **options) -> Call:
@@ -101,7 +122,10 @@ def attend(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100,
     entries per user through a random block permutation (one spare block), or every user's row
     ``0, 1, ..`` (``shared_blocks``); ``table(t)`` patches the table in place. ``q_height`` /
     ``q_width`` override Q's rows / columns; ``q_unit``: Q entries +-q_unit (a power of two,
-    exact); ``k_scale`` scales K. ``options`` go to :func:`attention` as they are."""
+    exact); ``k_scale`` scales K. ``options`` go to :func:`attention` as they are; with
+    ``is_causal=False`` no positions are passed (every position is attended). The reference takes
+    ``sliding_window_size``, ``is_causal``, ``attn_mask`` as given and ``attention_sink``'s column 0
+    (:func:`_sink_column`): attention() takes both in score units, as the reference does."""
     rng = np.random.default_rng(seed)
     per_user = chunk if chunk_start is not None else (rows or 1)
     shape = (1, 1, batch * per_user if q_height is None else q_height, n_q * head_dim if q_width is None else q_width)
@@ -120,6 +144,8 @@ def attend(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100,
     if chunk_start is not None:
         kinds = dict(chunk_start=chunk_start)
         reference_kinds = dict(kinds)
+    elif options.get("is_causal", True) is False:
+        kinds, reference_kinds = {}, {}
     else:
         positions = list(cur_pos)
         kinds = dict(rows=rows, **({"cur_pos_tensor": np.asarray(positions, np.int32)} if positions_as == "tensor"
@@ -134,7 +160,7 @@ def attend(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100,
         if page_table is not None:
             live = _live_positions(reference_kinds, per_user)
             cache = tuple(_gathered(pages, page_table, live) for pages in cache)
-        return attention_reference(q, *cache, scale=options.get("scale"), **reference_kinds)
+        return attention_reference(q, *cache, scale=options.get("scale"), **reference_kinds, **_reference_options(options))
 
     return Call(run, reference)
 
@@ -146,11 +172,14 @@ def _emulated_grid() -> tuple[int, int]:
 
 
 def dropin(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100, 5), k_chunk_size=None, grid_size=None,
-           sub_core_grids=None, share_cache=None, kv_batch=None, seed=0) -> Call:
+           sub_core_grids=None, share_cache=None, kv_batch=None, seed=0, **options) -> Call:
     """``transformer.scaled_dot_product_attention_decode`` (Q ``[1, b, nh, dh]``) with a
     ``program_config`` when ``k_chunk_size`` (0 without), ``grid_size`` (``(x, y)``; the emulated
     device's grid without) or ``sub_core_grids`` is given; ``share_cache`` as the call takes it, K
-    and V of ``kv_batch`` (default: 1 with ``share_cache``, else ``batch``)."""
+    and V of ``kv_batch`` (default: 1 with ``share_cache``, else ``batch``). ``options``
+    (``sliding_window_size``, ``attention_sink``, ``is_causal``, ``attn_mask``) go to the call as
+    ttnn takes them; the reference gets the sink and the mask multiplied by the default ``scale``
+    ``1/sqrt(head_dim)``, as ttnn applies them (and no positions with ``is_causal=False``)."""
     rng = np.random.default_rng(seed)
     kv_batch = kv_batch if kv_batch is not None else (1 if share_cache else batch)
     q = _bf16(rng, (1, batch, n_q, head_dim))
@@ -163,12 +192,14 @@ def dropin(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100,
 
     def run():
         return transformer.scaled_dot_product_attention_decode(q, k, v, cur_pos=list(cur_pos), program_config=config,
-                                                               share_cache=share_cache)
+                                                               share_cache=share_cache, **options)
 
     def reference():
         rows = q.reshape(1, 1, batch, n_q * head_dim)
         cache = (k, v) if kv_batch == batch else tuple(np.repeat(c, batch, axis=0) for c in (k, v))  # one shared cache
-        return attention_reference(rows, *cache, cur_pos=list(cur_pos)).reshape(q.shape)
+        positions = {} if options.get("is_causal", True) is False else dict(cur_pos=list(cur_pos))
+        extra = _reference_options(options, 1 / math.sqrt(head_dim))
+        return attention_reference(rows, *cache, **positions, **extra).reshape(q.shape)
 
     return Call(run, reference)
 
@@ -299,6 +330,31 @@ def _many_users(n: int, split) -> Call:
 _requests_unsplit = Stated(lambda: _many_users(20_000, 1), r"requests: expected at most (\d+)")
 _requests_split = Stated(lambda: _many_users(20_000, None), r"requests: expected at most (\d+)")
 _one_block_l1 = l1_bytes(Residency(1, 16, 1, fp32_stats=True))  # head_dim 512, block 1, unsplit, 1 user
+
+WINDOW = "sliding_window_size: expected None or a positive int"
+SINK_SHAPE = "attention_sink: expected one logit per Q head"
+MASK_SHAPE = "attn_mask: expected [B, 1,"
+SINKS = (1.5, -2.0, 0.75, 3.0, -0.5)  # bfloat16-exact logits, one per Q head (NQ + 1 of them)
+
+
+def _sinks(heads: int, columns: int | None = None):
+    """``heads`` logits of :data:`SINKS` as a list, or in ttnn's ``[heads, columns]`` layout: column
+    0 the logit, the other columns padding the op must not read (99)."""
+    if columns is None:
+        return list(SINKS[:heads])
+    out = np.full((heads, columns), 99.0, np.float32)
+    if columns:
+        out[:, 0] = SINKS[:heads]
+    return out
+
+
+def _mask(*shape: int) -> np.ndarray:
+    """An attention mask of ``shape``: bfloat16-exact biases in [-2, 2], about a third -inf."""
+    rng = np.random.default_rng(1)
+    mask = rng.uniform(-2, 2, shape).astype(BF16).astype(np.float32)
+    mask[rng.random(shape) < 0.3] = -np.inf
+    return mask
+
 
 BOUNDARIES = [
     # positions
@@ -507,6 +563,55 @@ BOUNDARIES = [
     Boundary("paged capacity: whole double blocks of entries", "{where}: expected a KV cache of whole double blocks",
              lambda e: attend(block_size=32, capacity=32 * e, cur_pos=[5, 32 * e - 1]), 2, 3,
              r"page_table_tensor \(3 entries x block size 32\): expected a KV cache of whole double blocks"),
+    # sliding windows (attention(): None or W >= 1; the drop-ins: 0 is no window, as ttnn's)
+    Boundary("sliding_window_size 1: the row's own position", WINDOW, lambda w: attend(sliding_window_size=w), 1, 0,
+             r"sliding_window_size: expected None or a positive int \(positions each row attends, its own included\), "
+             r"got 0$"),
+    Boundary("sliding_window_size past the capacity, up to int32's", WINDOW, lambda w: attend(sliding_window_size=w),
+             2**31 - 1, 2**31, r"sliding_window_size: expected None or a positive int .*, got 2147483648$"),
+    Boundary("drop-in sliding_window_size 0: no window, as ttnn's", WINDOW, lambda w: dropin(sliding_window_size=w), 0, -1,
+             r"sliding_window_size: expected None or a positive int .*, got -1$"),
+    # attention sinks: one logit per Q head (attention(): score units; the drop-ins: ttnn's [nh, 32] times scale)
+    Boundary("attention_sink: one logit per Q head", SINK_SHAPE, lambda h: attend(attention_sink=_sinks(h)), NQ, NQ + 1,
+             r"attention_sink: expected one logit per Q head, \[4\], \[4, 1\] or ttnn's \[4, 32\] \(column 0\), "
+             r"got shape \[5\]$"),
+    Boundary("drop-in attention_sink: ttnn's [nh, 32], a row per Q head", SINK_SHAPE,
+             lambda h: dropin(attention_sink=_sinks(h, 32)), NQ, NQ + 1,
+             r"attention_sink: expected one logit per Q head, .* got shape \[5, 32\]$"),
+    Boundary("attention_sink [nh, columns]: column 0 there", SINK_SHAPE, lambda c: attend(attention_sink=_sinks(NQ, c)),
+             1, 0, r"attention_sink: expected one logit per Q head, .* got shape \[4, 0\]$"),
+    Boundary("attention_sink: bfloat16's largest logit", "attention_sink: expected finite logits",
+             lambda s: attend(attention_sink=[s] + _sinks(NQ)[1:]), BF16_MAX, math.inf,
+             r"attention_sink: expected finite logits, got \[inf\]$"),
+    # non-causal attention and its mask: [B, 1, nh, S] or [1, B, nh, S], B 1 or the batch
+    Boundary("attn_mask: B = the batch", MASK_SHAPE, lambda b: attend(is_causal=False, attn_mask=_mask(b, 1, NQ, CAP)),
+             B, B + 1, r"attn_mask: expected \[B, 1, 4, 128\] or \[1, B, 4, 128\] \(B = 1 or the batch 2; n_q_heads, "
+             r"the cache's capacity\), got \[3, 1, 4, 128\]$"),
+    Boundary("attn_mask: B = 1, one mask for every user", MASK_SHAPE,
+             lambda b: attend(is_causal=False, attn_mask=_mask(b, 1, NQ, CAP)), 1, 0,
+             r"attn_mask: expected \[B, 1, 4, 128\] .* got \[0, 1, 4, 128\]$"),
+    Boundary("attn_mask [1, B, nh, S] (ttnn's docstring): dim 0 of one", MASK_SHAPE,
+             lambda d: attend(is_causal=False, attn_mask=_mask(d, B, NQ, CAP)), 1, 2,
+             r"attn_mask: expected \[B, 1, 4, 128\] .* got \[2, 2, 4, 128\]$"),
+    Boundary("attn_mask: a row per Q head", MASK_SHAPE, lambda h: attend(is_causal=False, attn_mask=_mask(B, 1, h, CAP)),
+             NQ, NQ + 1, r"attn_mask: expected \[B, 1, 4, 128\] .* got \[2, 1, 5, 128\]$"),
+    Boundary("attn_mask: a column per cache position", MASK_SHAPE,
+             lambda s: attend(is_causal=False, attn_mask=_mask(B, 1, NQ, s)), CAP, CAP + 1,
+             r"attn_mask: expected \[B, 1, 4, 128\] .* got \[2, 1, 4, 129\]$"),
+    Boundary("attn_mask with is_causal=False, not True", "attn_mask: expected None with causal attention",
+             lambda c: attend(is_causal=c, attn_mask=_mask(B, 1, NQ, CAP)), False, True,
+             r"attn_mask: expected None with causal attention \(an attention mask is for is_causal=False, as ttnn's\)$"),
+    Boundary("drop-in attn_mask with is_causal=False, not True", "attn_mask: expected None with is_causal=True",
+             lambda c: dropin(is_causal=c, attn_mask=_mask(B, 1, NQ, CAP)), False, True,
+             r"attn_mask: expected None with is_causal=True \(ttnn: \"Must not have attn_mask tensor for non-causal "
+             r"attention\" -- a mask is for is_causal=False\)$"),
+    Boundary("non-causal: no window", "is_causal: non-causal attention attends every position",
+             lambda w: attend(is_causal=False, sliding_window_size=w), None, 1,
+             r"is_causal: non-causal attention attends every position of the cache \(decode, no positions, no window\), "
+             r"got sliding_window_size$"),
+    Boundary("drop-in non-causal: sliding_window_size 0, no window", "sliding_window_size: expected None with is_causal=False",
+             lambda w: dropin(is_causal=False, sliding_window_size=w), 0, 1,
+             r"sliding_window_size: expected None with is_causal=False \(every position is attended\)$"),
 ]
 
 
@@ -532,6 +637,17 @@ def test_first_invalid_value_is_refused_by_its_check(boundary):
     assert site.matches(str(raised.value)), f"refused by another check than {site}: {raised.value}"
 
 
+@pytest.mark.xfail(strict=True, reason="op/validate.py sink_logits checks finiteness in float64, then rounds to bfloat16: a "
+                   "finite logit past bfloat16's range becomes inf and the output NaN (its row above stops at inf)")
+def test_a_sink_logit_past_bfloat16_is_refused():
+    """The sink's true bound is bfloat16's range (the kernels hold it in bfloat16, as they do
+    scale): a logit that rounds to inf must be refused like inf, not attended as inf."""
+    from ttnn_flashdecode.op.validate import sink_logits
+
+    with pytest.raises(ValueError, match="attention_sink"):
+        sink_logits([BF16_MAX + 2.0**119] + _sinks(NQ)[1:], NQ)  # finite; rounds to bfloat16 inf
+
+
 # ------------------------------------------------------------ refusals with no numeric bound
 
 @dataclasses.dataclass(frozen=True)
@@ -546,6 +662,8 @@ class NoBoundary:
 
 
 _ERRORS = "test_attention_errors.py::"
+_MASK = "test_attention_mask.py::"
+_SINK = "test_attention_sink.py::"
 _DROPIN = "test_transformer_dropin.py::"
 _HERE = "test_boundaries.py::"
 
@@ -631,6 +749,21 @@ NO_NUMERIC_BOUNDARY = [
                "input_tensor_q: expected a ttnn.Tensor or a numpy array, got list", "a type"),
     NoBoundary("input_tensor_q: expected shape [1, b, nh, dh]", _DROPIN + "test_drop_in_refusals_name_the_drop_in_arguments",
                r"input_tensor_q: expected shape \[1, b, nh, dh\]", "a rank"),
+    NoBoundary("attn_mask: expected a ttnn.Tensor or a numpy array", _MASK + "test_mask_refusals",
+               "attn_mask=[[0.0]]), TypeError", "a type"),
+    NoBoundary("attn_mask: expected a {'device'", _HERE + "test_refusals_with_no_numeric_bound_of_device_tensors",
+               "attn_mask: expected a device tensor like q, got a host tensor", "where a tensor lives"),
+    NoBoundary("attn_mask: expected a device tensor with device q, k, v",
+               _HERE + "test_refusals_with_no_numeric_bound_of_device_tensors",
+               "attn_mask: expected a device tensor with device q, k, v, got a numpy array", "where a tensor lives"),
+    NoBoundary("attn_mask: expected a bfloat16 TILE device tensor", _HERE + "test_refusals_with_no_numeric_bound_of_device_tensors",
+               "attn_mask: expected a bfloat16 TILE device tensor", "a dtype / layout"),
+    NoBoundary("attn_mask: expected a DRAM-interleaved tensor", _HERE + "test_refusals_with_no_numeric_bound_of_device_tensors",
+               "attn_mask: expected a DRAM-interleaved tensor, got", "a memory config"),
+    NoBoundary("attention_sink: expected numbers", _HERE + "test_refusals_with_no_numeric_bound_on_the_host",
+               "attention_sink: expected numbers, got", "a type"),
+    NoBoundary("attention_sink: expected a ttnn.Tensor, numpy array or sequence", _SINK + "test_sink_layouts_and_refusals",
+               '("sinks", TypeError)', "a type"),
 ]
 
 
@@ -660,6 +793,8 @@ def test_refusals_with_no_numeric_bound_on_the_host(mock_cluster):
          TypeError, r"input_tensor_v: expected a ttnn.Tensor or a numpy array, got list"),
         (lambda: transformer.paged_scaled_dot_product_attention_decode(q_heads, k, k, [[0]], cur_pos_tensor=positions),
          TypeError, r"page_table_tensor: expected a ttnn.Tensor or a numpy array, got list"),
+        (lambda: attention(q, k, k, cur_pos=[5, 100], attention_sink=["a", "b", "c", "d"]), TypeError,
+         r"attention_sink: expected numbers, got \['a', 'b', 'c', 'd'\]"),
     ]
     for call, error, message in cases:
         with pytest.raises(error, match=message):
@@ -668,7 +803,7 @@ def test_refusals_with_no_numeric_bound_on_the_host(mock_cluster):
 
 def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
     """Device tensors (a mock Wormhole: allocated, never executed) of the wrong dtype, layout or
-    memory, and positions that do not live where Q does: refused by name before any launch."""
+    memory, and positions or masks that do not live where Q does: refused by name before any launch."""
     rng = np.random.default_rng(0)
     q, k = _bf16(rng, (1, 1, B, NQ * D)), _bf16(rng, (B, NKV, CAP, D))
 
@@ -678,6 +813,7 @@ def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
 
     dq, dk = on_device(q), on_device(k)
     positions = np.array([5, 100], np.int32)
+    mask = _mask(B, 1, NQ, CAP)
     cases = [
         (lambda: attention(on_device(q, ttnn.float32), dk, dk, cur_pos=[5, 100]), r"q: expected dtype bfloat16, got"),
         (lambda: attention(dq, on_device(k, layout=ttnn.ROW_MAJOR_LAYOUT), dk, cur_pos=[5, 100]),
@@ -691,6 +827,18 @@ def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
         (lambda: attention(dq, dk, dk, cur_pos_tensor=on_device(positions, ttnn.int32, ttnn.ROW_MAJOR_LAYOUT,
                                                                  ttnn.L1_MEMORY_CONFIG)),
          r"cur_pos_tensor: expected a DRAM-interleaved tensor, got"),
+        (lambda: attention(dq, dk, dk, is_causal=False, attn_mask=mask),
+         r"attn_mask: expected a device tensor with device q, k, v, got a numpy array"),
+        (lambda: attention(dq, dk, dk, is_causal=False, attn_mask=ttnn.Tensor(mask, ttnn.bfloat16, layout=ttnn.TILE_LAYOUT)),
+         r"attn_mask: expected a device tensor like q, got a host tensor"),
+        (lambda: attention(q, k, k, is_causal=False, attn_mask=on_device(mask)),
+         r"attn_mask: expected a host tensor like q, got a device tensor"),
+        (lambda: attention(dq, dk, dk, is_causal=False, attn_mask=on_device(mask, ttnn.float32)),
+         r"attn_mask: expected a bfloat16 TILE device tensor \(block-float masks are not supported\), got DataType.FLOAT32"),
+        (lambda: attention(dq, dk, dk, is_causal=False, attn_mask=on_device(mask, layout=ttnn.ROW_MAJOR_LAYOUT)),
+         r"attn_mask: expected a bfloat16 TILE device tensor .*, got DataType.BFLOAT16 Layout.ROW_MAJOR"),
+        (lambda: attention(dq, dk, dk, is_causal=False, attn_mask=on_device(mask, memory=ttnn.L1_MEMORY_CONFIG)),
+         r"attn_mask: expected a DRAM-interleaved tensor, got"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
