@@ -62,28 +62,37 @@ struct RowCopy {
 // Tile rows per landing round: each row comes as two 64-byte chunks into the one CB Q page.
 constexpr uint32_t kLandingRows = kTileBytes / (2 * kQueryChunkBytes);
 
-// Copies `count` tile rows, copy j described by `copy_at(j)` (a RowCopy), from `reader`'s
-// operand. Only the rows are fetched: each 32-byte face row comes in the 64-byte DRAM-aligned
-// chunk around it (64 B is Blackhole's DRAM read alignment and a multiple of Wormhole's 32),
-// lands in CB Q, and is copied into place over the core's own NoC, so source and destination
-// alignment always match.
-template <typename Accessor, typename CopyAt>
-void gather_rows(const Accessor& reader, uint32_t count, CopyAt copy_at) {
+// Row j of a gather, resolved: the NoC address of its source page (offset 0), its row there, and
+// where it goes (row `dst_row` of the L1 tile at `dst`).
+struct RowChunk {
+    uint64_t page;
+    uint32_t row;
+    uint32_t dst;
+    uint32_t dst_row;
+};
+using RowAt = RowChunk (*)(const void* gather, uint32_t j);
+
+// Copies `count` tile rows, row j described by `at(gather, j)`. Only the rows are fetched: each
+// 32-byte face row comes in the 64-byte DRAM-aligned chunk around it (64 B is Blackhole's DRAM
+// read alignment and a multiple of Wormhole's 32), lands in CB Q, and is copied into place over
+// the core's own NoC, so source and destination alignment always match. One body for every gather
+// (Q, masks, sinks, attention masks; out of line): Wormhole NCRISC's IRAM is 16 KiB.
+__attribute__((noinline)) void gather_row_chunks(uint32_t count, RowAt at, const void* gather) {
     cb_reserve_back(kCbQ, 1);
     const uint32_t landing = get_write_ptr(kCbQ);
     for (uint32_t first = 0; first < count; first += kLandingRows) {
         const uint32_t n = count - first < kLandingRows ? count - first : kLandingRows;
         for (uint32_t j = 0; j < n; ++j) {
-            const RowCopy c = copy_at(first + j);
+            const RowChunk c = at(gather, first + j);
             for (uint32_t half = 0; half < 2; ++half) {
                 const uint32_t offset = face_row_offset(c.row, half);
                 const uint32_t slot = landing + (j * 2 + half) * kQueryChunkBytes;
-                noc_async_read(reader.get_noc_addr(c.page, offset & ~(kQueryChunkBytes - 1)), slot, kQueryChunkBytes);
+                noc_async_read(c.page + (offset & ~(kQueryChunkBytes - 1)), slot, kQueryChunkBytes);
             }
         }
         noc_async_read_barrier();
         for (uint32_t j = 0; j < n; ++j) {
-            const RowCopy c = copy_at(first + j);
+            const RowChunk c = at(gather, first + j);
             for (uint32_t half = 0; half < 2; ++half) {
                 const uint32_t offset = face_row_offset(c.row, half);
                 const uint32_t src = landing + (j * 2 + half) * kQueryChunkBytes + offset % kQueryChunkBytes;
@@ -92,6 +101,22 @@ void gather_rows(const Accessor& reader, uint32_t count, CopyAt copy_at) {
         }
         noc_async_read_barrier();
     }
+}
+
+// Copies `count` tile rows, copy j described by `copy_at(j)` (a RowCopy), from `reader`'s operand
+// (gather_row_chunks).
+template <typename Accessor, typename CopyAt>
+void gather_rows(const Accessor& reader, uint32_t count, const CopyAt& copy_at) {
+    struct Gather {
+        const Accessor& reader;
+        const CopyAt& copy_at;
+    };
+    const Gather gather{reader, copy_at};
+    gather_row_chunks(count, [](const void* context, uint32_t j) {
+        const Gather& self = *static_cast<const Gather*>(context);
+        const RowCopy c = self.copy_at(j);
+        return RowChunk{self.reader.get_noc_addr(c.page, 0), c.row, c.dst, c.dst_row};
+    }, &gather);
 }
 
 // QSTAGE stage row s, dim tile d = Q row query_row_of(s) of Q head (first head + stage_head(s)),

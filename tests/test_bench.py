@@ -83,3 +83,15 @@ def test_bench_kv_dtype_column_bfloat8_b_reads_at_most_055_of_bfloat16():
     assert versus[0] == 1.0 and versus[1] <= 0.55 and versus[2] <= 0.30, versus
     table = bench.format_table(rows)
     assert " bfp8 " in table and f"{versus[1]:.3f}" in table
+
+
+def test_bench_window_rows_read_the_window_not_the_context():
+    """``--window``: bytes, cores and time follow the window (gpt-oss's 128, Gemma's 512), the n150
+    row checked against the emulator (bench raises when they disagree)."""
+    rows = bench.run(["minicpm5-1b"], [8192], [1], ["n150"], emulate_budget=20_000, window=512)
+    plain = bench.run(["minicpm5-1b"], [8192], [1], ["n150"], emulate_budget=0)
+    (row,), (full,) = rows, plain
+    assert row.source == "emu" and row.model.endswith("W=512")
+    assert row.dram_read_bytes <= 1.05 * row.min_dram_bytes
+    assert row.min_dram_bytes == 2 * 2 * 16 * 4 * 2048  # 2 KV heads, K and V, the 16 tiles W=512 touches at 8191
+    assert row.dram_read_bytes * 10 < full.dram_read_bytes and row.time_s < full.time_s

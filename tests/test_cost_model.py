@@ -223,3 +223,21 @@ def test_cost_model_weighted_calls_per_tile(seed_model):
     assert per_feature["live_tiles"] > 8
     # K and V: dim_tiles bfloat16 tiles each per live tile.
     assert seed_model.bytes["dram_read_bytes"][cm.FEATURES.index("live_tiles")] == 2 * 4 * cm.TILE_BYTES
+
+
+@pytest.mark.parametrize("kv_per_user, window, split", [([4101, 300], 512, None), ([2048], 256, 3)])
+def test_cost_model_dram_bytes_follow_a_sliding_window(seed_model, kv_per_user, window, split):
+    """A windowed call is modelled as the unwindowed work on its window's tiles
+    (cm.windowed_kv_positions): every core's DRAM bytes exactly as the emulator counts them (the
+    window mask is built in L1), planned with the window (op_schedule's / _op_plan's window)."""
+    shape = cm.Shape("MiniCPM-like", cm.SEED_Q_ROWS * 2, 2, cm.SEED_HEAD_DIM)
+    report, plan = cm._run_emulated(shape, kv_per_user, split, None, capacity=8192, window=window)
+    kv = cm.windowed_kv_positions([p for p in kv_per_user for _ in range(shape.n_kv_heads)], window)
+    features = cm.work_features(plan.schedule, kv, plan.residency.block_tiles, users=len(kv_per_user))
+    predicted = seed_model.core_bytes(features)["dram_read_bytes"]
+    assert len(report.cores) == plan.schedule.used_cores
+    for index, core in enumerate(plan.cores):
+        assert int(predicted[index]) == report.cores[core].dram_read_bytes, f"core {index} {core}"
+    minimum = cm.min_dram_bytes([p for p in kv_per_user for _ in range(shape.n_kv_heads)], shape.dim_tiles,
+                                window=window)
+    assert minimum < report.total_dram_read_bytes <= 1.1 * minimum

@@ -72,9 +72,9 @@ class Row(cm.RooflineRatios):
     breakdown: dict
 
 
-def _measured(shape: cm.Shape, context: int, batch: int, split, kv_dtype: str = "bfloat16"):
+def _measured(shape: cm.Shape, context: int, batch: int, split, kv_dtype: str = "bfloat16", window: int = 0):
     """Emulator counters of one call: (DRAM read bytes, L1-to-L1 bytes, cores used), and the plan."""
-    report, plan = cm._run_emulated(shape, [context] * batch, split, None, kv_dtype=kv_dtype)
+    report, plan = cm._run_emulated(shape, [context] * batch, split, None, kv_dtype=kv_dtype, window=window)
     totals = report.totals
     return (totals.dram_read_bytes, totals.l1_read_bytes + totals.l1_write_bytes, len(report.cores)), plan
 
@@ -116,6 +116,7 @@ def run(
     min_slice_tiles: int | None = None,
     kv_dtypes: Sequence[str] = ("bfloat16",),
     log=None,
+    window: int = 0,
 ) -> list[Row]:
     """Compute every row (see the module docstring).
 
@@ -123,16 +124,19 @@ def run(
     (``schedule.DEFAULT_MIN_SLICE_TILES``) to compare bounds. ``kv_dtypes``: the K/V cache dtypes
     to run each call with (``bfloat16``, ``bfloat8_b``, ``bfloat4_b``); an emulated block-float
     row packs its cache with ttnn (:func:`ttnn_flashdecode.op.devices.ensure_host_context` first).
+    ``window``: a sliding window for every call (0: none); its rows are named ``model W=...``.
 
     Raises:
         cost_model.CalibrationError: the kernels no longer fit the cost model's features.
         RuntimeError: an emulator run's bytes or cores disagree with the analytic model.
     """
     with _min_slice_tiles(min_slice_tiles):
-        return _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log)
+        return _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log,
+                    window)
 
 
-def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log) -> list[Row]:
+def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log,
+         window=0) -> list[Row]:
     seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
     rows = []
     for key in models:
@@ -142,15 +146,16 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
             dev = cm.device(device_name, p150_cores if device_name == "p150" else None)
             for context in contexts:
                 for batch, kv_dtype in ((b, d) for b in batches for d in kv_dtypes):
-                    plan, kv, block_tiles = cm.op_schedule(shape, [context] * batch, dev, split=split, kv_dtype=kv_dtype)
+                    plan, kv, block_tiles = cm.op_schedule(shape, [context] * batch, dev, split=split, kv_dtype=kv_dtype,
+                                                           window=window)
                     est = cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights, users=batch,
-                                      kv_dtype=kv_dtype)
+                                      kv_dtype=kv_dtype, window=window)
                     source, dram, noc, used = "model", est.dram_read_bytes, est.combine_noc_bytes, est.cores_used
                     emulable = dev.arch == "wormhole_b0" and dev.grid == cm._emulated_grid()
                     if emulable and batch * shape.n_kv_heads * context <= emulate_budget:
                         if log:
                             log(f"  emulating {shape.name} context {context} batch {batch} {kv_dtype} ...")
-                        (dram, noc, used), _ = _measured(shape, context, batch, split, kv_dtype)
+                        (dram, noc, used), _ = _measured(shape, context, batch, split, kv_dtype, window)
                         if (dram, noc, used) != (est.dram_read_bytes, est.combine_noc_bytes, est.cores_used):
                             raise RuntimeError(
                                 f"{shape.name} context {context} batch {batch} {kv_dtype}: expected the emulator to match the "
@@ -158,7 +163,8 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
                                 f"{est.cores_used} cores), got DRAM {dram} B, NoC {noc} B, {used} cores")
                         source = "emu"
                     rows.append(Row(
-                        model=shape.name, context=context, batch=batch, device=device_name, kv_dtype=kv_dtype,
+                        model=shape.name + (f" W={window}" if window else ""), context=context, batch=batch,
+                        device=device_name, kv_dtype=kv_dtype,
                         cores=dev.cores,
                         cores_used=used, max_live_tiles=est.max_live_tiles, min_live_tiles=est.min_live_tiles,
                         max_split=est.max_split, block_tiles=block_tiles, dram_read_bytes=dram,
@@ -318,6 +324,8 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"emulate n150 rows up to batch x n_kv_heads x context request-positions (default {EMULATE_BUDGET}; 0: none)")
     parser.add_argument("--kv-dtypes", default=",".join(KV_SHORT),
                         help="comma-separated K/V cache dtypes, from bfloat16, bfloat8_b, bfloat4_b (default: all three)")
+    parser.add_argument("--window", type=_positive, default=0,
+                        help="sliding window (positions) for every call: DRAM bytes and time follow the window's tiles")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
     parser.add_argument("--plot", metavar="PATH.png", help="write modelled time vs context with the roofline")
     return parser
@@ -342,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = functools.partial(print, file=sys.stderr, flush=True)
     rows = run(models, args.contexts, args.batches, devices, weights=args.weights,
                emulate_budget=args.emulate_budget, p150_cores=args.p150_cores, split=args.split,
-               min_slice_tiles=args.min_slice_tiles, kv_dtypes=kv_dtypes, log=log)
+               min_slice_tiles=args.min_slice_tiles, kv_dtypes=kv_dtypes, log=log, window=args.window)
     print("ttnn_flashdecode bench -- device times are MODELLED, NOT MEASURED")
     print(format_table(rows))
     print(_legend(args.weights))

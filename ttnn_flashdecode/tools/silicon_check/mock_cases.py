@@ -40,6 +40,7 @@ class Case:
     cache_block_size: int = 0  # paged: positions per cache block (a device page table); 0: contiguous
     kv_dtype: str = "bfloat16"  # the K/V cache's ttnn dtype: bfloat16, bfloat8_b or bfloat4_b
     drop_in: bool = False  # through ttnn_flashdecode.transformer, Q [1, b, nh, dh] height-sharded in L1
+    mask: bool = False  # is_causal=False with a device attn_mask [b, 1, nh, capacity] (bfloat16 TILE)
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -72,6 +73,18 @@ CASES = (
          dict(cur_pos=[5, 1000]), drop_in=True),
     Case("paged bfloat8_b cache, block 64, ROWS 3", 4, 16, 2, 128, 4096, dict(cur_pos=[100, 1000, 2500, 4095], rows=3),
          q_rows_per_user=3, cache_block_size=64, kv_dtype="bfloat8_b"),
+    # Issue 20: sliding windows, attention sinks, non-causal masks (every score modifier compiled in).
+    Case("gpt-oss layer: window 128 + sinks, paged, scheduler split", 4, 16, 2, 64, 4096,
+         dict(cur_pos=[5, 300, 2000, 4095], sliding_window_size=128, attention_sink=[0.5 * h for h in range(16)]),
+         cache_block_size=64),
+    Case("ROWS 4 with window 40 + sinks (window masks on two tiles)", 2, 8, 2, 128, 2048,
+         dict(cur_pos=[100, 2047], rows=4, sliding_window_size=40, attention_sink=[1.0] * 8), q_rows_per_user=4),
+    Case("drop-in paged, window 512 + sinks, Q height-sharded", 8, 32, 8, 128, 4096,
+         dict(cur_pos=list(range(7, 4096, 512)), sliding_window_size=512, attention_sink=[[0.25]] * 32),
+         cache_block_size=64, drop_in=True),
+    Case("non-causal with a device attn_mask (Whisper), scheduler split", 2, 20, 20, 64, 1536, dict(), mask=True),
+    Case("non-causal paged with attn_mask and sinks, scheduler split", 2, 16, 2, 128, 2048,
+         dict(attention_sink=[0.0] * 16), cache_block_size=64, mask=True),
 )
 
 
@@ -104,6 +117,9 @@ def run_case(device, case: Case, rng: np.random.Generator):
         call["compute_kernel_config"] = ttnn.ComputeConfigDescriptor(
             math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=False, math_approx_mode=True)
     cache = _tensor(device, k, case.kv_dtype)
+    if case.mask:
+        mask = np.where(rng.random((case.batch, 1, case.n_q_heads, case.capacity)) < 0.25, -np.inf, 0.0)
+        call.update(is_causal=False, attn_mask=_tensor(device, mask))
     if case.drop_in:
         return _drop_in(device, case, cache, call, rng)
     return attention(_tensor(device, q), cache, cache, **call)
