@@ -54,7 +54,9 @@ constexpr uint32_t kWorkRowBytes = get_named_compile_time_arg_val("work_row_byte
 constexpr uint32_t kGridX = get_named_compile_time_arg_val("grid_x");
 
 // The buffer address of an operand (common runtime arg `arg`, attention_protocol.hpp CommonArg).
-inline uint32_t operand_base(CommonArg arg) { return get_common_arg_val<uint32_t>(arg); }
+// Out of line, as core_noc_addr: a watcher build checks every common-arg index, and one copy of
+// that check instead of one per call site keeps the reader inside Wormhole NCRISC's 16 KiB IRAM.
+__attribute__((noinline)) inline uint32_t operand_base(CommonArg arg) { return get_common_arg_val<uint32_t>(arg); }
 
 // Reads this core's work row into a reserved page of `cb` (the caller pushes it or keeps it) and
 // returns the page's L1 address.
@@ -90,7 +92,7 @@ inline void l1_set_word(uint32_t addr, uint32_t index, uint32_t value) {
 
 // NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
 // split program hold the table).
-inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {
+__attribute__((noinline)) inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {
     const uint32_t word = get_common_arg_val<uint32_t>(kCommonCoreTable + core);
     return get_noc_addr(core_noc_x(word), core_noc_y(word), l1_addr);
 }

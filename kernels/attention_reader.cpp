@@ -439,13 +439,16 @@ void read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions) {
     cb_push_back(kCbPositions, 1);
 }
 
-// A copy of this core's work row (at `row`, the reader's own) into one page of `cb`, pushed for the
-// kernel that consumes it: an L1-to-L1 copy, not another DRAM read.
-void hand_over_work_row(uint32_t row, uint32_t cb) {
-    cb_reserve_back(cb, 1);
-    noc_async_read(get_noc_addr(row), get_write_ptr(cb), kWorkRowBytes);
+// Copies of this core's work row (at `row`, the reader's own) into WORK for compute and WRITER_WORK
+// for the writer, pushed: L1-to-L1 copies, not more DRAM reads.
+void hand_over_work_row(uint32_t row) {
+    cb_reserve_back(kCbWork, 1);
+    cb_reserve_back(kCbWriterWork, 1);
+    noc_async_read(get_noc_addr(row), get_write_ptr(kCbWork), kWorkRowBytes);
+    noc_async_read(get_noc_addr(row), get_write_ptr(kCbWriterWork), kWorkRowBytes);
     noc_async_read_barrier();
-    cb_push_back(cb, 1);
+    cb_push_back(kCbWork, 1);
+    cb_push_back(kCbWriterWork, 1);
 }
 
 }  // namespace
@@ -461,8 +464,7 @@ void kernel_main() {
     // This core's work row: read from DRAM once, into the reader's own copy, then copied in L1 to
     // compute (WORK) and to the writer (WRITER_WORK).
     const uint32_t row = read_work_row(kCbReaderWork);
-    hand_over_work_row(row, kCbWork);
-    hand_over_work_row(row, kCbWriterWork);
+    hand_over_work_row(row);
     const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));
     uint32_t kv_positions[kMaxRequestsPerCore];
     read_positions(row, requests, kv_positions);

@@ -34,13 +34,13 @@ def test_work_cbs_hold_one_work_row(requests, row_bytes):
         cb_plan(Residency(8, 4, 16, work_requests=22))
 
 
-def test_attention_mask_adds_a_block_of_mask_tiles_and_a_positions_word():
+def test_attention_mask_adds_a_block_of_mask_tiles():
     masked = dataclasses.replace(SEED, mask=True)
     extra = {cb.index: cb for cb in cb_plan(masked)}.keys() - {cb.index for cb in cb_plan(SEED)}
     assert extra == {int(protocol.CB.MASK)}
     (mask,) = [cb for cb in cb_plan(masked) if cb.index == protocol.CB.MASK]
     assert (mask.pages, mask.page_bytes) == (SEED.block_tiles, 2048)
-    assert masked.positions_bytes == SEED.positions_bytes + 4  # the mask's address
+    assert masked.positions_bytes == SEED.positions_bytes  # the mask's address is a common runtime arg
 
 
 def test_paged_cache_adds_one_page_table_chunk():

@@ -85,7 +85,7 @@ def test_sfpi_headers_are_the_stand_in_by_default(monkeypatch, tmp_path):
     monkeypatch.setattr("ttnn_flashdecode.tools.silicon_check.toolchain._real_sfpi_include_dirs", lambda: [tmp_path / "none"])
     monkeypatch.delenv(SFPI_INCLUDE_ENV, raising=False)
     folder, why = sfpi_include_dir()
-    assert folder == SFPI_STANDIN_DIR == REPO / "ttnn_flashdecode" / "silicon_check" / "sfpi_standin"
+    assert folder == SFPI_STANDIN_DIR == REPO / "ttnn_flashdecode" / "tools" / "silicon_check" / "sfpi_standin"
     assert "stand-in" in why
     assert {"sfpi.h", "tensix_builtins.h"} <= {path.name for path in folder.iterdir()}
 
