@@ -1,6 +1,6 @@
 """Every refusal tested at its boundary (issue 25, items 1 and 2).
 
-For each host-side refusal of :func:`ttnn_flashdecode.attention` and the drop-ins (``op/validate.py``,
+For each host-side refusal of :func:`ttnn_flashdecode.attention` and the drop-ins (``op/validate.py``, ``op/score_inputs.py``,
 the plan-time refusals of ``op/plan.py``, ``op/transformer.py``) the table :data:`BOUNDARIES` holds
 one row per bound: the LAST valid value, which must be accepted and give the float64 reference's
 result (tests/bars.py's bar) with a quiet run, and the FIRST invalid value, which must be refused
@@ -839,7 +839,7 @@ def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
 
 # ------------------------------------------------------------------- the completeness check
 
-REFUSING_MODULES = ("ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
+REFUSING_MODULES = ("ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/score_inputs.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
 
 
 @dataclasses.dataclass(frozen=True)

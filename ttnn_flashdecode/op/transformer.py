@@ -59,7 +59,7 @@ def _ttnn_sink(attention_sink, q, scale):
     more; ttnn keeps the product in float32). ``attention()`` takes the logit itself."""
     if attention_sink is None:
         return None
-    from ttnn_flashdecode.op.validate import sink_logits
+    from ttnn_flashdecode.op.score_inputs import sink_logits
 
     heads, head_dim = int(q.shape[2]), int(q.shape[3])
     factor = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
@@ -91,9 +91,9 @@ def _causal_keywords(is_causal, attn_mask, q, scale, sliding_window_size, **posi
         if isinstance(attn_mask, ttnn.Tensor) and attn_mask.storage_type() == ttnn.StorageType.DEVICE:
             keywords["attn_mask"] = ttnn.multiply(attn_mask, factor)
         else:
-            from ttnn_flashdecode.op.validate import _mask_values
+            from ttnn_flashdecode.op.score_inputs import mask_values
 
-            keywords["attn_mask"] = _mask_values(attn_mask) * np.float32(factor)
+            keywords["attn_mask"] = mask_values(attn_mask) * np.float32(factor)
     return keywords
 
 

@@ -19,13 +19,11 @@ import ttnn
 from ttnn_flashdecode.op import kv_walk, protocol
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
+from ttnn_flashdecode.op.score_inputs import SCALE_MAX, mask_users, mask_values, sink_logits
 
 __all__ = ["IDLE", "BACKENDS", "Inputs", "validate_inputs", "validate_options", "height_sharded_l1", "resolve_grid"]
 
 BACKENDS = ("auto", "device", "emulator")
-
-SCALE_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
-"""The largest ``scale``: the constants tile holds it in bfloat16, where a larger one is inf."""
 
 IDLE = -1
 """A position that marks an idle batch slot (as in ttnn's ``cur_pos_tensor``): no K/V read, zero output rows."""
@@ -217,7 +215,7 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
                         q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
-                        mask_users=0 if attn_mask is None else _mask_users(attn_mask, batch, n_q_heads, capacity, kind))
+                        mask_users=0 if attn_mask is None else mask_users(attn_mask, batch, n_q_heads, capacity, kind))
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
@@ -228,88 +226,8 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         if kind == "device":
             mask_tensor = attn_mask
         else:
-            mask = _mask_values(attn_mask).reshape(shape.mask_users, n_q_heads, capacity)
+            mask = mask_values(attn_mask).reshape(shape.mask_users, n_q_heads, capacity)
     return Inputs(shape, positions, kind, device_positions, page_table, device_table, sink, mask, mask_tensor)
-
-
-def _mask_values(attn_mask) -> np.ndarray:
-    """A host mask's values as float32 (NaN and inf kept: the kernels clamp them)."""
-    if isinstance(attn_mask, ttnn.Tensor):
-        host = attn_mask if attn_mask.layout == ttnn.ROW_MAJOR_LAYOUT else attn_mask.to(ttnn.ROW_MAJOR_LAYOUT)
-        if host.dtype == ttnn.float32:
-            return np.asarray(host.to_numpy(), dtype=np.float32)
-        return np.asarray(host.to_list(), dtype=np.float32)
-    return np.asarray(attn_mask, dtype=np.float32)
-
-
-def _mask_users(attn_mask, batch: int, n_q_heads: int, capacity: int, kind: str) -> int:
-    """Users of ``attn_mask`` (1: one mask for every user, else ``batch``), checking ttnn's
-    shapes: ``[B_m, 1, n_q_heads, capacity]`` (what tt-metal's tests build) or ``[1, B_m,
-    n_q_heads, capacity]`` (ttnn's docstring), ``B_m`` 1 or ``batch``; a device tensor bfloat16,
-    TILE, DRAM interleaved, like Q's kind.
-
-    Raises:
-        TypeError: not a tensor or array.
-        ValueError: another shape, dtype, layout or memory.
-    """
-    if isinstance(attn_mask, ttnn.Tensor):
-        on_device = attn_mask.storage_type() == ttnn.StorageType.DEVICE
-        if on_device != (kind == "device"):
-            raise ValueError(f"attn_mask: expected a {'device' if kind == 'device' else 'host'} tensor like q, got a "
-                             f"{'device' if on_device else 'host'} tensor")
-        if on_device:
-            if attn_mask.dtype != ttnn.bfloat16 or attn_mask.layout != ttnn.TILE_LAYOUT:
-                raise ValueError(f"attn_mask: expected a bfloat16 TILE device tensor (block-float masks are not "
-                                 f"supported), got {attn_mask.dtype} {attn_mask.layout}")
-            config = attn_mask.memory_config()
-            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
-                raise ValueError(f"attn_mask: expected a DRAM-interleaved tensor, got {config}")
-    elif not isinstance(attn_mask, np.ndarray):
-        raise TypeError(f"attn_mask: expected a ttnn.Tensor or a numpy array, got {type(attn_mask).__name__}")
-    elif kind == "device":
-        raise ValueError("attn_mask: expected a device tensor with device q, k, v, got a numpy array")
-    shape = tuple(int(d) for d in attn_mask.shape)
-    users = shape[0] * shape[1] if len(shape) == 4 and 1 in shape[:2] else 0
-    if users not in (1, batch) or shape[2:] != (n_q_heads, capacity):
-        raise ValueError(f"attn_mask: expected [B, 1, {n_q_heads}, {capacity}] or [1, B, {n_q_heads}, {capacity}] "
-                         f"(B = 1 or the batch {batch}; n_q_heads, the cache's capacity), got {list(shape)}")
-    return users
-
-
-def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
-    """``attention_sink`` as one float logit per Q head: a numpy array / sequence ``[n_q_heads]``,
-    ``[n_q_heads, 1]`` or ttnn's ``[n_q_heads, 32]`` layout (column 0; the rest padding), or a
-    ttnn.Tensor of those shapes (host or device; a device tensor is read back once per call --
-    sinks are weights). Each is rounded to bfloat16 (the constants operand's format).
-
-    Raises:
-        TypeError: not a tensor, array or sequence of numbers.
-        ValueError: another shape, or a value that is not finite.
-    """
-    if isinstance(attention_sink, ttnn.Tensor):
-        host = attention_sink.cpu() if attention_sink.storage_type() == ttnn.StorageType.DEVICE else attention_sink
-        if host.layout != ttnn.ROW_MAJOR_LAYOUT:
-            host = host.to(ttnn.ROW_MAJOR_LAYOUT)
-        values = np.asarray(host.to_list(), dtype=np.float64)
-        values = values.reshape([d for d in values.shape if d != 1] or [1]) if values.ndim > 2 else values
-    elif isinstance(attention_sink, (np.ndarray, Sequence)) and not isinstance(attention_sink, (str, bytes)):
-        try:
-            values = np.asarray(attention_sink, dtype=np.float64)
-        except (TypeError, ValueError) as error:
-            raise TypeError(f"attention_sink: expected numbers, got {attention_sink!r}") from error
-    else:
-        raise TypeError(f"attention_sink: expected a ttnn.Tensor, numpy array or sequence, got {type(attention_sink).__name__}")
-    if values.ndim == 2 and values.shape[0] == n_q_heads and values.shape[1] in (1, 32):
-        values = values[:, 0]
-    if values.shape != (n_q_heads,):
-        raise ValueError(f"attention_sink: expected one logit per Q head, [{n_q_heads}], [{n_q_heads}, 1] or ttnn's "
-                         f"[{n_q_heads}, 32] (column 0), got shape {list(values.shape)}")
-    # The kernels hold the logits in bfloat16: past its range a finite logit would become inf.
-    bad = ~(np.isfinite(values) & (np.abs(values) <= SCALE_MAX))
-    if bad.any():
-        raise ValueError(f"attention_sink: expected finite logits, at most {SCALE_MAX:.6g} in magnitude (the kernels hold "
-                         f"them in bfloat16), got {values[bad][:4].tolist()}")
-    return tuple(float(x) for x in values.astype(ml_dtypes.bfloat16).astype(np.float64))
 
 
 def _kv_dtype(tensor) -> str:

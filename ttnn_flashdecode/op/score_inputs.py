@@ -1,0 +1,96 @@
+"""Host validation of the score modifiers that arrive as tensors: ``attn_mask`` (ttnn's shapes,
+values kept as float32) and ``attention_sink`` (one bfloat16 logit per Q head). The kernels'
+twins are the compute kernel's mask and sink stages (kernels/attention_compute.cpp)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+import ttnn
+
+__all__ = ["mask_values", "mask_users", "sink_logits", "SCALE_MAX"]
+
+SCALE_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+"""The largest finite bfloat16: the constants tile holds scale and sink logits in bfloat16."""
+
+
+def mask_values(attn_mask) -> np.ndarray:
+    """A host mask's values as float32 (NaN and inf kept: the kernels clamp them)."""
+    if isinstance(attn_mask, ttnn.Tensor):
+        host = attn_mask if attn_mask.layout == ttnn.ROW_MAJOR_LAYOUT else attn_mask.to(ttnn.ROW_MAJOR_LAYOUT)
+        if host.dtype == ttnn.float32:
+            return np.asarray(host.to_numpy(), dtype=np.float32)
+        return np.asarray(host.to_list(), dtype=np.float32)
+    return np.asarray(attn_mask, dtype=np.float32)
+
+
+def mask_users(attn_mask, batch: int, n_q_heads: int, capacity: int, kind: str) -> int:
+    """Users of ``attn_mask`` (1: one mask for every user, else ``batch``), checking ttnn's
+    shapes: ``[B_m, 1, n_q_heads, capacity]`` (what tt-metal's tests build) or ``[1, B_m,
+    n_q_heads, capacity]`` (ttnn's docstring), ``B_m`` 1 or ``batch``; a device tensor bfloat16,
+    TILE, DRAM interleaved, like Q's kind.
+
+    Raises:
+        TypeError: not a tensor or array.
+        ValueError: another shape, dtype, layout or memory.
+    """
+    if isinstance(attn_mask, ttnn.Tensor):
+        on_device = attn_mask.storage_type() == ttnn.StorageType.DEVICE
+        if on_device != (kind == "device"):
+            raise ValueError(f"attn_mask: expected a {'device' if kind == 'device' else 'host'} tensor like q, got a "
+                             f"{'device' if on_device else 'host'} tensor")
+        if on_device:
+            if attn_mask.dtype != ttnn.bfloat16 or attn_mask.layout != ttnn.TILE_LAYOUT:
+                raise ValueError(f"attn_mask: expected a bfloat16 TILE device tensor (block-float masks are not "
+                                 f"supported), got {attn_mask.dtype} {attn_mask.layout}")
+            config = attn_mask.memory_config()
+            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+                raise ValueError(f"attn_mask: expected a DRAM-interleaved tensor, got {config}")
+    elif not isinstance(attn_mask, np.ndarray):
+        raise TypeError(f"attn_mask: expected a ttnn.Tensor or a numpy array, got {type(attn_mask).__name__}")
+    elif kind == "device":
+        raise ValueError("attn_mask: expected a device tensor with device q, k, v, got a numpy array")
+    shape = tuple(int(d) for d in attn_mask.shape)
+    users = shape[0] * shape[1] if len(shape) == 4 and 1 in shape[:2] else 0
+    if users not in (1, batch) or shape[2:] != (n_q_heads, capacity):
+        raise ValueError(f"attn_mask: expected [B, 1, {n_q_heads}, {capacity}] or [1, B, {n_q_heads}, {capacity}] "
+                         f"(B = 1 or the batch {batch}; n_q_heads, the cache's capacity), got {list(shape)}")
+    return users
+
+
+def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
+    """``attention_sink`` as one float logit per Q head: a numpy array / sequence ``[n_q_heads]``,
+    ``[n_q_heads, 1]`` or ttnn's ``[n_q_heads, 32]`` layout (column 0; the rest padding), or a
+    ttnn.Tensor of those shapes (host or device; a device tensor is read back once per call --
+    sinks are weights). Each is rounded to bfloat16 (the constants operand's format).
+
+    Raises:
+        TypeError: not a tensor, array or sequence of numbers.
+        ValueError: another shape, or a value that is not finite.
+    """
+    if isinstance(attention_sink, ttnn.Tensor):
+        host = attention_sink.cpu() if attention_sink.storage_type() == ttnn.StorageType.DEVICE else attention_sink
+        if host.layout != ttnn.ROW_MAJOR_LAYOUT:
+            host = host.to(ttnn.ROW_MAJOR_LAYOUT)
+        values = np.asarray(host.to_list(), dtype=np.float64)
+        values = values.reshape([d for d in values.shape if d != 1] or [1]) if values.ndim > 2 else values
+    elif isinstance(attention_sink, (np.ndarray, Sequence)) and not isinstance(attention_sink, (str, bytes)):
+        try:
+            values = np.asarray(attention_sink, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"attention_sink: expected numbers, got {attention_sink!r}") from error
+    else:
+        raise TypeError(f"attention_sink: expected a ttnn.Tensor, numpy array or sequence, got {type(attention_sink).__name__}")
+    if values.ndim == 2 and values.shape[0] == n_q_heads and values.shape[1] in (1, 32):
+        values = values[:, 0]
+    if values.shape != (n_q_heads,):
+        raise ValueError(f"attention_sink: expected one logit per Q head, [{n_q_heads}], [{n_q_heads}, 1] or ttnn's "
+                         f"[{n_q_heads}, 32] (column 0), got shape {list(values.shape)}")
+    # The kernels hold the logits in bfloat16: past its range a finite logit would become inf.
+    bad = ~(np.isfinite(values) & (np.abs(values) <= SCALE_MAX))
+    if bad.any():
+        raise ValueError(f"attention_sink: expected finite logits, at most {SCALE_MAX:.6g} in magnitude (the kernels hold "
+                         f"them in bfloat16), got {values[bad][:4].tolist()}")
+    return tuple(float(x) for x in values.astype(ml_dtypes.bfloat16).astype(np.float64))
