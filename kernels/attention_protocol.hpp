@@ -293,6 +293,12 @@ constexpr uint32_t clamp_mask_word(uint32_t word) {
 // is the page table's address. The reader keeps one chunk of a user's row in L1 (CB PAGE_TABLE).
 constexpr uint32_t kPageTableChunkEntries = 256;
 
+// Circular cache (ttnn's cache_position_modulo, named compile-time arg cache_wrap_tiles = modulo /
+// 32, 0 for none): position tile `tile` lives in the cache's slot tile tile % wrap_tiles, so a
+// sliding-window layer keeps only its last modulo positions. Windows, masks and positions stay
+// logical; only the page-table lookup wraps.
+constexpr uint32_t cache_slot_tile(uint32_t tile, uint32_t wrap_tiles) { return wrap_tiles == 0 ? tile : tile % wrap_tiles; }
+
 // The page-table entry (index into the user's row) that maps position tile `tile`.
 constexpr uint32_t page_table_entry(uint32_t tile, uint32_t cache_block_tiles) { return tile / cache_block_tiles; }
 

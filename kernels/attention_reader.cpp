@@ -6,6 +6,7 @@
 // (chained, in that order, same list for all three kernels); named = dim_tiles, block_tiles,
 // tile_bytes, q_width_tiles (tiles per row tile of Q and the output), inbox_slots,
 // positions_bytes, work_row_bytes, grid_x, and the cache layout (cache_block_tiles, cache_block_pages, cache_blocks,
+// cache_wrap_tiles,
 // page_table_entries; attention_protocol.hpp "Paged KV cache").
 // Runtime args: none per core. Common: the operands' buffer addresses (attention_protocol.hpp
 // CommonArg), then, for a split program, the NoC coordinate table of its cores.
@@ -256,17 +257,18 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
     for (uint32_t t = 0; t < p.live_tiles_in_block(block); ++t) {
         const uint32_t tile = p.block_first_tile(block) + t;
         const uint32_t dst = pages + t * kDimTiles * kKvTileBytes;
+        const uint32_t slot = cache_slot_tile(tile, kCacheWrapTiles);
         uint32_t cache_block = 0;
         if constexpr (kPaged) {
-            const int32_t entry = table.entry_of(tile);
+            const int32_t entry = table.entry_of(slot);
             if (!cache_block_valid(entry, kCacheBlocks)) {
-                table.report(tile, entry);
+                table.report(slot, entry);
                 zero_pages(dst, kDimTiles);
                 continue;
             }
             cache_block = static_cast<uint32_t>(entry);
         }
-        const uint32_t first = cache_tile_page(region.first_page(), tile, cache_block, kCacheBlockTiles,
+        const uint32_t first = cache_tile_page(region.first_page(), slot, cache_block, kCacheBlockTiles,
                                                kCacheBlockPages, kDimTiles);
         for (uint32_t d = 0; d < kDimTiles; ++d) {
             noc_async_read_page(first + d, reader, dst + d * kKvTileBytes);

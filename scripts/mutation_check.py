@@ -119,6 +119,17 @@ MUTATIONS = [
              "    sub_tiles(m_final, m_sink, 0, 0, 0);",
              "folding the sink rescales O and L by M - max(M, sink) instead of exp() of it",
              tests=("tests/test_attention_sink.py::test_decode_with_sinks_every_head_its_own[1]",)),
+    # Circular caches (issue 20, item 1: cache_position_modulo): the page-table lookup wraps.
+    Mutation("circular-cache-not-wrapped", "attention_protocol.hpp",
+             "return wrap_tiles == 0 ? tile : tile % wrap_tiles; }",
+             "return tile; }",
+             "a circular cache is read at the logical position's tile: past the first wrap, entries past the slots",
+             tests=("tests/test_circular_cache.py::test_decode_wraps_at_every_edge[1-129]",)),
+    Mutation("circular-cache-wraps-a-tile-late", "attention_protocol.hpp",
+             "return wrap_tiles == 0 ? tile : tile % wrap_tiles; }",
+             "return wrap_tiles == 0 ? tile : tile % (wrap_tiles + 1); }",
+             "the slots wrap one tile late: positions read from the wrong slots once the cache has wrapped",
+             tests=("tests/test_circular_cache.py::test_decode_wraps_at_every_edge[3-901]",)),
     # Attention masks (issue 20, item 3): each head's mask rows, clamped, added once per block.
     Mutation("mask-not-added", "attention_compute.cpp",
              "        add_attn_mask(t);\n",

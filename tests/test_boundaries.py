@@ -78,17 +78,19 @@ def _live_positions(kinds: dict, per_user: int) -> int:
     return max(kinds["cur_pos"]) + 1
 
 
-def _gathered(pages: np.ndarray, table: np.ndarray, live: int) -> np.ndarray:
-    """The contiguous cache ``[batch, n_kv, entries * block, head_dim]`` a page table maps,
-    through the entries holding positions ``0 .. live - 1`` (an entry outside the cache reads
-    as zeros: no user attends there)."""
+def _gathered(pages: np.ndarray, table: np.ndarray, live: int, modulo: int = 0) -> np.ndarray:
+    """The contiguous cache ``[batch, n_kv, positions, head_dim]`` a page table maps, positions ``0
+    .. live - 1`` (rounded up to whole blocks; an entry outside the cache reads as zeros: no user
+    attends there); ``modulo``: a circular cache, position ``L`` in slot ``L % modulo``."""
     blocks, n_kv, block, head_dim = pages.shape
-    entries = max(1, -(-live // block))
-    out = np.zeros((table.shape[0], n_kv, entries * block, head_dim), pages.dtype)
+    length = max(1, -(-live // block)) * block
+    out = np.zeros((table.shape[0], n_kv, length, head_dim), pages.dtype)
+    slots = np.arange(length) % modulo if modulo else np.arange(length)
     for user in range(table.shape[0]):
-        for entry in range(entries):
-            if 0 <= table[user, entry] < blocks:
-                out[user, :, entry * block:(entry + 1) * block] = pages[table[user, entry]]
+        entries = table[user, slots // block]
+        valid = (entries >= 0) & (entries < blocks)
+        # An int and an index array apart: numpy puts the indexed axis first on both sides.
+        out[user, :, valid] = pages[entries[valid], :, slots[valid] % block]
     return out
 
 
@@ -102,8 +104,8 @@ def _reference_options(options: dict, factor: float = 1.0) -> dict:
     """The window, sink and mask keywords of a call as :func:`attention_reference` takes them; the
     sink and the mask multiplied by ``factor`` (a drop-in's ``scale``, as ttnn does)."""
     out = {}
-    if options.get("sliding_window_size"):  # the drop-ins' 0 is no window, as None
-        out["sliding_window_size"] = options["sliding_window_size"]
+    if options.get("sliding_window_size") or options.get("cache_position_modulo"):  # the drop-ins' 0 is no window
+        out["sliding_window_size"] = options.get("sliding_window_size") or options["cache_position_modulo"]
     if options.get("is_causal", True) is False:
         out["is_causal"] = False
     if options.get("attn_mask") is not None:
@@ -159,7 +161,8 @@ def attend(*, batch=B, n_q=NQ, n_kv=NKV, head_dim=D, capacity=CAP, cur_pos=(100,
         cache = (k, v)
         if page_table is not None:
             live = _live_positions(reference_kinds, per_user)
-            cache = tuple(_gathered(pages, page_table, live) for pages in cache)
+            modulo = options.get("cache_position_modulo") or 0
+            cache = tuple(_gathered(pages, page_table, live, modulo) for pages in cache)
         return attention_reference(q, *cache, scale=options.get("scale"), **reference_kinds, **_reference_options(options))
 
     return Call(run, reference)
@@ -332,6 +335,7 @@ _requests_split = Stated(lambda: _many_users(20_000, None), r"requests: expected
 _one_block_l1 = l1_bytes(Residency(1, 16, 1, fp32_stats=True))  # head_dim 512, block 1, unsplit, 1 user
 
 WINDOW = "sliding_window_size: expected None or a positive int"
+MODULO = "cache_position_modulo: expected a positive multiple"
 SINK_SHAPE = "attention_sink: expected one logit per Q head"
 MASK_SHAPE = "attn_mask: expected [B, 1,"
 SINKS = (1.5, -2.0, 0.75, 3.0, -0.5)  # bfloat16-exact logits, one per Q head (NQ + 1 of them)
@@ -571,6 +575,20 @@ BOUNDARIES = [
              2**31 - 1, 2**31, r"sliding_window_size: expected None or a positive int .*, got 2147483648$"),
     Boundary("drop-in sliding_window_size 0: no window, as ttnn's", WINDOW, lambda w: dropin(sliding_window_size=w), 0, -1,
              r"sliding_window_size: expected None or a positive int .*, got -1$"),
+    # circular caches (cache_position_modulo: paged, whole blocks within the table, the window inside it)
+    Boundary("cache_position_modulo: the page table's capacity", MODULO,
+             lambda m: attend(block_size=32, cache_position_modulo=m), CAP, CAP + 32,
+             r"cache_position_modulo: expected a positive multiple of the block size 32, at most the page table's "
+             r"capacity 128, got 160$"),
+    Boundary("cache_position_modulo: whole blocks", MODULO,
+             lambda m: attend(block_size=64, cache_position_modulo=m, cur_pos=[100, 200]), 64, 96,
+             r"cache_position_modulo: expected a positive multiple of the block size 64, .* got 96$"),
+    Boundary("cache_position_modulo: one block, wrapping many times", MODULO,
+             lambda m: attend(block_size=32, cache_position_modulo=m, cur_pos=[1000, 5]), 32, 0,
+             r"cache_position_modulo: expected a positive multiple .* got 0$"),
+    Boundary("sliding_window_size at most cache_position_modulo", "sliding_window_size: expected at most",
+             lambda w: attend(block_size=32, cache_position_modulo=64, sliding_window_size=w, cur_pos=[300, 70]), 64, 65,
+             r"sliding_window_size: expected at most cache_position_modulo 64 .* got 65$"),
     # attention sinks: one logit per Q head (attention(): score units; the drop-ins: ttnn's [nh, 32] times scale)
     Boundary("attention_sink: one logit per Q head", SINK_SHAPE, lambda h: attend(attention_sink=_sinks(h)), NQ, NQ + 1,
              r"attention_sink: expected one logit per Q head, \[4\], \[4, 1\] or ttnn's \[4, 32\] \(column 0\), "
@@ -659,7 +677,17 @@ _SINK = "test_attention_sink.py::"
 _DROPIN = "test_transformer_dropin.py::"
 _HERE = "test_boundaries.py::"
 
+_CIRCULAR = "test_circular_cache.py::"
+
 NO_NUMERIC_BOUNDARY = [
+    NoBoundary("cache_position_modulo: expected None or an int", _CIRCULAR + "test_bad_modulo_is_refused_by_name",
+               "cache_position_modulo: expected None or an int", "a type"),
+    NoBoundary("cache_position_modulo: expected None without page_table_tensor",
+               _CIRCULAR + "test_modulo_needs_a_page_table", "expected None without page_table_tensor",
+               "arguments that go together"),
+    NoBoundary("cache_position_modulo: expected None with is_causal=False",
+               _CIRCULAR + "test_modulo_is_causal_only", "expected None with is_causal=False",
+               "arguments that exclude each other"),
     NoBoundary("{name}: expected a ttnn.Tensor or numpy.ndarray", _ERRORS + "test_attention_refuses_bad_tensors",
                '"list"', "a type"),
     NoBoundary("{name}: expected a float32 or bfloat16 array", _ERRORS + "test_attention_refuses_bad_tensors",

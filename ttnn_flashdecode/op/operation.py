@@ -62,6 +62,7 @@ def attention(
     attention_sink=None,
     is_causal: bool = True,
     attn_mask=None,
+    cache_position_modulo: int | None = None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -175,6 +176,13 @@ def attention(
             1e30, so a row with any position left attends only those, and a fully masked row
             weighs every position alike (the mean of V; never NaN). Read once per K block, only the
             rows of the request's heads.
+        cache_position_modulo: ``M``, with ``page_table_tensor``: a circular cache (ttnn's, for
+            a sliding-window layer that keeps only its last ``M`` positions; Gemma's bounded
+            sliding cache). Positions stay logical (any ``p`` below 2**29); position ``L`` lives in
+            slot ``L % M`` of the user's page-table row. ``M`` is a positive multiple of the block
+            size, at most the page table's capacity; the window defaults to ``M`` and may be
+            smaller. Only the page-table lookup wraps (in the reader, per position tile), so the
+            window's start, masks and trace safety are the sliding window's.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -228,7 +236,8 @@ def attention(
                              chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
                              compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
                              backend=backend, grid=grid, max_split=max_split, sliding_window_size=sliding_window_size,
-                             attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask)
+                             attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
+                             cache_position_modulo=cache_position_modulo)
     launch = fast_path.lookup(key) if key is not None else None
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
@@ -238,7 +247,7 @@ def attention(
         raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
     q, q_dtype = _bfloat16_q(q)
     inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
-                             attention_sink, is_causal, attn_mask)
+                             attention_sink, is_causal, attn_mask, cache_position_modulo)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":

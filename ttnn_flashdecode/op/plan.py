@@ -55,13 +55,13 @@ def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: in
                          l1_budget: int | None, at_least: int | None = None) -> int:
     """A block b <= ``upto`` that fits L1 beside the split-K inbox and whose double block tiles the
     cache (2*b divides capacity_tiles, so every position up to capacity-1 has a padded window inside
-    the cache): the smallest such b >= ``at_least`` (default ``upto``), else the largest below it;
+    the cache; any b for a circular cache): the smallest such b >= ``at_least`` (default ``upto``), else the largest below it;
     1 when none does."""
     at_least = upto if at_least is None else at_least
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats,
                           **shape.cache_fields,
                           budget_bytes=_blocks_budget(shape, arch, l1_budget))
-    valid = [b for b in range(1, min(upto, fit) + 1) if shape.capacity_tiles % (2 * b) == 0]
+    valid = [b for b in range(1, min(upto, fit) + 1) if shape.cache_wrap or shape.capacity_tiles % (2 * b) == 0]
     covering = [b for b in valid if b >= at_least]
     return min(covering) if covering else max(valid, default=1)
 
@@ -71,8 +71,11 @@ def check_windows(plan: Plan) -> None:
     window (its live tiles rounded up to whole double blocks, the parameter block's contract) must
     lie inside the cache, and the longest window is the one at the cache's last position. Checked
     on every call, whatever the positions, so a cache that would fail once it fills up fails on
-    the first call instead."""
+    the first call instead. A circular cache's positions are logical: its capacity in tiles is
+    whole double blocks by construction (DecodeShape.position_tiles)."""
     shape = plan.shape
+    if shape.cache_wrap:
+        return
     block, capacity_tiles = plan.residency.block_tiles, shape.capacity_tiles
     window = kv_walk.padded_tiles(shape.capacity, block)
     if window > capacity_tiles:

@@ -190,7 +190,8 @@ class Plan:
         shape = self.shape
         block_pages = shape.n_kv_heads * shape.cache_block_tiles * shape.dim_tiles
         return [("cache_block_tiles", shape.cache_block_tiles), ("cache_block_pages", block_pages),
-                ("cache_blocks", shape.cache_blocks), ("page_table_entries", shape.page_table_entries)]
+                ("cache_blocks", shape.cache_blocks), ("page_table_entries", shape.page_table_entries),
+                ("cache_wrap_tiles", shape.cache_wrap_tiles)]
 
 
 def grid_cores(grid) -> tuple[tuple[int, int], ...]:
@@ -369,7 +370,7 @@ def decode_requests(plan: Plan) -> list[Request]:
                 dim_tiles=shape.dim_tiles,
                 kv_positions=next(kv_positions),
                 block_tiles=residency.block_tiles,
-                capacity_tiles=shape.capacity_tiles,
+                capacity_tiles=shape.position_tiles(residency.block_tiles),
                 query_row=query_row,
                 flags=int(flags),
                 positions=shape.rows if shape.kind == "rows" else 0,

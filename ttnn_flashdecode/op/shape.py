@@ -12,7 +12,7 @@ import ttnn
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.residency import KV_FORMATS
 
-__all__ = ["KINDS", "Q_LAYOUTS", "DecodeShape", "ComputeOptions"]
+__all__ = ["KINDS", "Q_LAYOUTS", "WRAPPED_POSITIONS", "DecodeShape", "ComputeOptions"]
 
 
 Q_LAYOUTS = ("rows", "heads")
@@ -22,6 +22,12 @@ Q_LAYOUTS = ("rows", "heads")
 KINDS = ("decode", "chunk", "rows")
 """Request kinds: one query row per user; a causal chunk per sequence (CHUNK); several
 consecutive query rows per user (ROWS)."""
+
+
+WRAPPED_POSITIONS = 1 << 29
+"""Positions of a circular cache (``cache_position_modulo``) run ``0 .. WRAPPED_POSITIONS - 1``:
+logical, far past any context a model serves, and with room in the parameter block's 32-bit
+position arithmetic."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +61,10 @@ class DecodeShape:
             ttnn's ``is_causal=False``); the positions are all the cache's last.
         mask_users: with ``causal=False``, an additive attention mask ``[mask_users, 1,
             n_q_heads, capacity]`` (1: one mask for every user); 0: none.
+        cache_wrap: a circular paged cache (ttnn's ``cache_position_modulo``): positions are
+            logical and unbounded (below :data:`WRAPPED_POSITIONS`), position ``L`` lives in cache
+            slot ``L % cache_wrap``; a multiple of ``cache_block_size``, at most ``capacity``, at
+            least ``window``. 0: none (positions index the cache directly).
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -76,8 +86,13 @@ class DecodeShape:
     sink: bool = False
     causal: bool = True
     mask_users: int = 0
+    cache_wrap: int = 0
 
     def __post_init__(self):
+        if self.cache_wrap and not (self.paged and self.cache_wrap % self.cache_block_size == 0
+                                    and self.window <= self.cache_wrap <= self.capacity and self.causal):
+            raise ValueError(f"cache_wrap: expected a multiple of the block size {self.cache_block_size} in "
+                             f"window {self.window} .. capacity {self.capacity} of a causal paged cache, got {self.cache_wrap}")
         if not self.causal and (self.kind != "decode" or self.window):
             raise ValueError(f"causal: non-causal attention is decode only, without a window; got kind {self.kind!r}, "
                              f"window {self.window}")
@@ -126,6 +141,27 @@ class DecodeShape:
         if self.window == 0:
             return self.capacity_tiles
         return min(self.capacity_tiles, -(-(self.window + self.rows - 1 + 31) // 32))
+
+    @property
+    def cache_wrap_tiles(self) -> int:
+        """Position tiles of a circular cache's slots (``cache_wrap / 32``, the named compile-time
+        arg ``cache_wrap_tiles``); 0 without one."""
+        return self.cache_wrap // 32
+
+    @property
+    def position_capacity(self) -> int:
+        """One past the largest position a call may give: the cache's capacity, or for a circular
+        cache :data:`WRAPPED_POSITIONS` (positions are logical)."""
+        return WRAPPED_POSITIONS if self.cache_wrap else self.capacity
+
+    def position_tiles(self, block_tiles: int) -> int:
+        """The parameter block's ``capacity_tiles`` for K/V blocks of ``block_tiles``: the cache's
+        position tiles, or for a circular cache the most logical tiles that are whole double
+        blocks (>= WRAPPED_POSITIONS / 32: the clamp on device never bites a valid position)."""
+        if not self.cache_wrap:
+            return self.capacity_tiles
+        double = 2 * block_tiles
+        return (2 * WRAPPED_POSITIONS // 32) // double * double
 
     @property
     def cache_block_tiles(self) -> int:

@@ -15,7 +15,7 @@ and ``is_causal=False`` with ``attn_mask`` are taken as ttnn takes them, ttnn's 
 and the mask included (both multiplied by ``scale``: tt-metal #55337 / #40470;
 :func:`ttnn_flashdecode.attention` takes them in score units). What is not supported is refused
 by name (``NotImplementedError``), never ignored: the paged call's ``paged_cache_geometry``,
-``cache_position_modulo``, ``spec_multi_pos_tiles``.
+``spec_multi_pos_tiles``.
 """
 
 from __future__ import annotations
@@ -33,11 +33,10 @@ from ttnn_flashdecode.op.validate import resolve_grid
 
 __all__ = ["scaled_dot_product_attention_decode", "paged_scaled_dot_product_attention_decode"]
 
-def _refuse_unsupported(*, paged_cache_geometry=None, cache_position_modulo=None, spec_multi_pos_tiles=0) -> None:
+def _refuse_unsupported(*, paged_cache_geometry=None, spec_multi_pos_tiles=0) -> None:
     """Raises NotImplementedError naming the first keyword of ttnn's decode calls given a value the
     op does not support (their defaults are supported)."""
     for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
-                                 ("cache_position_modulo", cache_position_modulo, None),
                                  ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
         if value != default:
             raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
@@ -292,8 +291,12 @@ def paged_scaled_dot_product_attention_decode(
         cur_pos_tensor: int32 ``[b]`` positions (-1: idle slot); required, as in ttnn.
         scale, program_config, compute_kernel_config, memory_config: as
             :func:`scaled_dot_product_attention_decode`.
-        is_causal, attn_mask, attention_sink, sliding_window_size, paged_cache_geometry,
-            cache_position_modulo, spec_multi_pos_tiles: only the defaults are supported.
+        is_causal, attn_mask, attention_sink, sliding_window_size: as
+            :func:`scaled_dot_product_attention_decode`.
+        cache_position_modulo: ``M``: a circular cache, as ttnn's: logical position ``L`` lives in
+            slot ``L % M`` of the user's page-table row, the window defaults to ``M`` (see
+            :func:`ttnn_flashdecode.attention`).
+        paged_cache_geometry, spec_multi_pos_tiles: only the defaults are supported.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q``.
@@ -303,8 +306,7 @@ def paged_scaled_dot_product_attention_decode(
         TypeError: no ``cur_pos_tensor``.
         ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``.
     """
-    _refuse_unsupported(paged_cache_geometry=paged_cache_geometry, cache_position_modulo=cache_position_modulo,
-                        spec_multi_pos_tiles=spec_multi_pos_tiles)
+    _refuse_unsupported(paged_cache_geometry=paged_cache_geometry, spec_multi_pos_tiles=spec_multi_pos_tiles)
     if page_table_tensor is None:
         raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
     _check_tensor_kinds(input_tensor_q=input_tensor_q, input_tensor_k=input_tensor_k, input_tensor_v=input_tensor_v,
@@ -317,7 +319,8 @@ def paged_scaled_dot_product_attention_decode(
                             **positions, page_table_tensor=page_table_tensor, scale=scale,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config,
                             sliding_window_size=_window(sliding_window_size),
-                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale))
+                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale),
+                            cache_position_modulo=cache_position_modulo)
 
 
 def _check_tensor_kinds(**tensors) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import kv_walk, protocol
-from ttnn_flashdecode.op.shape import Q_LAYOUTS, DecodeShape
+from ttnn_flashdecode.op.shape import Q_LAYOUTS, WRAPPED_POSITIONS, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
 from ttnn_flashdecode.op.score_inputs import SCALE_MAX, mask_users, mask_values, sink_logits
 
@@ -100,7 +100,8 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
 
 
 def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
-              q_layout="rows", window: int = 0, attention_sink=None, causal: bool = True, attn_mask=None) -> Inputs:
+              q_layout="rows", window: int = 0, attention_sink=None, causal: bool = True, attn_mask=None,
+              cache_position_modulo=None) -> Inputs:
     if causal:
         if attn_mask is not None:
             raise ValueError("attn_mask: expected None with causal attention (an attention mask is for is_causal=False, "
@@ -155,6 +156,9 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
                              f"position tiles), got {cache_block_size}")
         batch, entries, page_table = _page_table_values(page_table_tensor, kind)
         capacity = entries * cache_block_size
+    cache_wrap = _cache_wrap(cache_position_modulo, cache_block_size, capacity, window, causal)
+    window = window or cache_wrap  # ttnn's: a circular cache's window defaults to its slots
+    position_capacity = WRAPPED_POSITIONS if cache_wrap else capacity
     width = q_shape[3]
     # On a device Q is a TILE-layout tensor whose heads start on tile columns (DESIGN.md §5): each
     # head takes head_dim rounded up to 32 columns, zero-padded. The emulator pads host inputs itself.
@@ -183,7 +187,8 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
             what = "users (dim 1" if q_layout == "heads" else "rows (one per user"
             raise ValueError(f"q: expected {batch} {what}, {batch_of}), got {height}")
         # Non-causal: every row attends the whole cache, i.e. sits at its last position.
-        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind) if causal else (capacity - 1,) * batch
+        positions = (_positions(cur_pos, cur_pos_tensor, batch, position_capacity, kind) if causal
+                     else (capacity - 1,) * batch)
     elif request_kind == "rows":
         per_user = int(rows)
         if ratio * per_user > protocol.MAX_Q_ROWS:
@@ -194,7 +199,7 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         if height != batch * per_user:
             raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}, {batch_of}), "
                              f"got {height}")
-        positions = _positions(cur_pos, cur_pos_tensor, batch, capacity, kind)
+        positions = _positions(cur_pos, cur_pos_tensor, batch, position_capacity, kind)
         name = "cur_pos" if cur_pos is not None else "cur_pos_tensor"
         for user, position in enumerate(positions or ()):
             if position != IDLE and position < per_user - 1:
@@ -209,13 +214,14 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
                 f"q: expected batch x C rows for a chunk (batch {batch}, {batch_of}; C = 1..{protocol.MAX_Q_ROWS} "
                 f"positions per sequence), got {height}"
             )
-        positions = _chunk_starts(chunk_start, batch, per_user, capacity)
+        positions = _chunk_starts(chunk_start, batch, per_user, position_capacity)
     if kind == "device":
         _validate_device_tensors(q, k, v, q_layout)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
                         q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
-                        mask_users=0 if attn_mask is None else mask_users(attn_mask, batch, n_q_heads, capacity, kind))
+                        mask_users=0 if attn_mask is None else mask_users(attn_mask, batch, n_q_heads, capacity, kind),
+                        cache_wrap=cache_wrap)
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
@@ -287,7 +293,8 @@ def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
 
 def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> None:
     """Every entry a request will read (the blocks holding its user's positions ``0 .. p``; with a
-    sliding window, from the block of the window's first tile) names a block of the cache. Entries
+    sliding window, from the block of the window's first tile; in a circular cache, the slots those
+    positions wrap to) names a block of the cache. Entries
     past a user's position, or before its window, are never read and may hold anything (-1 for
     unused, as serving stacks leave them).
 
@@ -298,15 +305,43 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
     per_user = len(kv) // shape.batch
     for user in range(shape.batch):
         live = max(kv[user * per_user:(user + 1) * per_user])
-        used = -(-live // shape.cache_block_size)
-        first = kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows) * 32 // shape.cache_block_size
-        row = table[user, first:used]
+        tiles = np.arange(kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows), -(-live // 32))
+        entries = np.unique(kv_walk.cache_slot_tile(tiles, shape.cache_wrap_tiles) * 32 // shape.cache_block_size)
+        row = table[user, entries]
         bad = np.flatnonzero((row < 0) | (row >= shape.cache_blocks))
         if bad.size:
-            entry = first + int(bad[0])
+            entry = int(entries[bad[0]])
             raise ValueError(
                 f"page_table_tensor[{user}][{entry}]: expected a block of the cache (0..{shape.cache_blocks - 1}; "
-                f"user {user} reads entries {first}..{used - 1}), got {int(table[user, entry])}")
+                f"user {user} reads entries {int(entries[0])}..{int(entries[-1])}), got {int(table[user, entry])}")
+
+
+def _cache_wrap(value, cache_block_size: int, capacity: int, window: int, causal: bool) -> int:
+    """``cache_position_modulo`` as :attr:`DecodeShape.cache_wrap` (0: none), checked as ttnn
+    checks it: a circular cache is paged, its slots a positive multiple of the block size within
+    the page table's capacity; the window (default: the slots) fits in them; causal only.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: any other rule broken (named).
+    """
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"cache_position_modulo: expected None or an int, got {type(value).__name__}")
+    if not cache_block_size:
+        raise ValueError("cache_position_modulo: expected None without page_table_tensor (a circular cache is paged, "
+                         f"as ttnn's), got {value}")
+    if not (0 < value <= capacity and value % cache_block_size == 0):
+        raise ValueError(f"cache_position_modulo: expected a positive multiple of the block size {cache_block_size}, at "
+                         f"most the page table's capacity {capacity}, got {value}")
+    if window > value:
+        raise ValueError(f"sliding_window_size: expected at most cache_position_modulo {value} (a circular cache holds "
+                         f"only its last {value} positions), got {window}")
+    if not causal:
+        raise ValueError("cache_position_modulo: expected None with is_causal=False (non-causal attention reads the "
+                         f"whole cache in slot order), got {value}")
+    return int(value)
 
 
 def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool,
