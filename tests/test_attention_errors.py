@@ -25,7 +25,7 @@ def _good(batch=2, n_q=8, n_kv=2, head_dim=64, capacity=256):
     (lambda q, k, v: (q[:, :, :1], k, v), ValueError, ["q:", "expected 2 rows"]),
     (lambda q, k, v: (q[..., :-3], k, v), ValueError, ["multiple of head_dim"]),
     (lambda q, k, v: (np.zeros((1, 1, 2, 3 * 64), BF16), k, v), ValueError, ["GQA ratio", "multiple of n_kv_heads"]),
-    (lambda q, k, v: (np.zeros((1, 1, 2, 66 * 64), BF16), k, v), ValueError, ["GQA ratio", "at most 32"]),
+    (lambda q, k, v: (np.zeros((1, 1, 2, 66 * 64), BF16), k, v), ValueError, ["GQA ratio", "at most 32", "multiple of 32"]),
     (lambda q, k, v: (q.astype(np.float64), k, v), ValueError, ["q:", "float32 or bfloat16", "float64"]),
     (lambda q, k, v: (q, k.astype(np.int32), v), ValueError, ["k:", "int32"]),
     (lambda q, k, v: (q.tolist(), k, v), TypeError, ["q:", "list"]),

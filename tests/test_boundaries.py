@@ -437,7 +437,12 @@ BOUNDARIES = [
              r"q: expected 8 rows \(rows=4 per user x batch 2, k's batch\), got 9$"),
     Boundary("GQA ratio <= 32 Q heads per KV head", "GQA ratio: expected at most",
              lambda n: attend(n_q=n, n_kv=1), 32, 33,
-             r"GQA ratio: expected at most 32 Q heads per KV head \(one tile's rows\), got 33$"),
+             r"GQA ratio: expected at most 32 Q heads per KV head \(one tile's rows\), or in decode a multiple of 32 "
+             r"\(one request per row tile of heads\), got 33 \(decode\)$"),
+    Boundary("GQA ratio 64 in decode: two requests per KV head", "GQA ratio: expected at most",
+             lambda n: attend(n_q=n, n_kv=1, head_dim=64), 64, 65, r"GQA ratio: expected at most .* got 65 \(decode\)$"),
+    Boundary("GQA ratio past 32 only in decode", "GQA ratio: expected at most",
+             lambda n: attend(n_q=n, n_kv=1, cur_pos=[40, 100], rows=1), 32, 64, r"GQA ratio: .* got 64 \(rows\)$"),
     Boundary("GQA ratio a whole number", "GQA ratio: expected n_q_heads (", lambda n: attend(n_q=n, n_kv=2), 4, 5,
              r"GQA ratio: expected n_q_heads \(5\) to be a multiple of n_kv_heads \(2\)$"),
     Boundary("head_dim <= 16 tiles", "head_dim: expected <=",

@@ -166,7 +166,6 @@ def test_heads_layout_groups_may_straddle_a_row_tile():
 
 @pytest.mark.parametrize("kwargs, word", [
     (dict(paged_cache_geometry="geometry"), "paged_cache_geometry"),
-    (dict(cache_position_modulo=64), "cache_position_modulo"),
     (dict(spec_multi_pos_tiles=2), "spec_multi_pos_tiles"),
 ])
 def test_paged_drop_in_refuses_unsupported_keywords_by_name(kwargs, word):

@@ -195,7 +195,7 @@ def attention(
             ``cur_pos_tensor`` and ``chunk_start`` is given; ``cur_pos_tensor`` is not int32; ``cur_pos`` is not a sequence of ints; ``chunk_start`` is
             not an int or a sequence of ints.
         ValueError: shapes disagree (``q`` rows vs batch x rows per user, ``k`` vs ``v``, width
-            not a multiple of head_dim, on a device of the tile-padded head), the GQA ratio is not an integer or exceeds 32, both
+            not a multiple of head_dim, on a device of the tile-padded head), the GQA ratio is not an integer or exceeds 32 (decode: is not a multiple of 32), both
             ``cur_pos`` and ``chunk_start`` (or ``cur_pos`` and ``cur_pos_tensor``, or ``rows``
             or ``cur_pos_tensor`` with ``chunk_start``) are given, ``cur_pos_tensor`` or
             ``page_table_tensor`` has the wrong length, shape, layout, memory or storage (device vs

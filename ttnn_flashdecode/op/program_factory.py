@@ -356,7 +356,7 @@ def decode_requests(plan: Plan) -> list[Request]:
     for user in range(shape.batch):
         row_tile, query_row = divmod(user * shape.rows, protocol.TILE_POSITIONS)
         for first in range(0, shape.n_q_heads, heads_per_request):
-            group = first // shape.q_rows
+            group = first // shape.gqa_ratio
             q_page = row_tile * shape.q_width_tiles + first * shape.dim_tiles
             if shape.q_layout == "heads":  # the group's first head is a row of the user's own row tiles
                 head_tile, query_row = divmod(first, protocol.TILE_POSITIONS)

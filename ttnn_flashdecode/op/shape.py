@@ -115,6 +115,9 @@ class DecodeShape:
         if self.kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
         ratio = self.n_q_heads // self.n_kv_heads if self.n_kv_heads > 0 else 1
+        if ratio > protocol.MAX_Q_ROWS and (ratio % protocol.MAX_Q_ROWS or self.kind != "decode"):
+            raise ValueError(f"GQA ratio: expected at most 32 Q heads per KV head, or a multiple of 32 in decode (one "
+                             f"request per row tile of heads), got {ratio} in {self.kind!r}")
         most = {"decode": 1, "chunk": protocol.MAX_Q_ROWS, "rows": protocol.MAX_Q_ROWS // max(ratio, 1)}[self.kind]
         if not 1 <= self.rows <= most:
             raise ValueError(f"rows: expected 1 <= rows <= {most} for kind {self.kind!r} "
@@ -174,9 +177,21 @@ class DecodeShape:
         return self.capacity // self.cache_block_size if self.paged else 0
 
     @property
-    def q_rows(self) -> int:
-        """GQA ratio: Q heads per KV group."""
+    def gqa_ratio(self) -> int:
+        """Q heads per KV head."""
         return self.n_q_heads // self.n_kv_heads
+
+    @property
+    def q_rows(self) -> int:
+        """Q heads per decode / ROWS request (one staged tile's rows): the GQA ratio, or 32 when a
+        KV group's heads span several row tiles (64 Q heads per KV head: two requests of 32, each
+        reading the group's K/V)."""
+        return min(self.gqa_ratio, protocol.MAX_Q_ROWS)
+
+    @property
+    def requests_per_group(self) -> int:
+        """Decode / ROWS requests per (user, KV head): ``gqa_ratio / q_rows``."""
+        return self.gqa_ratio // self.q_rows
 
     @property
     def q_height(self) -> int:
@@ -196,7 +211,7 @@ class DecodeShape:
         """
         if self.kind == "chunk":
             return [int(start) + self.rows for start in positions for _ in range(self.n_q_heads)]
-        return [int(position) + 1 for position in positions for _ in range(self.n_kv_heads)]
+        return [int(position) + 1 for position in positions for _ in range(self.n_kv_heads * self.requests_per_group)]
 
     @property
     def planned_kv_positions(self) -> list[int]:
@@ -239,8 +254,9 @@ class DecodeShape:
 
     @property
     def requests(self) -> int:
-        """Requests per call: one per (user, KV group), or per (sequence, Q head) for chunk."""
-        return self.batch * (self.n_q_heads if self.kind == "chunk" else self.n_kv_heads)
+        """Requests per call: one per (user, KV group) (per 32 of its Q heads past 32), or per
+        (sequence, Q head) for chunk."""
+        return self.batch * (self.n_q_heads if self.kind == "chunk" else self.n_kv_heads * self.requests_per_group)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -173,9 +173,10 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
             f"GQA ratio: expected n_q_heads ({n_q_heads}) to be a multiple of n_kv_heads ({n_kv_heads})"
         )
     ratio = n_q_heads // n_kv_heads
-    if ratio > protocol.MAX_Q_ROWS:
+    if ratio > protocol.MAX_Q_ROWS and (ratio % protocol.MAX_Q_ROWS or request_kind != "decode"):
         raise ValueError(
-            f"GQA ratio: expected at most {protocol.MAX_Q_ROWS} Q heads per KV head (one tile's rows), got {ratio}"
+            f"GQA ratio: expected at most {protocol.MAX_Q_ROWS} Q heads per KV head (one tile's rows), or in decode a "
+            f"multiple of {protocol.MAX_Q_ROWS} (one request per row tile of heads), got {ratio} ({request_kind})"
         )
     if -(-head_dim // 32) > MAX_DIM_TILES:
         raise ValueError(f"head_dim: expected <= {MAX_DIM_TILES * 32}, got {head_dim}")
