@@ -26,6 +26,8 @@ constexpr uint32_t kCacheBlockPages = get_named_compile_time_arg_val("cache_bloc
 constexpr uint32_t kCacheBlocks = get_named_compile_time_arg_val("cache_blocks");
 constexpr uint32_t kPageTableEntries = get_named_compile_time_arg_val("page_table_entries");
 constexpr uint32_t kCacheWrapTiles = get_named_compile_time_arg_val("cache_wrap_tiles");
+constexpr bool kHalfBlocks = get_named_compile_time_arg_val("cache_half_blocks") != 0;
+static_assert(!kHalfBlocks || kKvTileBytes == 2048, "blocks of 16 positions: bfloat16 caches only");
 constexpr bool kPaged = kCacheBlockTiles != 0;
 // The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
 // CONST pages per request it implies.

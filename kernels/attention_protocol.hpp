@@ -299,6 +299,11 @@ constexpr uint32_t kPageTableChunkEntries = 256;
 // logical; only the page-table lookup wraps.
 constexpr uint32_t cache_slot_tile(uint32_t tile, uint32_t wrap_tiles) { return wrap_tiles == 0 ? tile : tile % wrap_tiles; }
 
+// Blocks of 16 positions (ttnn's paged block_size 16; named compile-time arg cache_half_blocks 1,
+// cache_block_tiles 1: a block is one tile per dim tile whose rows 16..31 are padding): position
+// tile `tile`'s rows 16 * half .. come from the block of entry 2 * tile + half.
+constexpr uint32_t half_block_entry(uint32_t tile, uint32_t half) { return 2 * tile + half; }
+
 // The page-table entry (index into the user's row) that maps position tile `tile`.
 constexpr uint32_t page_table_entry(uint32_t tile, uint32_t cache_block_tiles) { return tile / cache_block_tiles; }
 

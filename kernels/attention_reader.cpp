@@ -211,10 +211,9 @@ class PageTableRow {
 public:
     PageTableRow(uint32_t user, uint32_t page) : user_(user), page_(page) {}
 
-    // The page-table entry of position tile `tile`, its chunk loaded first when it is not the one
-    // in L1 (a long row is never read whole; a slice reads only the chunks its tiles need).
-    int32_t entry_of(uint32_t tile) {
-        const uint32_t entry = page_table_entry(tile, kCacheBlockTiles);
+    // Page-table entry `entry` of the row, its chunk loaded first when it is not the one in L1
+    // (a long row is never read whole; a slice reads only the chunks its tiles need).
+    int32_t entry_at(uint32_t entry) {
         if (entry - first_ >= count_) {
             first_ = page_table_chunk_first(entry);
             count_ = page_table_chunk_entries(first_, kPageTableEntries);
@@ -227,10 +226,10 @@ public:
     }
 
     // Reports a bad entry once per row (a device-side table the host never saw).
-    void report(uint32_t tile, int32_t entry) {
+    void report(uint32_t index, int32_t entry) {
         if (!reported_) {
             DPRINT("ERROR ttnn_flashdecode: page table [{}][{}] = {} is not a block of the cache ({} blocks); "
-                   "its K/V tiles read as zeros\n", user_, page_table_entry(tile, kCacheBlockTiles), entry, kCacheBlocks);
+                   "its K/V tiles read as zeros\n", user_, index, entry, kCacheBlocks);
             reported_ = true;
         }
     }
@@ -248,6 +247,29 @@ void zero_pages(uint32_t addr, uint32_t pages) {
     }
 }
 
+// Position tile `slot` of a cache whose blocks hold 16 positions (ttnn's paged block_size 16: a
+// block is one tile per dim tile, rows 16..31 padding): rows 0-15 are the top half (faces 0 and 1,
+// the tile's first half) of entry 2*slot's block, rows 16-31 of entry 2*slot+1's. bfloat16 only,
+// so each half is one contiguous read (attention_protocol.hpp "Paged KV cache").
+template <typename Accessor>
+void read_half_blocks(const Operand& region, const Accessor& reader, uint32_t slot, uint32_t dst, PageTableRow& table) {
+    for (uint32_t half = 0; half < 2; ++half) {
+        const uint32_t index = half_block_entry(slot, half);
+        const int32_t entry = table.entry_at(index);
+        if (!cache_block_valid(entry, kCacheBlocks)) {  // its rows stay as they are: zero them below
+            table.report(index, entry);
+            noc_async_read_barrier();  // the other half's read must land before the tiles are zeroed
+            zero_pages(dst, kDimTiles);
+            return;
+        }
+        const uint32_t first = static_cast<uint32_t>(entry) * kCacheBlockPages + region.first_page();
+        for (uint32_t d = 0; d < kDimTiles; ++d) {
+            noc_async_read(reader.get_noc_addr(first + d), dst + d * kKvTileBytes + half * kKvTileBytes / 2,
+                           kKvTileBytes / 2);
+        }
+    }
+}
+
 // One K or V block: the live tiles of block `block` of this slice, position-major then dim (cache
 // tile order), each position tile from its cache block (attention_protocol.hpp cache_tile_page).
 template <typename Accessor>
@@ -258,11 +280,16 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
         const uint32_t tile = p.block_first_tile(block) + t;
         const uint32_t dst = pages + t * kDimTiles * kKvTileBytes;
         const uint32_t slot = cache_slot_tile(tile, kCacheWrapTiles);
+        if constexpr (kHalfBlocks) {
+            read_half_blocks(region, reader, slot, dst, table);
+            continue;
+        }
         uint32_t cache_block = 0;
         if constexpr (kPaged) {
-            const int32_t entry = table.entry_of(slot);
+            const uint32_t index = page_table_entry(slot, kCacheBlockTiles);
+            const int32_t entry = table.entry_at(index);
             if (!cache_block_valid(entry, kCacheBlocks)) {
-                table.report(slot, entry);
+                table.report(index, entry);
                 zero_pages(dst, kDimTiles);
                 continue;
             }

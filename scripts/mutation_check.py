@@ -130,6 +130,17 @@ MUTATIONS = [
              "return wrap_tiles == 0 ? tile : tile % (wrap_tiles + 1); }",
              "the slots wrap one tile late: positions read from the wrong slots once the cache has wrapped",
              tests=("tests/test_circular_cache.py::test_decode_wraps_at_every_edge[3-901]",)),
+    # Blocks of 16 positions (issue 20, item 6): two blocks' top halves per position tile.
+    Mutation("half-blocks-swapped", "attention_reader.cpp",
+             "dst + d * kKvTileBytes + half * kKvTileBytes / 2,",
+             "dst + d * kKvTileBytes + (1 - half) * kKvTileBytes / 2,",
+             "blocks of 16: each block's rows land in the other half of the position tile",
+             tests=("tests/test_small_blocks.py::test_decode_on_blocks_of_16[1-positions1]",)),
+    Mutation("half-blocks-one-entry", "attention_protocol.hpp",
+             "constexpr uint32_t half_block_entry(uint32_t tile, uint32_t half) { return 2 * tile + half; }",
+             "constexpr uint32_t half_block_entry(uint32_t tile, uint32_t half) { return tile + half; }",
+             "blocks of 16: position tile t read from entries t and t+1, not 2t and 2t+1",
+             tests=("tests/test_small_blocks.py::test_decode_on_blocks_of_16[1-positions2]",)),
     # Attention masks (issue 20, item 3): each head's mask rows, clamped, added once per block.
     Mutation("mask-not-added", "attention_compute.cpp",
              "        add_attn_mask(t);\n",

@@ -405,9 +405,12 @@ BOUNDARIES = [
     Boundary("an idle slot reads no page-table entry", "page_table_tensor[{user}][{entry}]",
              lambda p: attend(block_size=32, cur_pos=[p, 100], table=_set(0, 0, -1)), -1, 0,
              r"page_table_tensor\[0\]\[0\]: .* user 0 reads entries 0\.\.0\), got -1$"),
-    Boundary("paged block size: 32, not below", "k: expected a block size",
-             lambda s: attend(block_size=s, cur_pos=[40, 100]), 32, 16,
-             r"k: expected a block size \(dim 2 of a paged cache\) that is a multiple of 32 \(whole position tiles\), got 16$"),
+    Boundary("paged block size: 16, not below", "k: expected a block size",
+             lambda s: attend(block_size=s, cur_pos=[40, 100]), 16, 15,
+             r"k: expected a block size \(dim 2 of a paged cache\) of 16 or a multiple of 32 \(whole position tiles\), "
+             r"got 15$"),
+    Boundary("paged block size: 16, not 17", "k: expected a block size",
+             lambda s: attend(block_size=s, cur_pos=[40, 100]), 16, 17, r"of 16 or a multiple of 32 .*, got 17$"),
     Boundary("paged block size: 32, not 33", "k: expected a block size",
              lambda s: attend(block_size=s, cur_pos=[20, 30]), 32, 33, r"multiple of 32 \(whole position tiles\), got 33$"),
     Boundary("page table of one entry per user", "{name}: expected shape {shape_text}",
@@ -685,6 +688,9 @@ _HERE = "test_boundaries.py::"
 _CIRCULAR = "test_circular_cache.py::"
 
 NO_NUMERIC_BOUNDARY = [
+    NoBoundary("k: expected a bfloat16 cache with blocks of 16 positions",
+               "test_small_blocks.py::test_block_float_blocks_of_16_are_refused_by_name",
+               "k: expected a bfloat16 cache with blocks of 16 positions", "a dtype with a block size"),
     NoBoundary("cache_position_modulo: expected None or an int", _CIRCULAR + "test_bad_modulo_is_refused_by_name",
                "cache_position_modulo: expected None or an int", "a type"),
     NoBoundary("cache_position_modulo: expected None without page_table_tensor",

@@ -331,6 +331,11 @@ FREE_FUNCTIONS = {
     # and a 16k-entry row; pages for contiguous and paged caches of 1..4 KV heads.
     "page_table_entry": lambda: [(("page_table_entry", t, b), kv_walk.page_table_entry(t, b))
                                  for b in (1, 2, 4, 7) for t in [*range(0, 70), 2**16 - 1, 2**20 + 3]],
+    # Circular caches (slots of 1, 4, 32 tiles; 0: none) and blocks of 16 positions (two per tile).
+    "cache_slot_tile": lambda: [(("cache_slot_tile", t, w), kv_walk.cache_slot_tile(t, w))
+                                for w in (0, 1, 4, 32, 33) for t in [*range(0, 70), 2**20 + 3, 2**24 - 1]],
+    "half_block_entry": lambda: [(("half_block_entry", t, h), kv_walk.half_block_entry(t, h))
+                                 for t in [*range(0, 40), 2**16 - 1, 2**20] for h in (0, 1)],
     "cache_tile_page": lambda: [
         (("cache_tile_page", first, t, block, bt, bt * heads * d, d), kv_walk.cache_tile_page(first, t, block, bt, bt * heads * d, d))
         for bt in (0, 1, 2, 4) for heads in (1, 3) for d in (1, 4) for first in {0, (heads - 1) * bt * d}

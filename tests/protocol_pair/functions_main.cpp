@@ -74,6 +74,8 @@ int main() {
         FREE3(work_slot)
         FREE1(served_requests)
         FREE2(page_table_entry)
+        FREE2(cache_slot_tile)
+        FREE2(half_block_entry)
         FREE1(kv_datum_bits)
         FREE1(kv_face_row_bytes)
         FREE3(kv_face_row_offset)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ttnn_flashdecode.op.protocol import (ConstTile, Flag, GATHER_MASK, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request,
                                           TILE_POSITIONS, WINDOW_PAGE)
 
-__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_slot_tile", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_stale_rows", "window_start"]
+__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_slot_tile", "half_block_entry", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_stale_rows", "window_start"]
 
 
 PAGE_TABLE_CHUNK_ENTRIES = 256
@@ -20,6 +20,12 @@ def cache_slot_tile(tile, wrap_tiles: int):
     wrap_tiles`` in a circular cache (``cache_position_modulo / 32``), ``tile`` without one
     (``wrap_tiles`` 0)."""
     return tile % wrap_tiles if wrap_tiles else tile
+
+
+def half_block_entry(tile: int, half: int) -> int:
+    """Blocks of 16 positions (paged ``block_size`` 16): the entry whose block holds rows ``16 *
+    half ..`` of position tile ``tile``."""
+    return 2 * tile + half
 
 
 def page_table_entry(tile: int, cache_block_tiles: int) -> int:

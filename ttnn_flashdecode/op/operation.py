@@ -98,7 +98,7 @@ def attention(
         k, v: KV cache ``[batch, n_kv_heads, capacity, head_dim]``, same kind as ``q`` (numpy
             arrays and host tensors mix); with ``page_table_tensor``, a paged cache
             ``[cache_blocks, n_kv_heads, block_size, head_dim]`` (ttnn's paged layout, ``block_size``
-            a multiple of 32). ttnn tensors may be bfloat16, ``ttnn.bfloat8_b`` or
+            a multiple of 32, or 16 with a bfloat16 cache). ttnn tensors may be bfloat16, ``ttnn.bfloat8_b`` or
             ``ttnn.bfloat4_b`` (TILE; block-float tiles of 1088 / 576 bytes, unpacked on the fly;
             numpy arrays are read as bfloat16); on a device DRAM interleaved. Tiles past the last live one are never
             read, and the slots past a request's position in its last live tile are zeroed in L1
@@ -199,7 +199,7 @@ def attention(
             ``cur_pos`` and ``chunk_start`` (or ``cur_pos`` and ``cur_pos_tensor``, or ``rows``
             or ``cur_pos_tensor`` with ``chunk_start``) are given, ``cur_pos_tensor`` or
             ``page_table_tensor`` has the wrong length, shape, layout, memory or storage (device vs
-            host), a paged block size that is not a multiple of 32, a page-table entry the call
+            host), a paged block size that is neither 16 nor a multiple of 32 (16 with a block-float cache), a page-table entry the call
             reads that is not a block of the cache, K and V of different dtypes,
             ``q_layout="heads"`` with ``rows`` or ``chunk_start`` or a Q that is not
             ``[1, batch, n_q_heads, head_dim]``,

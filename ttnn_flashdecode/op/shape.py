@@ -43,7 +43,7 @@ class DecodeShape:
         kind: one of :data:`KINDS`.
         rows: query rows per user: 1 for decode; the chunk length C (1..32) for chunk; the
             positions P per user for rows (``q_rows * P <= 32``).
-        cache_block_size: paged cache: positions per cache block (a multiple of 32); 0 for a
+        cache_block_size: paged cache: positions per cache block (16, or a multiple of 32); 0 for a
             contiguous cache ``[batch, n_kv_heads, capacity, head_dim]``.
         cache_blocks: paged cache: blocks in K (and V) ``[cache_blocks, n_kv_heads,
             cache_block_size, head_dim]``; 0 for a contiguous cache.
@@ -89,7 +89,7 @@ class DecodeShape:
     cache_wrap: int = 0
 
     def __post_init__(self):
-        if self.cache_wrap and not (self.paged and self.cache_wrap % self.cache_block_size == 0
+        if self.cache_wrap and not (self.paged and self.cache_wrap % max(self.cache_block_size, 32) == 0
                                     and self.window <= self.cache_wrap <= self.capacity and self.causal):
             raise ValueError(f"cache_wrap: expected a multiple of the block size {self.cache_block_size} in "
                              f"window {self.window} .. capacity {self.capacity} of a causal paged cache, got {self.cache_wrap}")
@@ -107,11 +107,13 @@ class DecodeShape:
         if self.kv_dtype not in KV_FORMATS:
             raise ValueError(f"kv_dtype: expected one of {sorted(KV_FORMATS)}, got {self.kv_dtype!r}")
         if self.cache_block_size or self.cache_blocks:
-            if self.cache_block_size <= 0 or self.cache_block_size % 32 or self.cache_blocks < 1 \
-                    or self.capacity % self.cache_block_size:
-                raise ValueError(f"paged cache: expected a block size that is a positive multiple of 32 dividing "
+            if not (self.cache_block_size == 16 or self.cache_block_size > 0 and self.cache_block_size % 32 == 0) \
+                    or self.cache_blocks < 1 or self.capacity % self.cache_block_size:
+                raise ValueError(f"paged cache: expected a block size of 16 or a positive multiple of 32 dividing "
                                  f"capacity {self.capacity} and >= 1 block, got block size {self.cache_block_size}, "
                                  f"{self.cache_blocks} blocks")
+            if self.cache_half_blocks and self.kv_dtype != "bfloat16":
+                raise ValueError(f"paged cache: blocks of 16 positions take a bfloat16 cache, got {self.kv_dtype}")
         if self.kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
         ratio = self.n_q_heads // self.n_kv_heads if self.n_kv_heads > 0 else 1
@@ -168,8 +170,15 @@ class DecodeShape:
 
     @property
     def cache_block_tiles(self) -> int:
-        """Position tiles per cache block (``cache_block_size / 32``); 0 for a contiguous cache."""
-        return self.cache_block_size // 32
+        """Tiles per cache block and KV head (``cache_block_size / 32``; 1 for blocks of 16
+        positions, a tile whose rows 16..31 are padding); 0 for a contiguous cache."""
+        return 1 if self.cache_half_blocks else self.cache_block_size // 32
+
+    @property
+    def cache_half_blocks(self) -> bool:
+        """Blocks of 16 positions (ttnn's paged ``block_size`` 16): two blocks per position tile
+        (the named compile-time arg ``cache_half_blocks``)."""
+        return self.cache_block_size == 16
 
     @property
     def page_table_entries(self) -> int:

@@ -285,7 +285,8 @@ def paged_scaled_dot_product_attention_decode(
     Args:
         input_tensor_q: ``[1, b, nh, dh]``, as :func:`scaled_dot_product_attention_decode`.
         input_tensor_k, input_tensor_v: paged KV cache ``[blocks, nkv, block_size, dh]``
-            (``block_size`` a multiple of 32), bfloat16, bfloat8_b or bfloat4_b.
+            (``block_size`` 16 -- bfloat16 only -- or a multiple of 32), bfloat16, bfloat8_b or
+            bfloat4_b.
         page_table_tensor: int32 ``[b, blocks_per_user]``: user ``u``'s positions ``i * block_size
             ..`` live in block ``page_table_tensor[u][i]`` (ROW_MAJOR; a device tensor on a card).
         cur_pos_tensor: int32 ``[b]`` positions (-1: idle slot); required, as in ttnn.

@@ -151,9 +151,12 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         batch, n_kv_heads, capacity, head_dim = k_shape
     else:
         cache_blocks, n_kv_heads, cache_block_size, head_dim = k_shape
-        if cache_block_size % 32:
-            raise ValueError(f"k: expected a block size (dim 2 of a paged cache) that is a multiple of 32 (whole "
+        if cache_block_size % 32 and cache_block_size != 16:
+            raise ValueError(f"k: expected a block size (dim 2 of a paged cache) of 16 or a multiple of 32 (whole "
                              f"position tiles), got {cache_block_size}")
+        if cache_block_size == 16 and kv_dtype != "bfloat16":
+            raise ValueError(f"k: expected a bfloat16 cache with blocks of 16 positions (a block-float tile's top half "
+                             f"is not one contiguous read), got {kv_dtype}")
         batch, entries, page_table = _page_table_values(page_table_tensor, kind)
         capacity = entries * cache_block_size
     cache_wrap = _cache_wrap(cache_position_modulo, cache_block_size, capacity, window, causal)
@@ -307,7 +310,8 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
     for user in range(shape.batch):
         live = max(kv[user * per_user:(user + 1) * per_user])
         tiles = np.arange(kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows), -(-live // 32))
-        entries = np.unique(kv_walk.cache_slot_tile(tiles, shape.cache_wrap_tiles) * 32 // shape.cache_block_size)
+        first = kv_walk.cache_slot_tile(tiles, shape.cache_wrap_tiles) * 32  # each tile's first slot
+        entries = np.unique(np.concatenate([first // shape.cache_block_size, (first + 31) // shape.cache_block_size]))
         row = table[user, entries]
         bad = np.flatnonzero((row < 0) | (row >= shape.cache_blocks))
         if bad.size:
@@ -333,8 +337,9 @@ def _cache_wrap(value, cache_block_size: int, capacity: int, window: int, causal
     if not cache_block_size:
         raise ValueError("cache_position_modulo: expected None without page_table_tensor (a circular cache is paged, "
                          f"as ttnn's), got {value}")
-    if not (0 < value <= capacity and value % cache_block_size == 0):
-        raise ValueError(f"cache_position_modulo: expected a positive multiple of the block size {cache_block_size}, at "
+    unit = max(cache_block_size, 32)  # slots wrap whole position tiles
+    if not (0 < value <= capacity and value % unit == 0):
+        raise ValueError(f"cache_position_modulo: expected a positive multiple of the block size {unit}, at "
                          f"most the page table's capacity {capacity}, got {value}")
     if window > value:
         raise ValueError(f"sliding_window_size: expected at most cache_position_modulo {value} (a circular cache holds "
