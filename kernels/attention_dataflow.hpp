@@ -27,6 +27,9 @@ constexpr uint32_t kCacheBlocks = get_named_compile_time_arg_val("cache_blocks")
 constexpr uint32_t kPageTableEntries = get_named_compile_time_arg_val("page_table_entries");
 constexpr uint32_t kCacheWrapTiles = get_named_compile_time_arg_val("cache_wrap_tiles");
 constexpr bool kHalfBlocks = get_named_compile_time_arg_val("cache_half_blocks") != 0;
+// Consecutive users that share one page-table row (ttnn's spec_multi_pos_tiles candidates): user
+// u reads row u / users_per_table_row. 1 normally.
+constexpr uint32_t kUsersPerTableRow = get_named_compile_time_arg_val("users_per_table_row");
 static_assert(!kHalfBlocks || kKvTileBytes == 2048, "blocks of 16 positions: bfloat16 caches only");
 constexpr bool kPaged = kCacheBlockTiles != 0;
 // The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the

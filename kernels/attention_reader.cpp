@@ -380,7 +380,7 @@ void read_mask_block(const Params& p, uint32_t block, uint32_t base) {
 template <typename KAccessor, typename VAccessor>
 void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_reader, uint32_t table_page) {
     DeviceZoneScopedN("fd-reader-kv");
-    PageTableRow table(p.user, table_page);
+    PageTableRow table(p.user / kUsersPerTableRow, table_page);
     // K before V: compute starts on a block's scores and softmax while its V is still arriving.
     const uint32_t mask = operand_base(kCommonMaskBase);
     for (uint32_t block = 0; block < p.blocks(); ++block) {

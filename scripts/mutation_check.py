@@ -141,6 +141,12 @@ MUTATIONS = [
              "constexpr uint32_t half_block_entry(uint32_t tile, uint32_t half) { return tile + half; }",
              "blocks of 16: position tile t read from entries t and t+1, not 2t and 2t+1",
              tests=("tests/test_small_blocks.py::test_decode_on_blocks_of_16[1-positions2]",)),
+    # Users sharing a page-table row (issue 20 item 4: spec_multi_pos_tiles's candidates).
+    Mutation("spec-candidates-own-table-row", "attention_reader.cpp",
+             "    PageTableRow table(p.user / kUsersPerTableRow, table_page);",
+             "    PageTableRow table(p.user, table_page);",
+             "each speculative candidate reads page-table row of its own index, not its group's",
+             tests=("tests/test_spec_multi_pos.py::test_two_groups_independent_bounds_and_an_idle_candidate",)),
     # Attention masks (issue 20, item 3): each head's mask rows, clamped, added once per block.
     Mutation("mask-not-added", "attention_compute.cpp",
              "        add_attn_mask(t);\n",

@@ -164,17 +164,42 @@ def test_heads_layout_groups_may_straddle_a_row_tile():
     assert pcc(got, want) >= 0.9999 and relative_l2(got, want) <= 1e-2
 
 
-@pytest.mark.parametrize("kwargs, word", [
-    (dict(paged_cache_geometry="geometry"), "paged_cache_geometry"),
-    (dict(spec_multi_pos_tiles=2), "spec_multi_pos_tiles"),
+def test_paged_cache_geometry_views_the_cache_as_ttnn_does():
+    """ttnn's paged_cache_geometry: one buffer of [blocks, 2 heads, 64, dh] blocks read as [blocks,
+    1 head, 128, dh] (the same elements per block, HMA sharing across layers of different KV-head
+    counts): the op must give attention over the viewed cache, like ttnn's golden's reshape."""
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((1, B, NQ, D), dtype=np.float32).astype(BF16)
+    physical = rng.standard_normal((B * 2, 2, 64, D), dtype=np.float32).astype(BF16)
+    table = np.arange(B * 2, dtype=np.int32).reshape(B, 2)
+    geometry = ttnn.PagedCacheGeometryOverride(block_size=128, num_kv_heads=1)
+    out = run_quiet(transformer.paged_scaled_dot_product_attention_decode, q, physical, physical, table,
+                    cur_pos_tensor=np.array([200, 77, 5], np.int32), paged_cache_geometry=geometry)
+    viewed = physical.reshape(B * 2, 1, 128, D)
+    logical = np.stack([np.concatenate([viewed[table[u, e], 0] for e in range(2)]) for u in range(B)])[:, None]
+    want = attention_reference(q.reshape(1, 1, B, NQ * D), logical, logical, cur_pos=[200, 77, 5]).reshape(q.shape)
+    got = np.asarray(out, np.float64)
+    assert pcc(got, want) >= 0.9999 and relative_l2(got, want) <= 1e-2
+    unchanged = run_quiet(transformer.paged_scaled_dot_product_attention_decode, q, viewed, viewed, table,
+                          cur_pos_tensor=np.array([200, 77, 5], np.int32),
+                          paged_cache_geometry=ttnn.PagedCacheGeometryOverride(block_size=0, num_kv_heads=0))
+    assert np.array_equal(np.asarray(unchanged), np.asarray(out))
+
+
+@pytest.mark.parametrize("geometry, error, match", [
+    ("geometry", TypeError, "paged_cache_geometry: expected None or a ttnn.PagedCacheGeometryOverride"),
+    (dict(block_size=64, num_kv_heads=0), ValueError, "paged_cache_geometry: expected a positive num_kv_heads"),
+    (dict(block_size=96, num_kv_heads=1), ValueError, "num_kv_heads x block_size"),
+    (dict(block_size=48, num_kv_heads=2), ValueError, "a multiple of 32"),
 ])
-def test_paged_drop_in_refuses_unsupported_keywords_by_name(kwargs, word):
+def test_bad_paged_cache_geometry_is_refused_by_name(geometry, error, match):
     q = np.zeros((1, B, NQ, D), BF16)
-    pages = np.zeros((B * 4, NKV, BLOCK, D), BF16)
+    pages = np.zeros((B * 4, 2, 32 * 2, D), BF16)
     table = np.arange(B * 4, dtype=np.int32).reshape(B, 4)
-    with pytest.raises(NotImplementedError, match=word):
-        transformer.paged_scaled_dot_product_attention_decode(q, pages, pages, table,
-                                                              cur_pos_tensor=np.zeros(B, np.int32), **kwargs)
+    geometry = ttnn.PagedCacheGeometryOverride(**geometry) if isinstance(geometry, dict) else geometry
+    with pytest.raises(error, match=match):
+        transformer.paged_scaled_dot_product_attention_decode(q, pages, pages, table, cur_pos_tensor=np.zeros(B, np.int32),
+                                                              paged_cache_geometry=geometry)
     with pytest.raises(TypeError, match="cur_pos_tensor"):
         transformer.paged_scaled_dot_product_attention_decode(q, pages, pages, table)
 

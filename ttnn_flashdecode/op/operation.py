@@ -63,6 +63,7 @@ def attention(
     is_causal: bool = True,
     attn_mask=None,
     cache_position_modulo: int | None = None,
+    users_per_table_row: int = 1,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -183,6 +184,11 @@ def attention(
             size, at most the page table's capacity; the window defaults to ``M`` and may be
             smaller. Only the page-table lookup wraps (in the reader, per position tile), so the
             window's start, masks and trace safety are the sliding window's.
+        users_per_table_row: ``g``, with ``page_table_tensor``: consecutive users share one
+            page-table row (user ``b`` reads row ``b // g``; the table has ``batch / g`` rows), e.g.
+            the candidates of one speculative group (the drop-in's ``spec_multi_pos_tiles``). Each
+            user still reads the K/V its own position needs; for several positions of one
+            sequence against ONE scan of its cache use ``rows=`` instead.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -237,7 +243,7 @@ def attention(
                              compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
                              backend=backend, grid=grid, max_split=max_split, sliding_window_size=sliding_window_size,
                              attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
-                             cache_position_modulo=cache_position_modulo)
+                             cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row)
     launch = fast_path.lookup(key) if key is not None else None
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
@@ -247,7 +253,7 @@ def attention(
         raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
     q, q_dtype = _bfloat16_q(q)
     inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
-                             attention_sink, is_causal, attn_mask, cache_position_modulo)
+                             attention_sink, is_causal, attn_mask, cache_position_modulo, users_per_table_row)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":

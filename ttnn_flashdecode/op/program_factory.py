@@ -191,7 +191,8 @@ class Plan:
         block_pages = shape.n_kv_heads * shape.cache_block_tiles * shape.dim_tiles
         return [("cache_block_tiles", shape.cache_block_tiles), ("cache_block_pages", block_pages),
                 ("cache_blocks", shape.cache_blocks), ("page_table_entries", shape.page_table_entries),
-                ("cache_wrap_tiles", shape.cache_wrap_tiles), ("cache_half_blocks", int(shape.cache_half_blocks))]
+                ("cache_wrap_tiles", shape.cache_wrap_tiles), ("cache_half_blocks", int(shape.cache_half_blocks)),
+                ("users_per_table_row", shape.users_per_table_row)]
 
 
 def grid_cores(grid) -> tuple[tuple[int, int], ...]:

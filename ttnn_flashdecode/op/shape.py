@@ -65,6 +65,9 @@ class DecodeShape:
             logical and unbounded (below :data:`WRAPPED_POSITIONS`), position ``L`` lives in cache
             slot ``L % cache_wrap``; a multiple of ``cache_block_size``, at most ``capacity``, at
             least ``window``. 0: none (positions index the cache directly).
+        users_per_table_row: paged: consecutive users that share one page-table row (user ``b``
+            reads row ``b // users_per_table_row``; ttnn's ``spec_multi_pos_tiles`` candidates of one
+            group); 1 normally. Divides ``batch``.
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -87,8 +90,13 @@ class DecodeShape:
     causal: bool = True
     mask_users: int = 0
     cache_wrap: int = 0
+    users_per_table_row: int = 1
 
     def __post_init__(self):
+        if self.users_per_table_row != 1 and not (self.paged and self.users_per_table_row >= 1
+                                                  and self.batch % self.users_per_table_row == 0):
+            raise ValueError(f"users_per_table_row: expected 1, or with a page table a divisor of the batch {self.batch}, "
+                             f"got {self.users_per_table_row}")
         if self.cache_wrap and not (self.paged and self.cache_wrap % max(self.cache_block_size, 32) == 0
                                     and self.window <= self.cache_wrap <= self.capacity and self.causal):
             raise ValueError(f"cache_wrap: expected a multiple of the block size {self.cache_block_size} in "

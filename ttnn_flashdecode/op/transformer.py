@@ -14,8 +14,7 @@ output is ``[1, b, nh, dh]``. The kernels read Q and write the output in that la
 and ``is_causal=False`` with ``attn_mask`` are taken as ttnn takes them, ttnn's scaling of the sink
 and the mask included (both multiplied by ``scale``: tt-metal #55337 / #40470;
 :func:`ttnn_flashdecode.attention` takes them in score units). What is not supported is refused
-by name (``NotImplementedError``), never ignored: the paged call's ``paged_cache_geometry``,
-``spec_multi_pos_tiles``.
+by name, never ignored.
 """
 
 from __future__ import annotations
@@ -33,13 +32,64 @@ from ttnn_flashdecode.op.validate import resolve_grid
 
 __all__ = ["scaled_dot_product_attention_decode", "paged_scaled_dot_product_attention_decode"]
 
-def _refuse_unsupported(*, paged_cache_geometry=None, spec_multi_pos_tiles=0) -> None:
-    """Raises NotImplementedError naming the first keyword of ttnn's decode calls given a value the
-    op does not support (their defaults are supported)."""
-    for name, value, default in (("paged_cache_geometry", paged_cache_geometry, None),
-                                 ("spec_multi_pos_tiles", spec_multi_pos_tiles, 0)):
-        if value != default:
-            raise NotImplementedError(f"{name}: not supported (the page table maps every position), got {value!r}")
+def _cache_view(cache, geometry, name: str):
+    """ttnn's ``paged_cache_geometry`` (a ``ttnn.PagedCacheGeometryOverride``): the paged cache
+    ``[blocks, nkv, block_size, dh]`` viewed as ``[blocks, geometry.num_kv_heads,
+    geometry.block_size, dh]`` (one buffer shared by layers of different KV-head counts, as
+    ttnn's HMA sharing). Both 0: no view. A view keeps each block's elements and, with block sizes
+    that are whole tiles, its tiles: the same bytes, so it is a reshape.
+
+    Raises:
+        TypeError: not a PagedCacheGeometryOverride.
+        ValueError: one of the two 0, a block size (either side) that is not a multiple of 32, or a
+            view with another number of elements per block.
+    """
+    if geometry is None:
+        return cache
+    if not isinstance(geometry, ttnn.PagedCacheGeometryOverride):
+        raise TypeError(f"paged_cache_geometry: expected None or a ttnn.PagedCacheGeometryOverride, got "
+                        f"{type(geometry).__name__}")
+    block_size, heads = int(geometry.block_size), int(geometry.num_kv_heads)
+    if block_size == 0 and heads == 0:
+        return cache
+    shape = tuple(int(d) for d in cache.shape)
+    if block_size <= 0 or heads <= 0 or block_size % 32 or len(shape) != 4 or shape[2] % 32 \
+            or heads * block_size != shape[1] * shape[2]:
+        raise ValueError(f"paged_cache_geometry: expected a positive num_kv_heads and a block_size that is a multiple "
+                         f"of 32, with num_kv_heads x block_size = {name}'s {shape[1:3]} product (each block's tiles "
+                         f"kept), got num_kv_heads {heads}, block_size {block_size} for {name} {list(shape)}")
+    return _reshape(cache, (shape[0], heads, block_size, shape[3]))
+
+
+def _spec_candidates(spec_multi_pos_tiles, q, k) -> int:
+    """ttnn's ``spec_multi_pos_tiles=Tg`` checked (0: off): ``Tg`` speculative candidates per group,
+    Q ``[1, B, Tg * 32, dh]`` with candidate ``j``'s Q heads on the rows of row tile ``j`` (the
+    rest padding), one KV head (as ttnn), ``cur_pos_tensor`` ``B * Tg`` bounds (group ``b``'s
+    candidates ``b * Tg ..``), the page table ``B`` rows.
+
+    Raises:
+        ValueError: a negative or non-int ``Tg``, Q rows other than ``Tg * 32``, or more than one KV head.
+    """
+    if isinstance(spec_multi_pos_tiles, bool) or not isinstance(spec_multi_pos_tiles, (int, np.integer)) \
+            or spec_multi_pos_tiles < 0:
+        raise ValueError(f"spec_multi_pos_tiles: expected an int >= 0 (candidates per group; 0: off), got "
+                         f"{spec_multi_pos_tiles!r}")
+    candidates = int(spec_multi_pos_tiles)
+    if candidates and (len(q.shape) != 4 or int(q.shape[2]) != 32 * candidates):
+        raise ValueError(f"input_tensor_q: expected [1, B, {32 * candidates}, dh] with spec_multi_pos_tiles="
+                         f"{candidates} (one row tile of heads per candidate), got {list(q.shape)}")
+    if candidates and (len(k.shape) != 4 or int(k.shape[1]) != 1):
+        raise ValueError(f"input_tensor_k: expected one KV head with spec_multi_pos_tiles (as ttnn's), got "
+                         f"{list(k.shape)}")
+    return candidates
+
+
+def _reshape(tensor, shape):
+    """``tensor`` (numpy, host or device ttnn.Tensor) viewed as ``shape`` (tile-aligned rows: the
+    same bytes in TILE layout)."""
+    if isinstance(tensor, np.ndarray):
+        return tensor.reshape(shape)
+    return ttnn.reshape(tensor, ttnn.Shape(shape))
 
 
 def _window(sliding_window_size) -> int | None:
@@ -209,7 +259,6 @@ def scaled_dot_product_attention_decode(
         or a host ``ttnn.Tensor`` bfloat16 ROW_MAJOR, or TILE in Q's block-float dtype).
 
     Raises:
-        NotImplementedError: an unsupported keyword or value (named).
         ValueError, TypeError: as :func:`ttnn_flashdecode.attention` (``q_layout="heads"``), and
             Q not 4-D ``[1, b, nh, dh]``, a program config the device cannot run
             (:func:`_program_config_keywords`), ``share_cache=True`` with K of batch != 1.
@@ -297,31 +346,46 @@ def paged_scaled_dot_product_attention_decode(
         cache_position_modulo: ``M``: a circular cache, as ttnn's: logical position ``L`` lives in
             slot ``L % M`` of the user's page-table row, the window defaults to ``M`` (see
             :func:`ttnn_flashdecode.attention`).
-        paged_cache_geometry, spec_multi_pos_tiles: only the defaults are supported.
+        spec_multi_pos_tiles: ``Tg`` > 0: ttnn's speculative verify, ``Tg`` candidates per group
+            with independent causal bounds: Q ``[1, B, Tg * 32, dh]`` (candidate ``j``'s heads on
+            the rows of row tile ``j``), ``cur_pos_tensor`` ``[B * Tg]``, the page table ``B`` rows,
+            one KV head; the output has Q's shape. Each candidate reads the K/V its own bound
+            needs (ttnn scans once per group; :func:`ttnn_flashdecode.attention`'s ``rows=`` is
+            the one-scan form for consecutive positions).
+        paged_cache_geometry: a ``ttnn.PagedCacheGeometryOverride(block_size=, num_kv_heads=)``:
+            K and V viewed with that block size and KV-head count (same elements per block; both
+            multiples of 32 positions), as ttnn's; both 0 or None: the tensors' own.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q``.
 
     Raises:
-        NotImplementedError: an unsupported keyword or value (named).
-        TypeError: no ``cur_pos_tensor``.
-        ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``.
+        TypeError: no ``cur_pos_tensor``, a ``paged_cache_geometry`` of another type.
+        ValueError: as :func:`ttnn_flashdecode.attention` with ``page_table_tensor``; a
+            ``paged_cache_geometry`` or ``spec_multi_pos_tiles`` that does not fit the tensors.
     """
-    _refuse_unsupported(paged_cache_geometry=paged_cache_geometry, spec_multi_pos_tiles=spec_multi_pos_tiles)
     if page_table_tensor is None:
         raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
     _check_tensor_kinds(input_tensor_q=input_tensor_q, input_tensor_k=input_tensor_k, input_tensor_v=input_tensor_v,
                         page_table_tensor=page_table_tensor)
+    input_tensor_k = _cache_view(input_tensor_k, paged_cache_geometry, "input_tensor_k")
+    input_tensor_v = _cache_view(input_tensor_v, paged_cache_geometry, "input_tensor_v")
     positions = _causal_keywords(is_causal, attn_mask, input_tensor_q, scale, sliding_window_size,
                                  cur_pos_tensor=cur_pos_tensor)
     if is_causal and cur_pos_tensor is None:
         raise TypeError("cur_pos_tensor: the paged decode call takes its positions as a tensor (int32 [b]), got None")
-    return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
-                            **positions, page_table_tensor=page_table_tensor, scale=scale,
-                            compute_kernel_config=compute_kernel_config, memory_config=memory_config,
-                            sliding_window_size=_window(sliding_window_size),
-                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale),
-                            cache_position_modulo=cache_position_modulo)
+    candidates = _spec_candidates(spec_multi_pos_tiles, input_tensor_q, input_tensor_k)
+    q = input_tensor_q
+    if candidates:  # one user per candidate, ttnn's [1, B * Tg, 32, dh]: the same tiles
+        groups, head_dim = int(q.shape[1]), int(q.shape[3])
+        q = _reshape(q, (1, groups * candidates, 32, head_dim))
+    out = _heads_attention(q, input_tensor_k, input_tensor_v, program_config=program_config,
+                           **positions, page_table_tensor=page_table_tensor, scale=scale,
+                           compute_kernel_config=compute_kernel_config, memory_config=memory_config,
+                           sliding_window_size=_window(sliding_window_size),
+                           attention_sink=_ttnn_sink(attention_sink, q, scale),
+                           cache_position_modulo=cache_position_modulo, users_per_table_row=max(candidates, 1))
+    return _reshape(out, tuple(int(d) for d in input_tensor_q.shape)) if candidates else out
 
 
 def _check_tensor_kinds(**tensors) -> None:

@@ -101,7 +101,7 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
 
 def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
               q_layout="rows", window: int = 0, attention_sink=None, causal: bool = True, attn_mask=None,
-              cache_position_modulo=None) -> Inputs:
+              cache_position_modulo=None, users_per_table_row: int = 1) -> Inputs:
     if causal:
         if attn_mask is not None:
             raise ValueError("attn_mask: expected None with causal attention (an attention mask is for is_causal=False, "
@@ -147,6 +147,10 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         raise ValueError(f"v: expected k's dtype ({kv_dtype}), got {got}")
     page_table = None
     cache_block_size = cache_blocks = 0
+    if isinstance(users_per_table_row, bool) or not isinstance(users_per_table_row, (int, np.integer)) \
+            or users_per_table_row < 1 or (users_per_table_row > 1 and page_table_tensor is None):
+        raise ValueError(f"users_per_table_row: expected an int >= 1 (above 1 only with page_table_tensor), got "
+                         f"{users_per_table_row!r}")
     if page_table_tensor is None:
         batch, n_kv_heads, capacity, head_dim = k_shape
     else:
@@ -158,6 +162,7 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
             raise ValueError(f"k: expected a bfloat16 cache with blocks of 16 positions (a block-float tile's top half "
                              f"is not one contiguous read), got {kv_dtype}")
         batch, entries, page_table = _page_table_values(page_table_tensor, kind)
+        batch *= users_per_table_row  # consecutive users share a row (ttnn's spec_multi_pos_tiles candidates)
         capacity = entries * cache_block_size
     cache_wrap = _cache_wrap(cache_position_modulo, cache_block_size, capacity, window, causal)
     window = window or cache_wrap  # ttnn's: a circular cache's window defaults to its slots
@@ -185,6 +190,8 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         raise ValueError(f"head_dim: expected <= {MAX_DIM_TILES * 32}, got {head_dim}")
     height = q_shape[2]
     batch_of = "page_table_tensor's rows" if page_table_tensor is not None else "k's batch"
+    if users_per_table_row > 1:
+        batch_of += f" x users_per_table_row {users_per_table_row}"
     if request_kind == "decode":
         per_user = 1
         if height != batch:
@@ -225,7 +232,7 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
                         q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
                         mask_users=0 if attn_mask is None else mask_users(attn_mask, batch, n_q_heads, capacity, kind),
-                        cache_wrap=cache_wrap)
+                        cache_wrap=cache_wrap, users_per_table_row=int(users_per_table_row))
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
@@ -312,13 +319,14 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
         tiles = np.arange(kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows), -(-live // 32))
         first = kv_walk.cache_slot_tile(tiles, shape.cache_wrap_tiles) * 32  # each tile's first slot
         entries = np.unique(np.concatenate([first // shape.cache_block_size, (first + 31) // shape.cache_block_size]))
-        row = table[user, entries]
+        table_row = user // shape.users_per_table_row
+        row = table[table_row, entries]
         bad = np.flatnonzero((row < 0) | (row >= shape.cache_blocks))
         if bad.size:
             entry = int(entries[bad[0]])
             raise ValueError(
-                f"page_table_tensor[{user}][{entry}]: expected a block of the cache (0..{shape.cache_blocks - 1}; "
-                f"user {user} reads entries {int(entries[0])}..{int(entries[-1])}), got {int(table[user, entry])}")
+                f"page_table_tensor[{table_row}][{entry}]: expected a block of the cache (0..{shape.cache_blocks - 1}; "
+                f"user {user} reads entries {int(entries[0])}..{int(entries[-1])}), got {int(table[table_row, entry])}")
 
 
 def _cache_wrap(value, cache_block_size: int, capacity: int, window: int, causal: bool) -> int:

@@ -1,0 +1,129 @@
+"""ttnn's speculative verify, ``spec_multi_pos_tiles=Tg`` on the paged drop-in (issue 20 item 4;
+tt-metal's test_sdpa_decode_spec_multi_pos.py shapes), on the emulator against float64.
+
+``Tg`` candidates per group, each with its own causal bound (``cur_pos_tensor`` ``[B * Tg]``),
+Q ``[1, B, Tg * 32, dh]`` with candidate ``j``'s 6 valid heads on rows 0..5 of row tile ``j``
+(rows 6..31 zero padding, as the peer test builds it), one KV head, the page table ``B`` rows of
+shuffled blocks. Hard inputs: bounds on tile edges (p % 32 in {0, 31}), bounds straddling a K/V
+block, bounds that are NOT consecutive (the op takes each candidate's own), an idle candidate
+(-1), two groups on different page-table rows. The peer test's equivalence (spec form == B * Tg
+separate users) is checked bit for bit. Pass bar: tests/bars.py on the valid heads.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from bars import assert_close, run_quiet
+from ttnn_flashdecode.op.reference import attention_reference
+from ttnn_flashdecode.transformer import paged_scaled_dot_product_attention_decode
+
+BLOCK, HEAD_DIM, VALID_HEADS = 64, 256, 6
+
+
+def _bf16(x):
+    return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def _case(seed, groups, candidates, capacity):
+    rng = np.random.default_rng(seed)
+    k, v = (_bf16(rng.standard_normal((groups, 1, capacity, HEAD_DIM))) for _ in range(2))
+    entries = capacity // BLOCK
+    table = rng.permutation(groups * entries).astype(np.int32).reshape(groups, entries)
+    pk, pv = (np.empty((groups * entries, 1, BLOCK, HEAD_DIM), np.float32) for _ in range(2))
+    for group in range(groups):
+        for entry in range(entries):
+            pk[table[group, entry]] = k[group, :, entry * BLOCK:(entry + 1) * BLOCK]
+            pv[table[group, entry]] = v[group, :, entry * BLOCK:(entry + 1) * BLOCK]
+    q = np.zeros((1, groups, candidates * 32, HEAD_DIM), np.float32)
+    for j in range(candidates):
+        q[:, :, j * 32:j * 32 + VALID_HEADS] = rng.standard_normal((groups, VALID_HEADS, HEAD_DIM))
+    return _bf16(q), k, v, pk, pv, table
+
+
+def _reference(q, k, v, positions, candidates):
+    """Each candidate's valid heads against its group's cache up to its own bound."""
+    groups = q.shape[1]
+    out = np.zeros(q.shape)
+    for group in range(groups):
+        for j in range(candidates):
+            position = positions[group * candidates + j]
+            if position < 0:
+                continue
+            rows = q[:, group:group + 1, j * 32:j * 32 + VALID_HEADS].reshape(1, 1, 1, VALID_HEADS * HEAD_DIM)
+            cache = tuple(np.repeat(c[group:group + 1], VALID_HEADS, axis=1) for c in (k, v))
+            want = attention_reference(rows, *cache, cur_pos=[position], scale=HEAD_DIM ** -0.5)
+            out[0, group, j * 32:j * 32 + VALID_HEADS] = want.reshape(VALID_HEADS, HEAD_DIM)
+    return out
+
+
+def _valid(x, candidates):
+    x = np.asarray(x, np.float64)
+    return np.concatenate([x[:, :, j * 32:j * 32 + VALID_HEADS] for j in range(candidates)], axis=2)
+
+
+@pytest.mark.parametrize("candidates", [4, 7])
+@pytest.mark.parametrize("p", [1024, 1055, 1021])
+def test_spec_candidates_match_float64(candidates, p):
+    q, k, v, pk, pv, table = _case(p + candidates, 1, candidates, 2048)
+    positions = np.array([p + j for j in range(candidates)], np.int32)
+    out = run_quiet(paged_scaled_dot_product_attention_decode, q, pk, pv, table, cur_pos_tensor=positions,
+                    scale=HEAD_DIM ** -0.5, spec_multi_pos_tiles=candidates)
+    assert tuple(np.asarray(out).shape) == q.shape
+    want = _reference(q, k, v, positions, candidates)
+    assert_close(_valid(out, candidates), _valid(want, candidates), f"T={candidates} p={p}")
+
+
+def test_two_groups_independent_bounds_and_an_idle_candidate():
+    q, k, v, pk, pv, table = _case(11, 2, 4, 1024)
+    positions = np.array([900, 31, 32, 500, 0, -1, 1023, 64], np.int32)  # not consecutive, one idle
+    out = run_quiet(paged_scaled_dot_product_attention_decode, q, pk, pv, table, cur_pos_tensor=positions,
+                    scale=HEAD_DIM ** -0.5, spec_multi_pos_tiles=4)
+    want = _reference(q, k, v, positions, 4)
+    assert_close(_valid(out, 4), _valid(want, 4), "two groups")
+    assert not np.asarray(out)[0, 1, 32:64].any(), "the idle candidate's rows are zero"
+
+
+def test_spec_form_equals_separate_users_bit_for_bit():
+    """The peer test's property: the same Q bytes as B * Tg users with aliased page-table rows."""
+    q, k, v, pk, pv, table = _case(5, 1, 4, 2048)
+    positions = np.array([1024, 1025, 1026, 1027], np.int32)
+    spec = paged_scaled_dot_product_attention_decode(q, pk, pv, table, cur_pos_tensor=positions,
+                                                     spec_multi_pos_tiles=4)
+    users = paged_scaled_dot_product_attention_decode(q.reshape(1, 4, 32, HEAD_DIM), pk, pv, np.repeat(table, 4, axis=0),
+                                                      cur_pos_tensor=positions)
+    assert np.array_equal(np.asarray(spec).reshape(1, 4, 32, HEAD_DIM), np.asarray(users))
+
+
+@pytest.mark.parametrize("keywords, match", [
+    (dict(spec_multi_pos_tiles=-1), "spec_multi_pos_tiles: expected an int >= 0"),
+    (dict(spec_multi_pos_tiles=2.0), "spec_multi_pos_tiles: expected an int >= 0"),
+    (dict(spec_multi_pos_tiles=3), r"input_tensor_q: expected \[1, B, 96, dh\]"),
+])
+def test_bad_spec_calls_are_refused_by_name(keywords, match):
+    q, k, v, pk, pv, table = _case(1, 1, 4, 256)
+    with pytest.raises(ValueError, match=match):
+        paged_scaled_dot_product_attention_decode(q, pk, pv, table, cur_pos_tensor=np.arange(4, dtype=np.int32),
+                                                  **keywords)
+
+
+def test_spec_needs_one_kv_head():
+    q, k, v, pk, pv, table = _case(1, 1, 2, 256)
+    two_heads = np.concatenate([pk, pk], axis=1)
+    with pytest.raises(ValueError, match="input_tensor_k: expected one KV head with spec_multi_pos_tiles"):
+        paged_scaled_dot_product_attention_decode(q, two_heads, two_heads, table,
+                                                  cur_pos_tensor=np.arange(2, dtype=np.int32), spec_multi_pos_tiles=2)
+
+
+@pytest.mark.parametrize("value, table", [(0, True), (2, False), (True, True), (1.0, True)])
+def test_bad_users_per_table_row_is_refused(value, table):
+    from ttnn_flashdecode import attention
+
+    q, k, v, pk, pv, rows = _case(1, 1, 1, 256)
+    flat = q[:, :, :1].reshape(1, 1, 1, HEAD_DIM)
+    paged = dict(page_table_tensor=rows) if table else {}
+    cache = (pk, pv) if table else (k, v)
+    with pytest.raises(ValueError, match="users_per_table_row: expected an int >= 1"):
+        attention(flat, *cache, cur_pos=[5], users_per_table_row=value, **paged)
