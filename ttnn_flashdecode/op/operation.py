@@ -25,6 +25,8 @@ the same tensor.
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Sequence
 
 import ttnn
@@ -64,6 +66,7 @@ def attention(
     attn_mask=None,
     cache_position_modulo: int | None = None,
     users_per_table_row: int = 1,
+    batch_invariant: bool = False,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -189,6 +192,14 @@ def attention(
             the candidates of one speculative group (the drop-in's ``spec_multi_pos_tiles``). Each
             user still reads the K/V its own position needs; for several positions of one
             sequence against ONE scan of its cache use ``rows=`` instead.
+        batch_invariant: ``True``: a request's output bits depend only on its own Q, K/V,
+            position and options (and the grid), never on the batch size, its slot, the other
+            users or their positions: every request is split-K planned from its own window alone,
+            in slices of 1024 positions (``plan.BATCH_INVARIANT_SLICE_TILES``), with the block a
+            batch of one would get, and combined in the fixed tree order of its split. Costs: at
+            small batches fewer cores than the scheduler's balanced split (a 8k cache: 8 slices a
+            request, where a lone request would get 64), so lower parallelism; no extra bytes.
+            Default False (the scheduler balances the batch over the grid).
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -243,7 +254,8 @@ def attention(
                              compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
                              backend=backend, grid=grid, max_split=max_split, sliding_window_size=sliding_window_size,
                              attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
-                             cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row)
+                             cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row,
+                             batch_invariant=batch_invariant)
     launch = fast_path.lookup(key) if key is not None else None
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
@@ -254,6 +266,10 @@ def attention(
     q, q_dtype = _bfloat16_q(q)
     inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
                              attention_sink, is_causal, attn_mask, cache_position_modulo, users_per_table_row)
+    if batch_invariant is not False:
+        if not isinstance(batch_invariant, bool):
+            raise TypeError(f"batch_invariant: expected a bool, got {type(batch_invariant).__name__}")
+        inputs = dataclasses.replace(inputs, shape=dataclasses.replace(inputs.shape, batch_invariant=True))
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":

@@ -4,6 +4,7 @@ operand addresses -> a cached ``ttnn.ProgramDescriptor``. Positions play no part
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -108,6 +109,38 @@ def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int,
     return 1
 
 
+def _planned_block(shape: DecodeShape, fit: int, largest: int, longest: int, arch: str, fp32_stats: bool,
+                   l1_budget: int | None) -> int:
+    """The default block for requests split at most ``largest`` ways, the longest slice
+    ``longest`` tiles. A split request's slices are short: one block holds the longest when L1
+    allows, so every slice goes max first (no rescale) and no block after a slice's first pays a
+    rescale of the running state (~85 compute calls, the cost model's later_blocks)."""
+    if largest == 1:
+        return _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats, l1_budget)
+    return _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
+
+
+BATCH_INVARIANT_SLICE_TILES = 32
+"""``batch_invariant``: position tiles per split-K slice (1024 positions): a request's split is
+``ceil(its window tiles / 32)``, capped by the grid and L1 (never by the batch)."""
+
+
+def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, arch: str, grid_cores: int,
+                                     fp32_stats: bool, l1_budget: int | None, cap: int | None) -> tuple[int, int]:
+    """``shape.batch_invariant``: the split and block every request gets, from what a batch of one
+    of it would get (so not from the batch, its users or their number): the caller's, else slices of
+    :data:`BATCH_INVARIANT_SLICE_TILES` and the block a lone request would take. The combine tree
+    follows from the split alone, and each slice's share of the live tiles from its own position."""
+    alone = dataclasses.replace(shape, batch=1, users_per_table_row=1, mask_users=min(shape.mask_users, 1))
+    if split is None:
+        most = _max_split(alone, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget, cap)
+        split = max(1, min(most, -(-shape.window_tiles // BATCH_INVARIANT_SLICE_TILES)))
+    if block_tiles is None:
+        fit = _check_block_tiles(alone, None, arch, fp32_stats, l1_budget)
+        block_tiles = _planned_block(alone, fit, split, -(-shape.window_tiles // split), arch, fp32_stats, l1_budget)
+    return split, block_tiles
+
+
 @functools.lru_cache(maxsize=64)
 def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
                  accessor_args, noc_xy, l1_budget: int | None = None, max_split: int | None = None) -> Plan:
@@ -149,6 +182,9 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         bound = f", max_split {cap}" if cap is not None and cap < split else ""
         raise ValueError(f"split: expected <= {max_split} (grid cores{bound}, and L1 for the reducer's inbox on "
                          f"{arch}), got {split}")
+    if shape.batch_invariant:
+        split, block_tiles = _batch_invariant_split_and_block(shape, split, block_tiles, arch, grid_cores, fp32_stats,
+                                                              l1_budget, cap)
     kv_positions = shape.planned_kv_positions
     per_core = MAX_REQUESTS_PER_CORE
     if len(kv_positions) > grid_cores * per_core:
@@ -162,14 +198,8 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
     if block_tiles is not None:
         blocks = block_tiles
     else:
-        # A split request's slices are short: one block holds the longest when L1 allows, so every
-        # slice goes max first (no rescale) and no block after a slice's first pays a rescale of the
-        # running state (~85 compute calls, the cost model's later_blocks).
         longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
-        if largest == 1:
-            blocks = _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats, l1_budget)
-        else:
-            blocks = _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
+        blocks = _planned_block(shape, fit, largest, longest, arch, fp32_stats, l1_budget)
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
                           batch=shape.batch, work_requests=max(len(slices) for slices in plan_schedule.cores),
                           **shape.cache_fields)

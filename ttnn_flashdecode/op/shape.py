@@ -68,6 +68,9 @@ class DecodeShape:
         users_per_table_row: paged: consecutive users that share one page-table row (user ``b``
             reads row ``b // users_per_table_row``; ttnn's ``spec_multi_pos_tiles`` candidates of one
             group); 1 normally. Divides ``batch``.
+        batch_invariant: plan every request from its own shape alone (split-K slices of a fixed
+            size, the block a batch of one would get), so a request's output bits do not depend on
+            the batch it shares (:func:`~ttnn_flashdecode.op.plan.plan_program`).
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -91,8 +94,11 @@ class DecodeShape:
     mask_users: int = 0
     cache_wrap: int = 0
     users_per_table_row: int = 1
+    batch_invariant: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.batch_invariant, bool):
+            raise ValueError(f"batch_invariant: expected a bool, got {self.batch_invariant!r}")
         if self.users_per_table_row != 1 and not (self.paged and self.users_per_table_row >= 1
                                                   and self.batch % self.users_per_table_row == 0):
             raise ValueError(f"users_per_table_row: expected 1, or with a page table a divisor of the batch {self.batch}, "
