@@ -42,7 +42,7 @@ def _device_spec(tensor):
 
 def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start, rows, scale, block_tiles, q_layout,
              compute_kernel_config, memory_config, split, backend, grid=None, max_split=None, sliding_window_size=None,
-             attention_sink=None, is_causal=True, attn_mask=None):
+             attention_sink=None, is_causal=True, attn_mask=None, logit_softcap=None, attention_chunk_size=None):
     """The fast-path key of an :func:`~ttnn_flashdecode.attention` call, or None when the call is not
     eligible (see the module docstring). Never raises: anything unexpected makes the call take the
     validated path, which raises what it must."""
@@ -63,7 +63,7 @@ def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start
         # The device object's id: the entry holds the device (its operands do), so the id is never
         # reused, and a device closed and opened again is a new object with a new key.
         return (id(q.device()), specs, table, rows, scale, block_tiles, q_layout, compute, memory_config, split, backend,
-                grid, max_split, sliding_window_size)
+                grid, max_split, sliding_window_size, logit_softcap, attention_chunk_size)
     except (TypeError, AttributeError, RuntimeError, ValueError):  # unhashable or odd inputs: validate them the long way
         return None
 

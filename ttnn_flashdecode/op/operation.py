@@ -32,6 +32,7 @@ import ttnn
 from ttnn_flashdecode.op import fast_path
 from ttnn_flashdecode.op.launch import last_report, run_on_device, run_on_emulator, to_numpy
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, DEFAULT_BLOCK_TILES, plan_program, program_for
+from ttnn_flashdecode.op.score_inputs import score_options
 from ttnn_flashdecode.op.shape import ComputeOptions
 from ttnn_flashdecode.op.validate import IDLE, validate_inputs, validate_options
 
@@ -62,6 +63,8 @@ def attention(
     attention_sink=None,
     is_causal: bool = True,
     attn_mask=None,
+    logit_softcap: float | None = None,
+    attention_chunk_size: int | None = None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -175,6 +178,22 @@ def attention(
             1e30, so a row with any position left attends only those, and a fully masked row
             weighs every position alike (the mean of V; never NaN). Read once per K block, only the
             rows of the request's heads.
+        logit_softcap: ``c``, a finite number > 0 (float or int; at most bfloat16's max), or ``None``
+            (default: no cap). Every score becomes ``c * tanh(s / c)``, ``s = scale * q . k`` (score
+            units, unitless), BEFORE the causal, window, chunk and attention masks and the sinks (FA3's
+            ``softcap``, FlashInfer's ``logits_soft_cap``, Gemma 2's 50, Grok's 30); a sink logit is
+            not capped. On device a stage of the compute kernel: times ``1 / c``, the LLK's tanh
+            (``tanh_tile``), times ``c``, in DST (fp32 with the default ``fp32_dest_acc_en``), so a
+            score far past the cap saturates at ``+-c``. Part of the program (a compile-time arg).
+        attention_chunk_size: ``C`` positions, a positive multiple of 32, or ``None`` (default):
+            chunked-local attention (Llama 4's, FA3's ``attention_chunk``): the row at position ``p``
+            attends only ``floor(p / C) * C .. p`` (every kind, paged or not; ROWS and CHUNK rows
+            each from their own chunk). With ``sliding_window_size`` the later of the two starts.
+            Only the chunk's position tiles are read (DRAM bytes follow ``C``, not ``p``; a paged
+            table's entries before the chunk are never read, and NaN there never reaches the
+            output); the start is derived on device from the positions (trace-safe); ``C`` is part
+            of the program. With a window and several rows per user, ``C`` must be 32 or the window
+            at least ``C + 31``.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -205,7 +224,11 @@ def attention(
             outside 1..255, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
             DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
             different devices, a bad backend or memory_config. All raised
-            before anything reaches a device.
+            before anything reaches a device. ``logit_softcap`` <= 0, not finite or past bfloat16's
+            max; ``attention_chunk_size`` <= 0 or not a multiple of 32, with ``is_causal=False``, or
+            (several rows per user, a window) above 32 with a window below ``C + 31``; a
+            ``logit_softcap`` that is not a number or an ``attention_chunk_size`` that is not an
+            int (bools neither) is a TypeError.
 
     Example:
         >>> import numpy as np
@@ -228,17 +251,19 @@ def attention(
                              chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
                              compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
                              backend=backend, grid=grid, max_split=max_split, sliding_window_size=sliding_window_size,
-                             attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask)
+                             attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
+                             logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size)
     launch = fast_path.lookup(key) if key is not None else None
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
     window = validate_options(backend=backend, split=split, scale=scale, max_split=max_split,
                               sliding_window_size=sliding_window_size)
+    score = score_options(logit_softcap, attention_chunk_size)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
     q, q_dtype = _bfloat16_q(q)
     inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
-                             attention_sink, is_causal, attn_mask)
+                             attention_sink, is_causal, attn_mask, score)
     compute = ComputeOptions.from_config(compute_kernel_config)
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":
