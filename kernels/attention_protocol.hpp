@@ -365,8 +365,10 @@ struct Params {
     // Sliding window ("Sliding window" above): the first position row `row` attends (0 without a
     // window or for an idle slot), the window's first tile (the first row's start's), the window's
     // tiles, and the cache slots of the first tile before every row's start.
-    // With an attention chunk the start is also at least the row's chunk's first position.
-    constexpr uint32_t window_start(uint32_t row) const {
+    // With an attention chunk the start is also at least the row's chunk's first position. Out of
+    // line: every slice bound and mask derives from it, and one copy (with its division) instead of
+    // one per call site keeps the reader inside Wormhole NCRISC's 16 KiB IRAM.
+    __attribute__((noinline)) constexpr uint32_t window_start(uint32_t row) const {
         if (idle()) {
             return 0;
         }
