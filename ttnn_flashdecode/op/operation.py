@@ -178,7 +178,7 @@ def attention(
             1e30, so a row with any position left attends only those, and a fully masked row
             weighs every position alike (the mean of V; never NaN). Read once per K block, only the
             rows of the request's heads.
-        logit_softcap: ``c``, a finite number > 0 (float or int; at most bfloat16's max), or ``None``
+        logit_softcap: ``c``, a number > 0 (float or int) in ``[2**-64, 2**64]``, or ``None``
             (default: no cap). Every score becomes ``c * tanh(s / c)``, ``s = scale * q . k`` (score
             units, unitless), BEFORE the causal, window, chunk and attention masks and the sinks (FA3's
             ``softcap``, FlashInfer's ``logits_soft_cap``, Gemma 2's 50, Grok's 30); a sink logit is
@@ -224,8 +224,8 @@ def attention(
             outside 1..255, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
             DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
             different devices, a bad backend or memory_config. All raised
-            before anything reaches a device. ``logit_softcap`` <= 0, not finite or past bfloat16's
-            max; ``attention_chunk_size`` <= 0 or not a multiple of 32, with ``is_causal=False``, or
+            before anything reaches a device. ``logit_softcap`` outside ``[2**-64, 2**64]`` (0,
+            negative, NaN, inf); ``attention_chunk_size`` <= 0 or not a multiple of 32, with ``is_causal=False``, or
             (several rows per user, a window) above 32 with a window below ``C + 31``; a
             ``logit_softcap`` that is not a number or an ``attention_chunk_size`` that is not an
             int (bools neither) is a TypeError.

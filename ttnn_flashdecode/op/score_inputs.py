@@ -12,7 +12,8 @@ import ml_dtypes
 import numpy as np
 import ttnn
 
-__all__ = ["mask_values", "mask_users", "sink_logits", "score_options", "check_chunk_rows", "SCALE_MAX"]
+__all__ = ["mask_values", "mask_users", "sink_logits", "score_options", "check_chunk_rows", "SCALE_MAX",
+           "SOFTCAP_MIN", "SOFTCAP_MAX"]
 
 SCALE_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
 """The largest finite bfloat16: the constants tile holds scale and sink logits in bfloat16."""
@@ -98,30 +99,39 @@ def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
     return tuple(float(x) for x in values.astype(ml_dtypes.bfloat16).astype(np.float64))
 
 
+SOFTCAP_MIN = 2.0**-64
+SOFTCAP_MAX = 2.0**64
+"""The caps the kernel takes: ``c`` and ``1 / c`` are fp32 scalars of the compute kernel's SFPU
+passes, and ``s / c`` must stay a normal fp32 number for any score that matters (the SFPU reads
+denormals as zero): within ``2**+-64`` both hold with room to spare (a cap that small makes every
+score ``+-c``, one that large leaves every score as it is)."""
+
+
 def score_options(logit_softcap=None, attention_chunk_size=None) -> dict:
     """The scalar score modifiers as :class:`~ttnn_flashdecode.op.shape.DecodeShape` fields:
     ``{"softcap": c or 0.0, "attention_chunk": C or 0}``.
 
     Args:
-        logit_softcap: ``None``, or ``c``: a finite number > 0 (an int or float, not a bool), at
-            most :data:`SCALE_MAX`; scores become ``c * tanh(s / c)``.
+        logit_softcap: ``None``, or ``c``: a number (an int or float, not a bool) in
+            ``[2**-64, 2**64]`` (:data:`SOFTCAP_MIN`, :data:`SOFTCAP_MAX`); scores become ``c *
+            tanh(s / c)``.
         attention_chunk_size: ``None``, or ``C``: an int > 0, a multiple of 32 (whole position
             tiles), below 2**31; the row at ``p`` attends ``floor(p / C) * C .. p``.
 
     Raises:
         TypeError: ``logit_softcap`` not a real number, ``attention_chunk_size`` not an int (bools
             are neither).
-        ValueError: ``c`` <= 0, not finite or above :data:`SCALE_MAX`; ``C`` <= 0, not a multiple
-            of 32 or >= 2**31.
+        ValueError: ``c`` outside ``[2**-64, 2**64]`` (0, negative, NaN, inf); ``C`` <= 0, not a
+            multiple of 32 or >= 2**31.
     """
     options = {"softcap": 0.0, "attention_chunk": 0}
     if logit_softcap is not None:
         if isinstance(logit_softcap, bool) or not isinstance(logit_softcap, (int, float, np.integer, np.floating)):
             raise TypeError(f"logit_softcap: expected None or a number c > 0, got {type(logit_softcap).__name__}")
         cap = float(logit_softcap)
-        if not 0.0 < cap <= SCALE_MAX:
-            raise ValueError(f"logit_softcap: expected a finite number c > 0, at most {SCALE_MAX:.6g} (scores become "
-                             f"c * tanh(s / c)), got {logit_softcap!r}")
+        if not SOFTCAP_MIN <= cap <= SOFTCAP_MAX:
+            raise ValueError(f"logit_softcap: expected a number c > 0 with 2**-64 <= c <= 2**64 (scores become "
+                             f"c * tanh(s / c); the kernel holds c and 1 / c as fp32 scalars), got {logit_softcap!r}")
         options["softcap"] = cap
     if attention_chunk_size is not None:
         if isinstance(attention_chunk_size, bool) or not isinstance(attention_chunk_size, (int, np.integer)):
