@@ -3,7 +3,8 @@
 //
 //   QS = QSTAGE * scale                                   once per request
 //   per block j (only its live position tiles are touched):
-//     S     = QS . K_j^T  (+ the row masks on the last one or two live tiles)
+//     S     = QS . K_j^T  (softcap: S = c tanh(S / c); then + the row masks on the last one or two
+//                          live tiles, the window / chunk masks, the attention mask)
 //     M_NEW = max(M_OLD, rowmax(S))
 //     P     = exp(S - M_NEW)
 //     C     = exp(M_OLD - M_NEW)                          (not on the first block)
@@ -12,7 +13,8 @@
 //   OUT = O * (1 / L)
 //
 // Compile-time args: named dim_tiles, block_tiles, dst_tiles (DST tiles per acquire for this
-// compute config), exp_approx (approximate exp). Runtime args: none.
+// compute config), exp_approx (approximate exp), window, attention_chunk, sink, mask_users,
+// softcap and softcap_recip (fp32 bits; 0: no cap), inbox_slots. Runtime args: none.
 // CBs in (from the reader): WORK 1 page once (this core's work row: the request count, then 16
 // parameter-block words per request), POSITIONS 1 page once (an int32 per user: each request's kv_positions,
 // attention_protocol.hpp kv_positions_at), then per request QSTAGE dim_tiles, CONST 4, K and V
@@ -30,6 +32,7 @@
 #include "api/compute/compute_kernel_api.h"
 #include "api/compute/compute_kernel_hw_startup.h"
 #include "api/compute/eltwise_binary.h"
+#include "api/compute/eltwise_unary/binop_with_scalar.h"
 #include "api/compute/eltwise_unary/exp.h"
 #include "api/compute/eltwise_unary/recip.h"
 #include "api/compute/matmul.h"
@@ -55,7 +58,15 @@ constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
 // Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
 constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
-constexpr uint32_t kConstPages = const_pages(kWindow != 0, kSink);
+// The attention chunk in positions, 0 for none (attention_protocol.hpp "Chunked-local attention"):
+// a start like the window's, through the same CONST pages and window_page.
+constexpr uint32_t kChunk = get_named_compile_time_arg_val("attention_chunk");
+constexpr bool kWindowed = kWindow != 0 || kChunk != 0;
+constexpr uint32_t kConstPages = const_pages(kWindowed, kSink);
+// Logit softcap c (FA3's softcap, Gemma 2's attn_logit_softcapping) as fp32 bits, 0 for none, and
+// 1 / c (fp32 bits, computed on the host: the kernel divides nothing): S = c tanh(S / c).
+constexpr uint32_t kSoftcap = get_named_compile_time_arg_val("softcap");
+constexpr uint32_t kSoftcapRecip = get_named_compile_time_arg_val("softcap_recip");
 // Attention mask (attention_protocol.hpp "Attention mask"): nonzero when the call has one.
 constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
@@ -117,11 +128,28 @@ void scale_query() {
     cb_wait_front(kCbQs, kDimTiles);
 }
 
+// Score modifier "logit softcap": S = c tanh(S / c) on the scaled scores (DST tile 0), before every
+// mask, window and chunk (FA3's and Gemma 2's order; a sink logit is not capped). Three SFPU passes in
+// DST (fp32 with fp32_dest_acc_en): times 1 / c, the LLK's accurate tanh (tanh_tile<false>; its
+// fp32-DST path is expm1 based, its bfloat16-DST path a degree-6 polynomial clamped at 1), times c.
+// A score far past the cap saturates at +-c, never NaN. Matmul's state restored after.
+void cap_scores() {
+    if constexpr (kSoftcap != 0) {
+        binop_with_scalar_tile_init();
+        mul_unary_tile(0, kSoftcapRecip);
+        tanh_tile_init<false>();
+        tanh_tile<false>(0);
+        binop_with_scalar_tile_init();
+        mul_unary_tile(0, kSoftcap);
+        matmul_init(kCbQs, kCbK, /*transpose=*/1);
+    }
+}
+
 // Score modifier "sliding window": S += the window mask (CONST page kConstPageWindow or
 // kConstPageWindowNext) on the window's first tile and the one after it, when some row starts
 // inside them (attention_protocol.hpp "Sliding window"); S is DST tile 0, matmul's state restored.
 void add_window_mask(const Params& p, uint32_t tile) {
-    if constexpr (kWindow != 0) {
+    if constexpr (kWindowed) {
         const uint32_t page = p.window_page(tile);
         if (page != kNoMask) {
             add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst);
@@ -156,6 +184,7 @@ void scores(const Params& p, uint32_t live, uint32_t first_tile) {
         for (uint32_t d = 0; d < kDimTiles; ++d) {
             matmul_tiles(kCbQs, kCbK, d, t * kDimTiles + d, 0);
         }
+        cap_scores();
         const uint32_t mask_page = p.mask_page(first_tile + t);
         if (mask_page != kNoMask) {
             // S += MASK: 0 on each row's live columns, MASK_VALUE on its dead ones, so exp() zeroes them.
@@ -604,6 +633,7 @@ void attend_max_first(const Params& p) {
 
 void attend(Params p) {
     p.window = kWindow;  // the program's, not on the wire
+    p.attention_chunk = kChunk;
     cb_wait_front(kCbConst, kConstPages);
     scale_query();
     if (p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {

@@ -37,7 +37,11 @@ constexpr bool kPaged = kCacheBlockTiles != 0;
 constexpr uint32_t kWindow = get_named_compile_time_arg_val("window");
 // Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
 constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
-constexpr uint32_t kConstPages = const_pages(kWindow != 0, kSink);
+// The attention chunk in positions, 0 for none (attention_protocol.hpp "Chunked-local attention"):
+// it is a start like the window's, so it takes the window's CONST pages.
+constexpr uint32_t kChunk = get_named_compile_time_arg_val("attention_chunk");
+constexpr bool kWindowed = kWindow != 0 || kChunk != 0;
+constexpr uint32_t kConstPages = const_pages(kWindowed, kSink);
 // Attention mask (attention_protocol.hpp "Attention mask"): users of the mask (1: broadcast over
 // the batch), 0 without one; its TensorAccessorArgs follow PAGE_TABLE's.
 constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");

@@ -252,6 +252,17 @@ constexpr uint32_t mask_row_row(uint32_t width) { return width < kTilePositions 
 // beside the tail masks, which it may meet on the same tile: MASK + MASK stays finite). Cache slots
 // before the first row's start are dead for every row and may hold anything: the reader zeroes
 // them in L1 (window_stale_rows), as it zeroes the slots past the position.
+// Chunked-local attention (named compile-time arg `attention_chunk` = C positions, a multiple of 32,
+// 0 = none; Params::attention_chunk; Llama 4): the row at position p attends floor(p / C) C .. p.
+// It is one more start folded into window_start (with a window too: the later of the two starts),
+// so everything above follows it: the slices cover only the chunk's tiles, the mask pages hold each
+// row's dead columns. A chunk start is tile aligned, but with several rows per head the rows of one
+// request may straddle a chunk edge B: the rows past it are dead on every tile of [B - C, B), each
+// such tile after the first the same mask, so window_page gives every tile after the first that
+// has a dead column page kConstPageWindowNext (a plain window has at most one such tile), and a
+// slice's reader fills that page from the first of its tiles using it (window_page_tile). Starts
+// that would need a third mask (several rows, a window and C > 32, W < C + 31) are refused on the
+// host (op/shape.py).
 // One word of a window-mask row whose first `dead` columns are dead: columns c = 16 half + 2 pair
 // (low half) and c + 1 (high half) of a bfloat16 face row, each MASK_VALUE (0xF14A) when dead, else 0.
 constexpr uint32_t window_mask_word(uint32_t dead, uint32_t half, uint32_t pair) {
@@ -346,6 +357,7 @@ struct Params {
     uint32_t user;          // word 2: index into the POSITIONS operand
     uint32_t kv_positions;  // not on the wire: set from the POSITIONS operand (kv_positions_at)
     uint32_t window;        // not on the wire: the program's sliding window (positions; 0 = none)
+    uint32_t attention_chunk;  // not on the wire: the program's attention chunk (positions; 0 = none)
     uint32_t block_tiles;
     uint32_t capacity_tiles;
     uint32_t split_index;       // word 5 byte 0: this core's split-K slice
@@ -364,12 +376,20 @@ struct Params {
     // Sliding window ("Sliding window" above): the first position row `row` attends (0 without a
     // window or for an idle slot), the window's first tile (the first row's start's), the window's
     // tiles, and the cache slots of the first tile before every row's start.
-    constexpr uint32_t window_start(uint32_t row) const {
-        if (window == 0 || idle()) {
+    // With an attention chunk the start is also at least the row's chunk's first position. Out of
+    // line: every slice bound and mask derives from it, and one copy (with its division) instead of
+    // one per call site keeps the reader inside Wormhole NCRISC's 16 KiB IRAM.
+    __attribute__((noinline)) constexpr uint32_t window_start(uint32_t row) const {
+        if (idle()) {
             return 0;
         }
         const uint32_t end = kv_positions - rows_per_head() + row + 1;  // this row's live positions
-        return end > window ? end - window : 0;
+        uint32_t start = window != 0 && end > window ? end - window : 0;
+        if (attention_chunk != 0) {
+            const uint32_t chunk_first = (end - 1) / attention_chunk * attention_chunk;
+            start = chunk_first > start ? chunk_first : start;
+        }
+        return start;
     }
     constexpr uint32_t first_tile() const { return window_start(0) / kTilePositions; }
     constexpr uint32_t window_tiles() const { return live_tiles() - first_tile(); }
@@ -383,19 +403,23 @@ struct Params {
         return start - first < kTilePositions ? start - first : kTilePositions;
     }
     // The CONST page of tile `tile`'s window mask (kConstPageWindow for the window's first tile,
-    // kConstPageWindowNext for the one after it), or kNoMask when no row has a dead column there.
+    // kConstPageWindowNext for any later one: the tile after it, or a chunk edge's dead tiles), or
+    // kNoMask when no row has a dead column there (always without a window or chunk, or idle).
     constexpr uint32_t window_page(uint32_t tile) const {
-        if (window == 0 || idle() || tile < first_tile() || tile > first_tile() + 1 ||
-            window_dead(tile, rows_per_head() - 1) == 0) {
+        if (tile < first_tile() || window_dead(tile, rows_per_head() - 1) == 0) {
             return kNoMask;
         }
-        return kConstPageWindow + (tile - first_tile());
+        return tile == first_tile() ? kConstPageWindow : kConstPageWindowNext;
     }
-    // The tile whose window mask CONST page `page` holds; whether this slice's reader fills it.
-    constexpr uint32_t window_page_tile(uint32_t page) const { return first_tile() + (page - kConstPageWindow); }
+    // The tile whose window mask this slice's reader builds in CONST page `page` (the slice's first
+    // tile that may use the page); whether it fills the page at all.
+    constexpr uint32_t window_page_tile(uint32_t page) const {
+        const uint32_t tile = first_tile() + (page - kConstPageWindow);
+        return tile > slice_begin() ? tile : slice_begin();
+    }
     constexpr bool slice_fills_window_page(uint32_t page) const {
         const uint32_t tile = window_page_tile(page);
-        return tile >= slice_begin() && tile < slice_end() && window_page(tile) == page;
+        return tile < slice_end() && window_page(tile) == page;
     }
     // Split-K slice of the window's tiles (all live tiles without a window).
     constexpr uint32_t slice_begin() const { return first_tile() + (split_index * window_tiles() + slices() - 1) / slices(); }

@@ -136,7 +136,7 @@ void gather_query(const Params& p, const Accessor& q_reader, uint32_t stage) {
 // the tiles this slice owns (attention_protocol.hpp "Sliding window"), built in L1 row by row --
 // stage row s dead for its first window_dead(tile, stage_row(s)) columns, padding rows live.
 void fill_window_masks(const Params& p, uint32_t pages) {
-    if constexpr (kWindow != 0) {
+    if constexpr (kWindowed) {
         for (uint32_t page = kConstPageWindow; page <= kConstPageWindowNext; ++page) {
             if (!p.slice_fills_window_page(page)) {
                 continue;
@@ -513,6 +513,7 @@ void kernel_main() {
         }
         p.kv_positions = kv_positions[r];
         p.window = kWindow;
+        p.attention_chunk = kChunk;
         split_items += p.split() ? 1 : 0;
 
         if (p.split()) {

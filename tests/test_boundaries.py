@@ -112,6 +112,9 @@ def _reference_options(options: dict, factor: float = 1.0) -> dict:
         out["attn_mask"] = np.asarray(options["attn_mask"], dtype=np.float64) * factor
     if options.get("attention_sink") is not None:
         out["attention_sink"] = _sink_column(options["attention_sink"]) * factor
+    for name in ("logit_softcap", "attention_chunk_size"):  # this op's own keywords, as the reference takes them
+        if options.get(name) is not None:
+            out[name] = options[name]
     return out
 
 
@@ -336,6 +339,9 @@ _one_block_l1 = l1_bytes(Residency(1, 16, 1, fp32_stats=True))  # head_dim 512, 
 
 WINDOW = "sliding_window_size: expected None or a positive int"
 MODULO = "cache_position_modulo: expected a positive multiple"
+SOFTCAP = "logit_softcap: expected a number c > 0"
+CHUNK = "attention_chunk_size: expected a positive multiple of 32"
+CHUNK_ROWS = "attention_chunk_size: expected 32, or a sliding_window_size"
 SINK_SHAPE = "attention_sink: expected one logit per Q head"
 MASK_SHAPE = "attn_mask: expected [B, 1,"
 SINKS = (1.5, -2.0, 0.75, 3.0, -0.5)  # bfloat16-exact logits, one per Q head (NQ + 1 of them)
@@ -636,8 +642,22 @@ BOUNDARIES = [
              r"attention\" -- a mask is for is_causal=False\)$"),
     Boundary("non-causal: no window", "is_causal: non-causal attention attends every position",
              lambda w: attend(is_causal=False, sliding_window_size=w), None, 1,
-             r"is_causal: non-causal attention attends every position of the cache \(decode, no positions, no window\), "
-             r"got sliding_window_size$"),
+             r"is_causal: non-causal attention attends every position of the cache \(decode, no positions, no window or "
+             r"chunk\), got sliding_window_size$"),
+    # issue 21: the logit softcap and chunked-local attention
+    Boundary("logit_softcap 2**-64: every score +-c", SOFTCAP, lambda c: attend(logit_softcap=c), 2.0**-64,
+             math.nextafter(2.0**-64, 0), r"logit_softcap: expected a number c > 0 with 2\*\*-64 <= c <= 2\*\*64 .*, "
+             r"got 5.42101086242752\d*e-20$"),
+    Boundary("logit_softcap 2**64: every score as it is", SOFTCAP, lambda c: attend(logit_softcap=c), 2.0**64,
+             math.nextafter(2.0**64, math.inf), r"logit_softcap: expected a number c > 0 .*, got 1.84467440737095\d*e\+19$"),
+    Boundary("attention_chunk_size 32: one tile", CHUNK, lambda c: attend(attention_chunk_size=c), 32, 31,
+             r"attention_chunk_size: expected a positive multiple of 32 positions \(whole tiles\), below 2\*\*31, got 31$"),
+    Boundary("attention_chunk_size below 2**31", CHUNK, lambda c: attend(attention_chunk_size=c), 2**31 - 32, 2**31,
+             r"attention_chunk_size: expected a positive multiple of 32 .*, got 2147483648$"),
+    Boundary("attention_chunk_size 64 with ROWS and a window: W >= C + 31", CHUNK_ROWS,
+             lambda w: attend(rows=4, attention_chunk_size=64, sliding_window_size=w), 95, 94,
+             r"attention_chunk_size: expected 32, or a sliding_window_size of at least chunk \+ 31 = 95, .*got chunk 64 "
+             r"with window 94$"),
     Boundary("drop-in non-causal: sliding_window_size 0, no window", "sliding_window_size: expected None with is_causal=False",
              lambda w: dropin(is_causal=False, sliding_window_size=w), 0, 1,
              r"sliding_window_size: expected None with is_causal=False \(every position is attended\)$"),
@@ -807,6 +827,10 @@ NO_NUMERIC_BOUNDARY = [
                "attn_mask: expected a bfloat16 TILE device tensor", "a dtype / layout"),
     NoBoundary("attn_mask: expected a DRAM-interleaved tensor", _HERE + "test_refusals_with_no_numeric_bound_of_device_tensors",
                "attn_mask: expected a DRAM-interleaved tensor, got", "a memory config"),
+    NoBoundary("logit_softcap: expected None or a number", "test_logit_softcap.py::test_bad_cap_is_refused",
+               '("50", TypeError)', "a type"),
+    NoBoundary("attention_chunk_size: expected None or an int", "test_chunked_local.py::test_bad_chunk_is_refused",
+               '(64.0, TypeError)', "a type"),
     NoBoundary("attention_sink: expected numbers", _HERE + "test_refusals_with_no_numeric_bound_on_the_host",
                "attention_sink: expected numbers, got", "a type"),
     NoBoundary("attention_sink: expected a ttnn.Tensor, numpy array or sequence", _SINK + "test_sink_layouts_and_refusals",

@@ -259,7 +259,8 @@ def test_header_refuses_what_encode_refuses(decoder, patch):
 # function that neither table below names.
 
 HEADER_FUNCTION = re.compile(
-    r"^\s*(?:template\s*<[^>]*>\s*)?(?:constexpr\s+|inline\s+|static\s+)*[\w:]+\s+(\w+)\s*\([^;{}]*\)\s*(?:const\s*)?\{",
+    r"^\s*(?:template\s*<[^>]*>\s*)?(?:__attribute__\(\(\w+\)\)\s*)?(?:constexpr\s+|inline\s+|static\s+)*[\w:]+\s+(\w+)"
+    r"\s*\([^;{}]*\)\s*(?:const\s*)?\{",
     re.M,
 )
 
@@ -438,7 +439,7 @@ def _method_cases(request, words, position):
                         for t in sorted({first, first + 1, *near_end}) for row in range(rows)],
         "window_page": [((t,), kv_walk.window_page(kv, win, t, rows_per_head=rows))
                         for t in sorted({first, first + 1, first + 2, *near_end} - {-1})],
-        "window_page_tile": [((page,), first + page - protocol.WINDOW_PAGE)
+        "window_page_tile": [((page,), kv_walk.window_page_tile(request, page))
                              for page in (protocol.WINDOW_PAGE, protocol.WINDOW_NEXT_PAGE)],
         "slice_fills_window_page": [((page,), kv_walk.slice_fills_window_page(request, page))
                                     for page in (protocol.WINDOW_PAGE, protocol.WINDOW_NEXT_PAGE)],

@@ -43,7 +43,7 @@ def _device_spec(tensor):
 def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start, rows, scale, block_tiles, q_layout,
              compute_kernel_config, memory_config, split, backend, grid=None, max_split=None, sliding_window_size=None,
              attention_sink=None, is_causal=True, attn_mask=None, cache_position_modulo=None,
-             users_per_table_row=1, batch_invariant=False):
+             users_per_table_row=1, batch_invariant=False, logit_softcap=None, attention_chunk_size=None):
     """The fast-path key of an :func:`~ttnn_flashdecode.attention` call, or None when the call is not
     eligible (see the module docstring). Never raises: anything unexpected makes the call take the
     validated path, which raises what it must."""
@@ -65,7 +65,7 @@ def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start
         # reused, and a device closed and opened again is a new object with a new key.
         return (id(q.device()), specs, table, rows, scale, block_tiles, q_layout, compute, memory_config, split, backend,
                 grid, max_split, sliding_window_size, cache_position_modulo,
-                users_per_table_row, batch_invariant)
+                users_per_table_row, batch_invariant, logit_softcap, attention_chunk_size)
     except (TypeError, AttributeError, RuntimeError, ValueError):  # unhashable or odd inputs: validate them the long way
         return None
 

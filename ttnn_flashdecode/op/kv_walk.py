@@ -8,7 +8,7 @@ from __future__ import annotations
 from ttnn_flashdecode.op.protocol import (ConstTile, Flag, GATHER_MASK, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request,
                                           TILE_POSITIONS, WINDOW_PAGE)
 
-__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_slot_tile", "half_block_entry", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_stale_rows", "window_start"]
+__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_slot_tile", "half_block_entry", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_page_tile", "window_stale_rows", "window_start"]
 
 
 PAGE_TABLE_CHUNK_ENTRIES = 256
@@ -103,59 +103,75 @@ def slice_tiles(kv_positions: int, index: int, count: int, *, first_tile: int = 
 
 
 def request_slice(request: Request) -> tuple[int, int]:
-    """:func:`slice_tiles` of ``request``'s split-K slice, from its window's first tile."""
-    first = window_first_tile(request.kv_positions, request.window, rows_per_head=request.rows_per_head)
+    """:func:`slice_tiles` of ``request``'s split-K slice, from its window's (or chunk's) first tile."""
+    first = window_first_tile(request.kv_positions, request.window, rows_per_head=request.rows_per_head,
+                              chunk=request.attention_chunk)
     return slice_tiles(request.kv_positions, request.split_index, request.split_count, first_tile=first)
 
 
 # ---------------------------------------------------------------- sliding window (the header's
-# "Sliding window"): row p attends max(0, p + 1 - window) .. p.
+# "Sliding window" and "Chunked-local attention"): row p attends max(0, p + 1 - window,
+# floor(p / chunk) * chunk) .. p.
 
-def window_start(kv_positions: int, window: int, row: int, *, rows_per_head: int = 1) -> int:
+def window_start(kv_positions: int, window: int, row: int, *, rows_per_head: int = 1, chunk: int = 0) -> int:
     """First position query row ``row`` attends: ``max(0, p + 1 - window)`` for its position ``p =
-    kv_positions - rows_per_head + row``; 0 without a window (``window`` 0) or for an idle slot
-    (``kv_positions`` 0) (``Params::window_start``)."""
-    if window == 0 or kv_positions == 0:
+    kv_positions - rows_per_head + row`` (0 without a window, ``window`` 0), and with an attention
+    chunk (``chunk`` C > 0) at least ``floor(p / C) * C``; 0 for an idle slot (``kv_positions`` 0)
+    (``Params::window_start``)."""
+    if kv_positions == 0:
         return 0
-    return max(0, kv_positions - rows_per_head + row + 1 - window)
+    end = kv_positions - rows_per_head + row + 1
+    start = end - window if window and end > window else 0
+    if chunk:
+        start = max(start, (end - 1) // chunk * chunk)
+    return start
 
 
-def window_first_tile(kv_positions: int, window: int, *, rows_per_head: int = 1) -> int:
+def window_first_tile(kv_positions: int, window: int, *, rows_per_head: int = 1, chunk: int = 0) -> int:
     """The window's first position tile: the first row's start's (``Params::first_tile``)."""
-    return window_start(kv_positions, window, 0, rows_per_head=rows_per_head) // TILE_POSITIONS
+    return window_start(kv_positions, window, 0, rows_per_head=rows_per_head, chunk=chunk) // TILE_POSITIONS
 
 
-def window_stale_rows(kv_positions: int, window: int, *, rows_per_head: int = 1) -> int:
+def window_stale_rows(kv_positions: int, window: int, *, rows_per_head: int = 1, chunk: int = 0) -> int:
     """Cache slots of the window's first tile before every row's start, which the reader zeroes
     (``Params::window_stale_rows``)."""
-    return window_start(kv_positions, window, 0, rows_per_head=rows_per_head) % TILE_POSITIONS
+    return window_start(kv_positions, window, 0, rows_per_head=rows_per_head, chunk=chunk) % TILE_POSITIONS
 
 
-def window_dead(kv_positions: int, window: int, tile: int, row: int, *, rows_per_head: int = 1) -> int:
+def window_dead(kv_positions: int, window: int, tile: int, row: int, *, rows_per_head: int = 1, chunk: int = 0) -> int:
     """Columns of position tile ``tile`` before row ``row``'s window start, 0..32 (``Params::window_dead``)."""
-    start = window_start(kv_positions, window, row, rows_per_head=rows_per_head)
+    start = window_start(kv_positions, window, row, rows_per_head=rows_per_head, chunk=chunk)
     return min(max(start - tile * TILE_POSITIONS, 0), TILE_POSITIONS)
 
 
-def window_page(kv_positions: int, window: int, tile: int, *, rows_per_head: int = 1) -> int:
-    """The CONST page compute adds to tile ``tile``'s scores for the window: :data:`WINDOW_PAGE`
-    (the window's first tile) or ``WINDOW_PAGE + 1`` (the next one) when some row has a dead
-    column there, else :data:`NO_MASK` (``Params::window_page``)."""
-    first = window_first_tile(kv_positions, window, rows_per_head=rows_per_head)
-    if window == 0 or kv_positions == 0 or not first <= tile <= first + 1:
+def window_page(kv_positions: int, window: int, tile: int, *, rows_per_head: int = 1, chunk: int = 0) -> int:
+    """The CONST page compute adds to tile ``tile``'s scores for the window (or chunk):
+    :data:`WINDOW_PAGE` on the first tile, ``WINDOW_PAGE + 1`` on any later one, when some row has
+    a dead column there, else :data:`NO_MASK` (``Params::window_page``). A plain window has at most
+    one later such tile; a chunk edge inside a request's rows makes every tile of the previous chunk
+    dead for the rows past it, all with the same mask."""
+    first = window_first_tile(kv_positions, window, rows_per_head=rows_per_head, chunk=chunk)
+    if tile < first or window_dead(kv_positions, window, tile, rows_per_head - 1, rows_per_head=rows_per_head,
+                                   chunk=chunk) == 0:
         return NO_MASK
-    if window_dead(kv_positions, window, tile, rows_per_head - 1, rows_per_head=rows_per_head) == 0:
-        return NO_MASK
-    return WINDOW_PAGE + tile - first
+    return WINDOW_PAGE if tile == first else WINDOW_PAGE + 1
+
+
+def window_page_tile(request: Request, page: int) -> int:
+    """The tile whose mask the reader of ``request``'s slice builds in CONST ``page`` (4 or 5): the
+    slice's first tile that may use it (``Params::window_page_tile``)."""
+    first = window_first_tile(request.kv_positions, request.window, rows_per_head=request.rows_per_head,
+                              chunk=request.attention_chunk)
+    return max(first + page - WINDOW_PAGE, request_slice(request)[0])
 
 
 def slice_fills_window_page(request: Request, page: int) -> bool:
     """True when the reader of ``request``'s slice builds window-mask CONST ``page`` (4 or 5): the
-    slice owns its tile and the tile needs it (``Params::slice_fills_window_page``)."""
-    rows = request.rows_per_head
-    tile = window_first_tile(request.kv_positions, request.window, rows_per_head=rows) + page - WINDOW_PAGE
-    begin, end = request_slice(request)
-    return begin <= tile < end and window_page(request.kv_positions, request.window, tile, rows_per_head=rows) == page
+    slice owns a tile that needs it (``Params::slice_fills_window_page``)."""
+    tile = window_page_tile(request, page)
+    return tile < request_slice(request)[1] and window_page(
+        request.kv_positions, request.window, tile, rows_per_head=request.rows_per_head,
+        chunk=request.attention_chunk) == page
 
 
 def window_mask_word(dead: int, half: int, pair: int) -> int:

@@ -34,6 +34,7 @@ import ttnn
 from ttnn_flashdecode.op import fast_path
 from ttnn_flashdecode.op.launch import last_report, run_on_device, run_on_emulator, to_numpy
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, DEFAULT_BLOCK_TILES, plan_program, program_for
+from ttnn_flashdecode.op.score_inputs import score_options
 from ttnn_flashdecode.op.shape import ComputeOptions
 from ttnn_flashdecode.op.validate import IDLE, validate_inputs, validate_options
 
@@ -67,6 +68,8 @@ def attention(
     cache_position_modulo: int | None = None,
     users_per_table_row: int = 1,
     batch_invariant: bool = False,
+    logit_softcap: float | None = None,
+    attention_chunk_size: int | None = None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -200,6 +203,22 @@ def attention(
             small batches fewer cores than the scheduler's balanced split (a 8k cache: 8 slices a
             request, where a lone request would get 64), so lower parallelism; no extra bytes.
             Default False (the scheduler balances the batch over the grid).
+        logit_softcap: ``c``, a number > 0 (float or int) in ``[2**-64, 2**64]``, or ``None``
+            (default: no cap). Every score becomes ``c * tanh(s / c)``, ``s = scale * q . k`` (score
+            units, unitless), BEFORE the causal, window, chunk and attention masks and the sinks (FA3's
+            ``softcap``, FlashInfer's ``logits_soft_cap``, Gemma 2's 50, Grok's 30); a sink logit is
+            not capped. On device a stage of the compute kernel: times ``1 / c``, the LLK's tanh
+            (``tanh_tile``), times ``c``, in DST (fp32 with the default ``fp32_dest_acc_en``), so a
+            score far past the cap saturates at ``+-c``. Part of the program (a compile-time arg).
+        attention_chunk_size: ``C`` positions, a positive multiple of 32, or ``None`` (default):
+            chunked-local attention (Llama 4's, FA3's ``attention_chunk``): the row at position ``p``
+            attends only ``floor(p / C) * C .. p`` (every kind, paged or not; ROWS and CHUNK rows
+            each from their own chunk). With ``sliding_window_size`` the later of the two starts.
+            Only the chunk's position tiles are read (DRAM bytes follow ``C``, not ``p``; a paged
+            table's entries before the chunk are never read, and NaN there never reaches the
+            output); the start is derived on device from the positions (trace-safe); ``C`` is part
+            of the program. With a window and several rows per user, ``C`` must be 32 or the window
+            at least ``C + 31``.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -230,7 +249,11 @@ def attention(
             outside 1..255, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
             DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
             different devices, a bad backend or memory_config. All raised
-            before anything reaches a device.
+            before anything reaches a device. ``logit_softcap`` outside ``[2**-64, 2**64]`` (0,
+            negative, NaN, inf); ``attention_chunk_size`` <= 0 or not a multiple of 32, with ``is_causal=False``, or
+            (several rows per user, a window) above 32 with a window below ``C + 31``; a
+            ``logit_softcap`` that is not a number or an ``attention_chunk_size`` that is not an
+            int (bools neither) is a TypeError.
 
     Example:
         >>> import numpy as np
@@ -255,17 +278,19 @@ def attention(
                              backend=backend, grid=grid, max_split=max_split, sliding_window_size=sliding_window_size,
                              attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
                              cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row,
-                             batch_invariant=batch_invariant)
+                             batch_invariant=batch_invariant,
+                             logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size)
     launch = fast_path.lookup(key) if key is not None else None
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
     window = validate_options(backend=backend, split=split, scale=scale, max_split=max_split,
                               sliding_window_size=sliding_window_size)
+    score = score_options(logit_softcap, attention_chunk_size)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
     q, q_dtype = _bfloat16_q(q)
     inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
-                             attention_sink, is_causal, attn_mask, cache_position_modulo, users_per_table_row)
+                             attention_sink, is_causal, attn_mask, cache_position_modulo, users_per_table_row, score)
     if batch_invariant is not False:
         if not isinstance(batch_invariant, bool):
             raise TypeError(f"batch_invariant: expected a bool, got {type(batch_invariant).__name__}")

@@ -181,7 +181,8 @@ class Plan:
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
-                ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users)]
+                ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users),
+                ("attention_chunk", self.shape.attention_chunk), *self.shape.softcap_args]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:

@@ -362,6 +362,8 @@ class Request:
         tile_bytes: bytes per tile of the operands (2048 for bfloat16); not on the wire.
         window: the program's sliding window in positions (0: none); not on the wire (a named
             compile-time arg): row ``p`` attends ``max(0, p + 1 - window) .. p``.
+        attention_chunk: the program's attention chunk C in positions (0: none; not on the wire):
+            row ``p`` attends from ``floor(p / C) * C`` on (with a window, the later start).
     """
 
     q_rows: int
@@ -383,6 +385,7 @@ class Request:
     out: Operand = Operand()
     tile_bytes: int = 2048
     window: int = 0
+    attention_chunk: int = 0
 
     @property
     def heads(self) -> int:

@@ -38,6 +38,8 @@ def attention_reference(
     attention_sink=None,
     is_causal: bool = True,
     attn_mask=None,
+    logit_softcap: float | None = None,
+    attention_chunk_size: int | None = None,
 ) -> np.ndarray:
     """GQA attention against a KV cache in float64, for the op's three request kinds.
 
@@ -63,6 +65,10 @@ def attention_reference(
       attends only ``max(0, p + 1 - W) .. p``.
     * ``attention_sink`` (``H`` logits, or ``None``): Q head ``h``'s sink ``s_h`` joins each of its
       rows' softmax denominators with no value: ``w_j = e^(S_j) / (sum_i e^(S_i) + e^(s_h))``.
+    * ``logit_softcap`` ``c`` (a finite float > 0, or ``None``): every scaled score ``s`` becomes
+      ``c * tanh(s / c)`` before the window, chunk, mask and sink (FA3 / Gemma 2); sinks uncapped.
+    * ``attention_chunk_size`` ``C`` (a positive int, or ``None``): the row at position ``p``
+      attends only ``floor(p / C) * C .. p`` (with a window, the later of the two starts).
     * ``is_causal=False`` (decode, no positions): every row attends all ``S`` positions, plus
       ``attn_mask`` (``[B_m, 1, H, S]`` or ``[1, B_m, H, S]``, ``B_m`` 1 or ``B``) added to the
       scaled scores, each entry clamped into ``[-1e30, 1e30]`` and NaN taken as -1e30 (the op's
@@ -152,6 +158,12 @@ def attention_reference(
     if sliding_window_size is not None and (isinstance(sliding_window_size, bool) or int(sliding_window_size) !=
                                             sliding_window_size or sliding_window_size < 1):
         raise ValueError(f"sliding_window_size: expected None or a positive int, got {sliding_window_size!r}")
+    if logit_softcap is not None and not (isinstance(logit_softcap, (int, float, np.floating)) and not isinstance(
+            logit_softcap, bool) and 0.0 < float(logit_softcap) < math.inf):
+        raise ValueError(f"logit_softcap: expected None or a finite positive number, got {logit_softcap!r}")
+    if attention_chunk_size is not None and (isinstance(attention_chunk_size, bool) or int(attention_chunk_size) !=
+                                             attention_chunk_size or attention_chunk_size < 1):
+        raise ValueError(f"attention_chunk_size: expected None or a positive int, got {attention_chunk_size!r}")
 
     bias = None
     if attn_mask is not None:
@@ -172,9 +184,13 @@ def attention_reference(
         for j, p in enumerate(last[b]):
             live = p + 1
             first = 0 if sliding_window_size is None else max(0, live - int(sliding_window_size))
+            if attention_chunk_size is not None:
+                first = max(first, p // int(attention_chunk_size) * int(attention_chunk_size))
             kb = k64[b, :, first:live, :]  # [G, L, D]
             vb = v64[b, :, first:live, :]
             scores = np.einsum("grd,gld->grl", qh[b, j], kb) * scale  # [G, group, L]
+            if logit_softcap is not None:
+                scores = float(logit_softcap) * np.tanh(scores / float(logit_softcap))
             if bias is not None:
                 scores = scores + bias[b % bias.shape[0]]
             top = scores.max(axis=-1, keepdims=True)

@@ -1,6 +1,8 @@
-"""Host validation of the score modifiers that arrive as tensors: ``attn_mask`` (ttnn's shapes,
-values kept as float32) and ``attention_sink`` (one bfloat16 logit per Q head). The kernels'
-twins are the compute kernel's mask and sink stages (kernels/attention_compute.cpp)."""
+"""Host validation of the score modifiers: those that arrive as tensors, ``attn_mask`` (ttnn's
+shapes, values kept as float32) and ``attention_sink`` (one bfloat16 logit per Q head), and the
+scalar ones, ``logit_softcap`` and ``attention_chunk_size`` (:func:`score_options`). The kernels'
+twins are the compute kernel's mask, sink and softcap stages (kernels/attention_compute.cpp) and
+the protocol's window start (kernels/attention_protocol.hpp "Chunked-local attention")."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import ml_dtypes
 import numpy as np
 import ttnn
 
-__all__ = ["mask_values", "mask_users", "sink_logits", "SCALE_MAX"]
+__all__ = ["mask_values", "mask_users", "sink_logits", "score_options", "check_chunk_rows", "SCALE_MAX",
+           "SOFTCAP_MIN", "SOFTCAP_MAX"]
 
 SCALE_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
 """The largest finite bfloat16: the constants tile holds scale and sink logits in bfloat16."""
@@ -94,3 +97,63 @@ def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
         raise ValueError(f"attention_sink: expected finite logits, at most {SCALE_MAX:.6g} in magnitude (the kernels hold "
                          f"them in bfloat16), got {values[bad][:4].tolist()}")
     return tuple(float(x) for x in values.astype(ml_dtypes.bfloat16).astype(np.float64))
+
+
+SOFTCAP_MIN = 2.0**-64
+SOFTCAP_MAX = 2.0**64
+"""The caps the kernel takes: ``c`` and ``1 / c`` are fp32 scalars of the compute kernel's SFPU
+passes, and ``s / c`` must stay a normal fp32 number for any score that matters (the SFPU reads
+denormals as zero): within ``2**+-64`` both hold with room to spare (a cap that small makes every
+score ``+-c``, one that large leaves every score as it is)."""
+
+
+def score_options(logit_softcap=None, attention_chunk_size=None) -> dict:
+    """The scalar score modifiers as :class:`~ttnn_flashdecode.op.shape.DecodeShape` fields:
+    ``{"softcap": c or 0.0, "attention_chunk": C or 0}``.
+
+    Args:
+        logit_softcap: ``None``, or ``c``: a number (an int or float, not a bool) in
+            ``[2**-64, 2**64]`` (:data:`SOFTCAP_MIN`, :data:`SOFTCAP_MAX`); scores become ``c *
+            tanh(s / c)``.
+        attention_chunk_size: ``None``, or ``C``: an int > 0, a multiple of 32 (whole position
+            tiles), below 2**31; the row at ``p`` attends ``floor(p / C) * C .. p``.
+
+    Raises:
+        TypeError: ``logit_softcap`` not a real number, ``attention_chunk_size`` not an int (bools
+            are neither).
+        ValueError: ``c`` outside ``[2**-64, 2**64]`` (0, negative, NaN, inf); ``C`` <= 0, not a
+            multiple of 32 or >= 2**31.
+    """
+    options = {"softcap": 0.0, "attention_chunk": 0}
+    if logit_softcap is not None:
+        if isinstance(logit_softcap, bool) or not isinstance(logit_softcap, (int, float, np.integer, np.floating)):
+            raise TypeError(f"logit_softcap: expected None or a number c > 0, got {type(logit_softcap).__name__}")
+        cap = float(logit_softcap)
+        if not SOFTCAP_MIN <= cap <= SOFTCAP_MAX:
+            raise ValueError(f"logit_softcap: expected a number c > 0 with 2**-64 <= c <= 2**64 (scores become "
+                             f"c * tanh(s / c); the kernel holds c and 1 / c as fp32 scalars), got {logit_softcap!r}")
+        options["softcap"] = cap
+    if attention_chunk_size is not None:
+        if isinstance(attention_chunk_size, bool) or not isinstance(attention_chunk_size, (int, np.integer)):
+            raise TypeError(f"attention_chunk_size: expected None or an int (positions), got "
+                            f"{type(attention_chunk_size).__name__}")
+        chunk = int(attention_chunk_size)
+        if not 32 <= chunk < 2**31 or chunk % 32:
+            raise ValueError(f"attention_chunk_size: expected a positive multiple of 32 positions (whole tiles), "
+                             f"below 2**31, got {attention_chunk_size!r}")
+        options["attention_chunk"] = chunk
+    return options
+
+
+def check_chunk_rows(chunk: int, window: int, rows: int) -> None:
+    """With an attention chunk C > 32, a sliding window W and several query rows per user, rows
+    straddling a chunk edge can need three window-mask tiles; the kernels hold two (CONST pages 4
+    and 5), which suffice when ``W >= C + 31`` (the window never cuts into a chunk there).
+
+    Raises:
+        ValueError: ``32 < C``, ``W > 0``, ``rows > 1`` and ``W < C + 31``.
+    """
+    if chunk > 32 and window and rows > 1 and window < chunk + 31:
+        raise ValueError(f"attention_chunk_size: expected 32, or a sliding_window_size of at least chunk + 31 = "
+                         f"{chunk + 31}, with a window and {rows} rows per user (rows straddling a chunk edge would "
+                         f"need a third mask tile), got chunk {chunk} with window {window}")

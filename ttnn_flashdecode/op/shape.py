@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import protocol
@@ -57,6 +58,13 @@ class DecodeShape:
             window's start follows the positions on device.
         sink: the call has attention sinks (per Q head logits in the constants operand; the
             normalising core folds them into the softmax).
+        attention_chunk: chunked-local attention in positions (0: none; a positive multiple of
+            32): the row at ``p`` attends ``floor(p / C) * C .. p`` (with a window, the later of the
+            two starts). Part of the program (a named compile-time arg, ``attention_chunk``); the
+            chunk's start follows the positions on device, folded into the window's start.
+        softcap: logit softcap ``c`` (0.0: none; a finite float > 0): scores become ``c *
+            tanh(s / c)``, ``s`` the scaled ``q . k``, before every mask (a named compile-time
+            arg, ``softcap``, fp32 bits; the compute kernel's stage ``cap_scores``).
         causal: False: every query row attends every position of the cache (decode only;
             ttnn's ``is_causal=False``); the positions are all the cache's last.
         mask_users: with ``causal=False``, an additive attention mask ``[mask_users, 1,
@@ -95,8 +103,11 @@ class DecodeShape:
     cache_wrap: int = 0
     users_per_table_row: int = 1
     batch_invariant: bool = False
+    attention_chunk: int = 0
+    softcap: float = 0.0
 
     def __post_init__(self):
+        self._check_score_options()
         if not isinstance(self.batch_invariant, bool):
             raise ValueError(f"batch_invariant: expected a bool, got {self.batch_invariant!r}")
         if self.users_per_table_row != 1 and not (self.paged and self.users_per_table_row >= 1
@@ -139,6 +150,22 @@ class DecodeShape:
             raise ValueError(f"rows: expected 1 <= rows <= {most} for kind {self.kind!r} "
                              f"(GQA ratio {ratio}), got {self.rows}")
 
+    def _check_score_options(self) -> None:
+        """Raises ValueError for a bad attention chunk or softcap, or a combination the kernels'
+        two window-mask pages cannot hold (see attention_protocol.hpp "Chunked-local attention")."""
+        chunk, cap = self.attention_chunk, self.softcap
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0 or chunk % 32:
+            raise ValueError(f"attention_chunk: expected an int >= 0 that is a multiple of 32 (0: none), got {chunk!r}")
+        if isinstance(cap, bool) or not isinstance(cap, float) or not 0.0 <= cap < float("inf"):
+            raise ValueError(f"softcap: expected a finite float >= 0.0 (0.0: none), got {cap!r}")
+        if chunk and not self.causal:
+            raise ValueError("attention_chunk: expected 0 with causal=False (every position is attended)")
+        if chunk > 32 and self.window and self.rows > 1 and self.window < chunk + 31:
+            raise ValueError(f"attention_chunk: expected, with a sliding window and several rows per user (rows "
+                             f"{self.rows}), a chunk of 32 or a window of at least chunk + 31 = {chunk + 31} (rows "
+                             f"straddling a chunk edge would need a third mask page), got chunk {chunk}, window "
+                             f"{self.window}")
+
     @property
     def paged(self) -> bool:
         """True for a paged KV cache (a page table maps position tiles to cache blocks)."""
@@ -149,17 +176,30 @@ class DecodeShape:
         """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache and the score
         modifiers decide (``paged``, ``kv_format``, ``windowed``, ``sink``), as keywords for it and for
         ``max_block_tiles``."""
-        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0, sink=self.sink,
+        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0 or self.attention_chunk > 0, sink=self.sink,
                     mask=self.mask_users > 0)
 
     @property
     def window_tiles(self) -> int:
         """Most position tiles one request's sliding window can touch: its ``window + rows - 1``
-        positions (the first row's window to the last row) starting anywhere in a tile; the cache's
-        capacity tiles without a window."""
-        if self.window == 0:
-            return self.capacity_tiles
-        return min(self.capacity_tiles, -(-(self.window + self.rows - 1 + 31) // 32))
+        positions (the first row's window to the last row) starting anywhere in a tile; with an
+        attention chunk at most ``chunk / 32`` tiles, plus one when the rows may straddle a chunk
+        edge (a chunk starts on a tile); the cache's capacity tiles without either."""
+        tiles = self.capacity_tiles
+        if self.window:
+            tiles = min(tiles, -(-(self.window + self.rows - 1 + 31) // 32))
+        if self.attention_chunk:
+            tiles = min(tiles, self.attention_chunk // 32 + -(-(self.rows - 1) // 32))
+        return tiles
+
+    @property
+    def softcap_args(self) -> list[tuple[str, int]]:
+        """Named compile-time args ``softcap`` and ``softcap_recip``: ``c`` and ``1 / c`` as fp32
+        bits (the compute kernel's scalars for ``mul_unary_tile``), both 0 without a cap."""
+        if not self.softcap:
+            return [("softcap", 0), ("softcap_recip", 0)]
+        bits = np.array([self.softcap, 1.0 / self.softcap], dtype=np.float32).view(np.uint32)
+        return [("softcap", int(bits[0])), ("softcap_recip", int(bits[1]))]
 
     @property
     def cache_wrap_tiles(self) -> int:

@@ -221,6 +221,8 @@ def scaled_dot_product_attention_decode(
     sliding_window_size=None,
     share_cache=None,
     attention_sink=None,
+    logit_softcap=None,
+    attention_chunk_size=None,
 ):
     """Flash-decode GQA attention with ``ttnn.transformer.scaled_dot_product_attention_decode``'s call.
 
@@ -253,6 +255,11 @@ def scaled_dot_product_attention_decode(
             nh, s]``, b may be 1; bfloat16 on a card) added to the scores -- multiplied by
             ``scale`` first, as ttnn does (tt-metal #40470). See :func:`ttnn_flashdecode.attention`
             for values (-inf, NaN, fully masked rows).
+        logit_softcap, attention_chunk_size: this op's extra keywords (ttnn's call has neither), as
+            :func:`ttnn_flashdecode.attention` takes them: scores ``c * tanh(s / c)`` before every
+            mask (``c`` a finite number > 0; the sink is not capped, and not scaled by it); each
+            row attends only its own ``C``-position chunk (``C`` a positive multiple of 32). None
+            (default): neither.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
@@ -273,7 +280,8 @@ def scaled_dot_product_attention_decode(
                             **positions, scale=scale, page_table_tensor=shared,
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config,
                             sliding_window_size=_window(sliding_window_size),
-                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale))
+                            attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale),
+                            logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size)
 
 
 _shared_tables: dict = {}
@@ -327,6 +335,8 @@ def paged_scaled_dot_product_attention_decode(
     paged_cache_geometry=None,
     cache_position_modulo=None,
     spec_multi_pos_tiles: int = 0,
+    logit_softcap=None,
+    attention_chunk_size=None,
 ):
     """Flash-decode GQA attention on a paged KV cache, with
     ``ttnn.transformer.paged_scaled_dot_product_attention_decode``'s call.
@@ -355,6 +365,9 @@ def paged_scaled_dot_product_attention_decode(
         paged_cache_geometry: a ``ttnn.PagedCacheGeometryOverride(block_size=, num_kv_heads=)``:
             K and V viewed with that block size and KV-head count (same elements per block; both
             multiples of 32 positions), as ttnn's; both 0 or None: the tensors' own.
+        logit_softcap, attention_chunk_size: this op's extra keywords, as
+            :func:`scaled_dot_product_attention_decode` (the page table's entries before a row's
+            chunk are never read).
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q``.
@@ -384,7 +397,8 @@ def paged_scaled_dot_product_attention_decode(
                            compute_kernel_config=compute_kernel_config, memory_config=memory_config,
                            sliding_window_size=_window(sliding_window_size),
                            attention_sink=_ttnn_sink(attention_sink, q, scale),
-                           cache_position_modulo=cache_position_modulo, users_per_table_row=max(candidates, 1))
+                           cache_position_modulo=cache_position_modulo, users_per_table_row=max(candidates, 1),
+                           logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size)
     return _reshape(out, tuple(int(d) for d in input_tensor_q.shape)) if candidates else out
 
 

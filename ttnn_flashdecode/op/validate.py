@@ -19,7 +19,7 @@ import ttnn
 from ttnn_flashdecode.op import kv_walk, protocol
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, WRAPPED_POSITIONS, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
-from ttnn_flashdecode.op.score_inputs import SCALE_MAX, mask_users, mask_values, sink_logits
+from ttnn_flashdecode.op.score_inputs import SCALE_MAX, check_chunk_rows, mask_users, mask_values, sink_logits
 
 __all__ = ["IDLE", "BACKENDS", "Inputs", "validate_inputs", "validate_options", "height_sharded_l1", "resolve_grid"]
 
@@ -101,7 +101,12 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
 
 def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
               q_layout="rows", window: int = 0, attention_sink=None, causal: bool = True, attn_mask=None,
-              cache_position_modulo=None, users_per_table_row: int = 1) -> Inputs:
+              cache_position_modulo=None, users_per_table_row: int = 1,
+              score: dict | None = None) -> Inputs:
+    """``score``: the scalar score modifiers, :func:`~ttnn_flashdecode.op.score_inputs.score_options`'s
+    DecodeShape fields (``softcap``, ``attention_chunk``); None: neither."""
+    score = score or {}
+    chunk = score.get("attention_chunk", 0)
     if causal:
         if attn_mask is not None:
             raise ValueError("attn_mask: expected None with causal attention (an attention mask is for is_causal=False, "
@@ -110,9 +115,10 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
     else:
         given = [name for name, value in (("cur_pos", cur_pos), ("cur_pos_tensor", cur_pos_tensor),
                                           ("chunk_start", chunk_start), ("rows", rows)) if value is not None]
-        if given or window:
+        given += ["sliding_window_size"] * bool(window) + ["attention_chunk_size"] * bool(chunk)
+        if given:
             raise ValueError(f"is_causal: non-causal attention attends every position of the cache (decode, no "
-                             f"positions, no window), got {', '.join(given + (['sliding_window_size'] if window else []))}")
+                             f"positions, no window or chunk), got {', '.join(given)}")
         request_kind = "decode"
     kind = _kind(q, "q")  # the output's kind
     kinds = {kind, _kind(k, "k"), _kind(v, "v")}
@@ -226,13 +232,14 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
                 f"positions per sequence), got {height}"
             )
         positions = _chunk_starts(chunk_start, batch, per_user, position_capacity)
+    check_chunk_rows(chunk, window, per_user)
     if kind == "device":
         _validate_device_tensors(q, k, v, q_layout)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
                         q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
                         mask_users=0 if attn_mask is None else mask_users(attn_mask, batch, n_q_heads, capacity, kind),
-                        cache_wrap=cache_wrap, users_per_table_row=int(users_per_table_row))
+                        cache_wrap=cache_wrap, users_per_table_row=int(users_per_table_row), **score)
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
@@ -316,7 +323,8 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
     per_user = len(kv) // shape.batch
     for user in range(shape.batch):
         live = max(kv[user * per_user:(user + 1) * per_user])
-        tiles = np.arange(kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows), -(-live // 32))
+        tiles = np.arange(kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows,
+                                                    chunk=shape.attention_chunk), -(-live // 32))
         first = kv_walk.cache_slot_tile(tiles, shape.cache_wrap_tiles) * 32  # each tile's first slot
         entries = np.unique(np.concatenate([first // shape.cache_block_size, (first + 31) // shape.cache_block_size]))
         table_row = user // shape.users_per_table_row

@@ -72,9 +72,10 @@ class Row(cm.RooflineRatios):
     breakdown: dict
 
 
-def _measured(shape: cm.Shape, context: int, batch: int, split, kv_dtype: str = "bfloat16", window: int = 0):
+def _measured(shape: cm.Shape, context: int, batch: int, split, kv_dtype: str = "bfloat16", window: int = 0,
+              chunk: int = 0):
     """Emulator counters of one call: (DRAM read bytes, L1-to-L1 bytes, cores used), and the plan."""
-    report, plan = cm._run_emulated(shape, [context] * batch, split, None, kv_dtype=kv_dtype, window=window)
+    report, plan = cm._run_emulated(shape, [context] * batch, split, None, kv_dtype=kv_dtype, window=window, chunk=chunk)
     totals = report.totals
     return (totals.dram_read_bytes, totals.l1_read_bytes + totals.l1_write_bytes, len(report.cores)), plan
 
@@ -117,6 +118,7 @@ def run(
     kv_dtypes: Sequence[str] = ("bfloat16",),
     log=None,
     window: int = 0,
+    chunk: int = 0,
 ) -> list[Row]:
     """Compute every row (see the module docstring).
 
@@ -125,6 +127,8 @@ def run(
     to run each call with (``bfloat16``, ``bfloat8_b``, ``bfloat4_b``); an emulated block-float
     row packs its cache with ttnn (:func:`ttnn_flashdecode.op.devices.ensure_host_context` first).
     ``window``: a sliding window for every call (0: none); its rows are named ``model W=...``.
+    ``chunk``: an attention chunk for every call (0: none; ``attention_chunk_size``): DRAM bytes
+    follow the chunk's tiles; its rows are named ``model C=...``.
 
     Raises:
         cost_model.CalibrationError: the kernels no longer fit the cost model's features.
@@ -132,11 +136,11 @@ def run(
     """
     with _min_slice_tiles(min_slice_tiles):
         return _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log,
-                    window)
+                    window, chunk)
 
 
 def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log,
-         window=0) -> list[Row]:
+         window=0, chunk=0) -> list[Row]:
     seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
     rows = []
     for key in models:
@@ -147,15 +151,15 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
             for context in contexts:
                 for batch, kv_dtype in ((b, d) for b in batches for d in kv_dtypes):
                     plan, kv, block_tiles = cm.op_schedule(shape, [context] * batch, dev, split=split, kv_dtype=kv_dtype,
-                                                           window=window)
+                                                           window=window, chunk=chunk)
                     est = cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights, users=batch,
-                                      kv_dtype=kv_dtype, window=window)
+                                      kv_dtype=kv_dtype, window=window, chunk=chunk)
                     source, dram, noc, used = "model", est.dram_read_bytes, est.combine_noc_bytes, est.cores_used
                     emulable = dev.arch == "wormhole_b0" and dev.grid == cm._emulated_grid()
                     if emulable and batch * shape.n_kv_heads * context <= emulate_budget:
                         if log:
                             log(f"  emulating {shape.name} context {context} batch {batch} {kv_dtype} ...")
-                        (dram, noc, used), _ = _measured(shape, context, batch, split, kv_dtype, window)
+                        (dram, noc, used), _ = _measured(shape, context, batch, split, kv_dtype, window, chunk)
                         if (dram, noc, used) != (est.dram_read_bytes, est.combine_noc_bytes, est.cores_used):
                             raise RuntimeError(
                                 f"{shape.name} context {context} batch {batch} {kv_dtype}: expected the emulator to match the "
@@ -163,7 +167,8 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
                                 f"{est.cores_used} cores), got DRAM {dram} B, NoC {noc} B, {used} cores")
                         source = "emu"
                     rows.append(Row(
-                        model=shape.name + (f" W={window}" if window else ""), context=context, batch=batch,
+                        model=shape.name + (f" W={window}" if window else "") + (f" C={chunk}" if chunk else ""),
+                        context=context, batch=batch,
                         device=device_name, kv_dtype=kv_dtype,
                         cores=dev.cores,
                         cores_used=used, max_live_tiles=est.max_live_tiles, min_live_tiles=est.min_live_tiles,
@@ -326,6 +331,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="comma-separated K/V cache dtypes, from bfloat16, bfloat8_b, bfloat4_b (default: all three)")
     parser.add_argument("--window", type=_positive, default=0,
                         help="sliding window (positions) for every call: DRAM bytes and time follow the window's tiles")
+    parser.add_argument("--chunk", type=_positive, default=0,
+                        help="attention chunk (positions, a multiple of 32) for every call: DRAM bytes and time follow "
+                             "the chunk's tiles, not the position")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
     parser.add_argument("--plot", metavar="PATH.png", help="write modelled time vs context with the roofline")
     return parser
@@ -350,7 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = functools.partial(print, file=sys.stderr, flush=True)
     rows = run(models, args.contexts, args.batches, devices, weights=args.weights,
                emulate_budget=args.emulate_budget, p150_cores=args.p150_cores, split=args.split,
-               min_slice_tiles=args.min_slice_tiles, kv_dtypes=kv_dtypes, log=log, window=args.window)
+               min_slice_tiles=args.min_slice_tiles, kv_dtypes=kv_dtypes, log=log, window=args.window,
+               chunk=args.chunk)
     print("ttnn_flashdecode bench -- device times are MODELLED, NOT MEASURED")
     print(format_table(rows))
     print(_legend(args.weights))

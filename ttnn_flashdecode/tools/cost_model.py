@@ -452,7 +452,8 @@ _CALIBRATION_RUNS = (
 
 
 def _run_emulated(shape: Shape, kv_positions: Sequence[int], split: int | None, block_tiles: int | None,
-                  capacity: int | None = None, seed: int = 0, kv_dtype: str = "bfloat16", window: int = 0):
+                  capacity: int | None = None, seed: int = 0, kv_dtype: str = "bfloat16", window: int = 0,
+                  chunk: int = 0):
     """One ``attention`` call on the emulator; returns (report, plan). A block-float cache is a
     host ``ttnn.Tensor`` packed by ttnn (which needs tt-metal's context: a card, or
     ``TT_METAL_MOCK_CLUSTER_DESC_PATH``)."""
@@ -468,10 +469,10 @@ def _run_emulated(shape: Shape, kv_positions: Sequence[int], split: int | None, 
 
         k = ttnn.Tensor(k, getattr(ttnn, kv_dtype), layout=ttnn.TILE_LAYOUT)
     attention(q, k, k, cur_pos=[p - 1 for p in kv_positions], split=split, block_tiles=block_tiles,
-              backend="emulator", sliding_window_size=window or None)
+              backend="emulator", sliding_window_size=window or None, attention_chunk_size=chunk or None)
     report = last_report()
     plan = _op_plan(shape, kv_positions, capacity, "wormhole_b0", _emulated_grid(), split, block_tiles, kv_dtype,
-                    window)
+                    window, chunk)
     return report, plan
 
 
@@ -484,7 +485,7 @@ def _emulated_grid() -> tuple[int, int]:
 
 
 def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str, grid: tuple[int, int],
-             split: int | None, block_tiles: int | None, kv_dtype: str = "bfloat16", window: int = 0):
+             split: int | None, block_tiles: int | None, kv_dtype: str = "bfloat16", window: int = 0, chunk: int = 0):
     """The op's own program plan for a batch of ``len(kv_positions)`` users on a cache of
     ``capacity`` positions (schedule and residency), no device.
 
@@ -499,7 +500,7 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 
     decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity,
-                         kv_dtype=kv_dtype, window=window)
+                         kv_dtype=kv_dtype, window=window, attention_chunk=chunk)
     spec = ArchSpec.for_name(arch)
     accessor_args = tuple((2, TILE_BYTES) for _ in range(len(OPERANDS)))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
@@ -615,13 +616,14 @@ def seed_check(seed_model: CallModel, weights: str = "uniform") -> dict[str, flo
             "measured_2048_s": SEED_MS[1] * 1e-3}
 
 
-def windowed_kv_positions(kv_positions: Sequence[int], window: int) -> list[int]:
+def windowed_kv_positions(kv_positions: Sequence[int], window: int, chunk: int = 0) -> list[int]:
     """Per request, the live positions of an unwindowed request that does the same work as one
     with a sliding window of ``window`` positions (0: none): the window's tiles moved to start at
     tile 0 (``kv - 32 * first_tile``), so live tiles, the tail tile and every slice's share are the
     windowed request's. What this leaves out: the window mask of the window's first tile (built in
-    L1 by the reader, added by compute; no DRAM byte)."""
-    return [int(p) - 32 * kv_walk.window_first_tile(int(p), window) for p in kv_positions]
+    L1 by the reader, added by compute; no DRAM byte). ``chunk``: an attention chunk (0: none), a
+    start like the window's (the later of the two)."""
+    return [int(p) - 32 * kv_walk.window_first_tile(int(p), window, chunk=chunk) for p in kv_positions]
 
 
 def kv_tile_bytes(kv_dtype: str) -> int:
@@ -629,11 +631,12 @@ def kv_tile_bytes(kv_dtype: str) -> int:
     return KV_TILE_BYTES[KV_FORMATS[kv_dtype]]
 
 
-def min_dram_bytes(kv_positions: Sequence[int], dim_tiles: int, kv_dtype: str = "bfloat16", window: int = 0) -> int:
+def min_dram_bytes(kv_positions: Sequence[int], dim_tiles: int, kv_dtype: str = "bfloat16", window: int = 0,
+                   chunk: int = 0) -> int:
     """Every live K and V tile once (with a sliding window, every tile the window touches):
     ``sum(2 * live_tiles * dim_tiles * tile bytes)`` bytes."""
     return sum(2 * kv_walk.live_tiles(p) * dim_tiles * kv_tile_bytes(kv_dtype)
-               for p in windowed_kv_positions(kv_positions, window))
+               for p in windowed_kv_positions(kv_positions, window, chunk))
 
 
 def roofline_s(kv_positions: Sequence[int], dim_tiles: int, dev: Device, kv_dtype: str = "bfloat16") -> float:
@@ -720,6 +723,7 @@ def estimate(
     users: int = 1,
     kv_dtype: str = "bfloat16",
     window: int = 0,
+    chunk: int = 0,
 ) -> Estimate:
     """Model one call that runs ``plan`` on ``dev`` (see the module docstring for the terms).
 
@@ -739,8 +743,9 @@ def estimate(
         window: the call's sliding window (0: none); ``plan`` must be planned with it
             (:func:`op_schedule`). Modelled as the equivalent unwindowed work
             (:func:`windowed_kv_positions`): DRAM bytes exact, the window mask's few calls left out.
+        chunk: the call's attention chunk (0: none), modelled like the window.
     """
-    kv_positions = windowed_kv_positions(kv_positions, window)
+    kv_positions = windowed_kv_positions(kv_positions, window, chunk)
     features = work_features(plan, kv_positions, block_tiles, users)
     kv_scale = kv_tile_bytes(kv_dtype) / TILE_BYTES
     per_call = cost_per_call_s(seed_model, dev, weights)
@@ -864,7 +869,7 @@ def estimate(
 
 def op_schedule(shape: Shape, kv_positions_per_user: Sequence[int], dev: Device, *, capacity: int | None = None,
                 split: int | None = None, block_tiles: int | None = None,
-                kv_dtype: str = "bfloat16", window: int = 0) -> tuple[Schedule, list[int], int]:
+                kv_dtype: str = "bfloat16", window: int = 0, chunk: int = 0) -> tuple[Schedule, list[int], int]:
     """The schedule and block size ``attention()`` would use on ``dev`` for these users.
 
     Args:
@@ -875,12 +880,14 @@ def op_schedule(shape: Shape, kv_positions_per_user: Sequence[int], dev: Device,
         split, block_tiles: as ``attention()``'s.
         kv_dtype: the cache's dtype (block-float K/V blocks take less L1, so blocks may be larger).
         window: a sliding window (0: none): the plan schedules its tiles, not the cache's.
+        chunk: an attention chunk (0: none): likewise.
 
     Returns:
         ``(schedule, kv_positions per request, block_tiles)``; requests are user-major.
     """
     capacity = capacity or max(1024, -(-max(kv_positions_per_user) // 1024) * 1024)
-    plan = _op_plan(shape, kv_positions_per_user, capacity, dev.arch, dev.grid, split, block_tiles, kv_dtype, window)
+    plan = _op_plan(shape, kv_positions_per_user, capacity, dev.arch, dev.grid, split, block_tiles, kv_dtype, window,
+                    chunk)
     kv_requests = [p for p in kv_positions_per_user for _ in range(shape.n_kv_heads)]
     return plan.schedule, kv_requests, plan.residency.block_tiles
 

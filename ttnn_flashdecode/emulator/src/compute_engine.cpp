@@ -152,7 +152,7 @@ struct FpuCfg {
     RDim dim = RDim::Row;
 };
 
-enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax };
+enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar };
 
 struct SfpuCfg {
     SfpuKind kind = SfpuKind::None;
@@ -161,6 +161,7 @@ struct SfpuCfg {
     uint32_t exp_scale = 0x3F800000u;
     bool recip_fp32 = false;
     int recip_mode = 0;
+    bool tanh_fp32 = false;
 };
 
 enum class SecState : uint8_t { Free, Math, Committed, Pack, Legacy };
@@ -1079,6 +1080,108 @@ void binary_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode
             float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
             float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
             dst_put(s, odst, i, sfpu_store(std::max(a, b)));
+        }
+    }
+}
+
+// The LLK's tanh, tanh_tile<fast_and_approx=false> (the 0.81 wheel's tt_metal/hw/ckernels/<arch>/
+// metal/llk_api/llk_sfpu/ckernel_sfpu_tanh.h, calculate_tanh and tanh_init; wormhole_b0 and blackhole
+// differ only in how the fp32 path seeds its reciprocal). Two paths, chosen by the DST mode:
+//   fp32 DST (_sfpu_tanh_fp32_accurate_): t = expm1(2|x|) / 2 from a degree-6 expm1 polynomial on the
+//     reduced argument and a 2^i scale, then t / (t + 1) through a reciprocal refined by two Newton
+//     steps and a residual correction, sign restored; |x| < 2^-12 returns x, round(2|x| / ln 2) >= 61
+//     (|x| >~ 21) returns +-1, NaN stays NaN, +-inf gives +-1. Its stated accuracy is fp32 grade; it is
+//     modelled as tanh in double rounded to fp32 (a few fp32 ulp from the hardware's at most, far
+//     below what the bfloat16 output can show), with the same saturation and tiny-input rules.
+//   bfloat16 DST (_sfpu_tanh_polynomial_x2_): r = |x| (c1 + |x| (c2 + |x| (c3 + |x| (c4 + |x| (c5 +
+//     |x| c6))))), Sollya's minimax coefficients (below), each step one SFPMAD (fp32, one rounding:
+//     std::fma), r = min(r, 1), sign of x, then convert<vFloat16b> (round to nearest even) before
+//     SFPSTORE. Modelled bit for bit, save SFPMAD's sticky-bit corner cases (see exp_approx_llk).
+float tanh_poly_llk(float x) {
+    constexpr float c1 = 0.999004364013671875f, c2 = 3.0897438526153564453125e-2f,
+                    c3 = -0.4890659749507904052734375f, c4 = 0.281917631626129150390625f,
+                    c5 = -6.6649019718170166015625e-2f, c6 = 5.876733921468257904052734375e-3f;
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;  // SFPMAD reads denormals as zero
+    const float a = std::fabs(x);
+    float r = c6;
+    r = std::fma(r, a, c5);
+    r = std::fma(r, a, c4);
+    r = std::fma(r, a, c3);
+    r = std::fma(r, a, c2);
+    r = std::fma(r, a, c1);
+    r = r * a;
+    r = std::isnan(r) ? r : std::min(r, 1.0f);
+    r = std::copysign(r, x);
+    return round_bf16(r);
+}
+
+namespace {
+float tanh_fp32_llk(float x) {
+    if (std::isnan(x)) return x;
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+    const float a = std::fabs(x);
+    if (std::nearbyint(2.0 * a / 0.6931471805599453) >= 61.0) return std::copysign(1.0f, x);  // i >= 61: saturated
+    if (a < std::ldexp(1.0f, -12)) return x;  // tanh(x) rounds to x in fp32
+    return static_cast<float>(std::tanh(static_cast<double>(x)));
+}
+}  // namespace
+
+void tanh_tile_init(bool approx, bool is_fp32_dest_acc_en) {
+    const char* api = "tanh_tile_init";
+    enter(api);
+    check_dest_acc(api, is_fp32_dest_acc_en);
+    if (approx) failf(api, "fast_and_approx (the LUT tanh) is not supported by the emulator");
+    SfpuCfg c;
+    c.kind = SfpuKind::Tanh;
+    c.tanh_fp32 = is_fp32_dest_acc_en;
+    c.desc = std::string("tanh_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()";
+    eng().sfpu = c;
+}
+
+void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
+    const char* api = "tanh_tile";
+    enter(api);
+    check_dest_acc(api, is_fp32_dest_acc_en);
+    if (approx) failf(api, "fast_and_approx (the LUT tanh) is not supported by the emulator");
+    // tanh_init loads different programmable constants for the fp32 and bfloat16 paths.
+    require_sfpu(api, SfpuKind::Tanh, eng().sfpu.tanh_fp32 == is_fp32_dest_acc_en,
+                 std::string("tanh_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()");
+    check_idst(api, idst);
+    Section& s = math_section(api);
+    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+        for (uint32_t k = 0; k < kFaceElems; ++k) {
+            uint32_t i = face * kFaceElems + k;
+            float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
+            float y = is_fp32_dest_acc_en ? tanh_fp32_llk(x) : tanh_poly_llk(x);
+            dst_put(s, idst, i, sfpu_store(y));
+        }
+    }
+}
+
+void binop_with_scalar_tile_init() {
+    const char* api = "binop_with_scalar_tile_init";
+    enter(api);
+    SfpuCfg c;
+    c.kind = SfpuKind::BinopScalar;
+    c.desc = "binop_with_scalar_tile_init()";
+    eng().sfpu = c;
+}
+
+// calculate_binop_with_scalar<.., MUL, ..>: one SFPMAD per datum, val * param in fp32 (one rounding).
+void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits) {
+    const char* api = "mul_unary_tile";
+    enter(api);
+    check_dest_acc(api, is_fp32_dest_acc_en);
+    require_sfpu(api, SfpuKind::BinopScalar, true, "binop_with_scalar_tile_init()");
+    check_idst(api, idst);
+    Section& s = math_section(api);
+    const float param = u2f(param_fp32_bits);
+    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+        for (uint32_t k = 0; k < kFaceElems; ++k) {
+            uint32_t i = face * kFaceElems + k;
+            float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
+            if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+            dst_put(s, idst, i, sfpu_store(x * param));
         }
     }
 }

@@ -92,6 +92,16 @@ CASES = (
     Case("non-causal with a device attn_mask (Whisper), scheduler split", 2, 20, 20, 64, 1536, dict(), mask=True),
     Case("non-causal paged with attn_mask and sinks, scheduler split", 2, 16, 2, 128, 2048,
          dict(attention_sink=[0.0] * 16), cache_block_size=64, mask=True),
+    # Issue 21: logit softcap (a compute stage) and chunked-local attention (a start like the window's).
+    Case("Gemma 2 layer: logit softcap 50 + window 256, paged bfloat8_b, scheduler split", 4, 16, 8, 128, 4096,
+         dict(cur_pos=[5, 300, 2000, 4095], sliding_window_size=256, logit_softcap=50.0), cache_block_size=64,
+         kv_dtype="bfloat8_b"),
+    Case("Llama 4 layer: attention chunk 1024, ROWS 4 across a chunk edge, sinks, paged, scheduler split", 2, 16, 2,
+         128, 8192, dict(cur_pos=[1025, 8191], rows=4, attention_chunk_size=1024, attention_sink=[0.5] * 16),
+         q_rows_per_user=4, cache_block_size=64),
+    Case("drop-in paged: softcap 30 + chunk 2048, bf16 DST, Q height-sharded", 8, 32, 8, 128, 4096,
+         dict(cur_pos=list(range(7, 4096, 512)), logit_softcap=30.0, attention_chunk_size=2048,
+              compute_kernel_config="hifi2"), cache_block_size=64, drop_in=True),
 )
 
 

@@ -96,6 +96,14 @@ void recip_tile_init(bool fp32_dest, int approx_mode);
 void recip_tile(bool fp32_dest, int approx_mode, uint32_t idst, VecMode mode);
 void binary_max_tile_init();
 void binary_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode);
+// tanh (compute_kernel_api.h tanh_tile; fast_and_approx refused) and DST * fp32 scalar
+// (eltwise_unary/binop_with_scalar.h mul_unary_tile), the logit softcap's SFPU passes.
+void tanh_tile_init(bool approx, bool is_fp32_dest_acc_en);
+void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst);
+// One datum of the LLK's bfloat16-DST tanh (calculate_tanh<false, false>) before SFPSTORE.
+float tanh_poly_llk(float x);
+void binop_with_scalar_tile_init();
+void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits);
 
 // Pack (pack.h).
 void pack_tile(bool out_of_order, bool is_fp32_dest_acc_en, uint32_t idst, uint32_t cb, uint32_t tile_index);

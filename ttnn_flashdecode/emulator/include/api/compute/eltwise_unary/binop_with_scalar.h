@@ -1,0 +1,20 @@
+// Emulator host version of api/compute/eltwise_unary/binop_with_scalar.h (SFPU DST tile op fp32
+// scalar, in place). The emulator implements mul_unary_tile (the logit softcap's 1 / c and c).
+#pragma once
+#ifndef COMPILE_FOR_TRISC
+#error "api/compute/eltwise_unary/binop_with_scalar.h is for compute kernels only (COMPILE_FOR_TRISC is not defined)"
+#endif
+
+#include "api/compute/common_globals.h"
+
+namespace ckernel {
+
+ALWI void binop_with_scalar_tile_init() { emu::compute::binop_with_scalar_tile_init(); }
+
+// DST tile idst *= the fp32 scalar whose bits are param1.
+template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
+ALWI void mul_unary_tile(uint32_t idst, uint32_t param1) {
+    emu::compute::mul_unary_tile(is_fp32_dest_acc_en, idst, param1);
+}
+
+}  // namespace ckernel
