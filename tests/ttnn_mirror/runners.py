@@ -148,3 +148,15 @@ def run_paged_single_iter(b, nh, nkv, s, d, kv_dtype, grid, q_dtype, cur_pos, bl
                                                     scale=scale, program_config=config, compute_kernel_config=compute,
                                                     memory_config=ttnn.DRAM_MEMORY_CONFIG)
     return check(out, want, min_pcc=0.99, max_rel_l2=rel_l2_bar(compute), label=label)
+
+
+def thin(sweep, every=16):
+    """Every ``every``-th start of a position sweep and its last: the default run's share of it."""
+    return sorted(set(sweep[::every] + [sweep[-1]]))
+
+
+def window_positions(w, s):
+    """``test_sdpa_decode_sliding_window``'s positions: window starts in each face of a tile
+    (offsets 15, 16, 17 past 32 k), 2W, W/2, W-1, s/2, s-10; those below ``s``."""
+    out = [(w + offset - 1) + 32 * k for k in (5, 10, 20, 30) for offset in (15, 16, 17)]
+    return [p for p in out + [w * 2, w // 2, w - 1, s // 2, s - 10] if p < s]

@@ -57,7 +57,7 @@ import numpy as np
 import pytest
 import ttnn
 
-from mirror import (check, compute_config, fa_rand, get_chunk_size, host, long_sweep, nearest_n, nearest_pow_2,
+from mirror import (check, compute_config, default_part, fa_rand, get_chunk_size, host, long_sweep, nearest_n, nearest_pow_2,
                     not_yet, positions, program_config, reference, rel_l2_bar, slow, stored)
 from runners import paged_sweep_positions, run_paged, run_paged_single_iter, run_single_iter
 from ttnn_flashdecode.transformer import scaled_dot_product_attention_decode
@@ -112,7 +112,8 @@ def _decode_cases():
 
 
 @pytest.mark.usefixtures("mock_cluster")
-@pytest.mark.parametrize("b, nh, nkv, s, d, grid_size, cur_pos_tensor, dtype, q_dtype, poison", _decode_cases())
+@pytest.mark.parametrize("b, nh, nkv, s, d, grid_size, cur_pos_tensor, dtype, q_dtype, poison", default_part(
+    _decode_cases(), {"kv_bfp8-llama3.1-8b-b4-clean", "kv_bfp8-llama3.1-8b-b4-poison"}))
 def test_sdpa_decode(b, nh, nkv, s, d, grid_size, cur_pos_tensor, dtype, q_dtype, poison):
     run_single_iter(b, nh, nkv, s, d, dtype, grid_size, q_dtype, cur_pos_tensor, poison=poison,
                     label=f"decode {b}x{nh}/{nkv} s={s} {dtype}")
@@ -131,7 +132,7 @@ NON_CAUSAL = [
 
 
 @pytest.mark.usefixtures("mock_cluster")
-@pytest.mark.parametrize("b, nh, nkv, s, d, grid_size", NON_CAUSAL)
+@pytest.mark.parametrize("b, nh, nkv, s, d, grid_size", default_part(NON_CAUSAL, set()))
 def test_sdpa_decode_non_causal(b, nh, nkv, s, d, grid_size):
     for _ in range(2):  # the peer calls twice (program cache)
         run_single_iter(b, nh, nkv, s, d, BFP8, grid_size, BF16, causal=False, label=f"non-causal {b}x{nh}/{nkv}")
@@ -179,7 +180,8 @@ def _paged_cases():
 
 @pytest.mark.usefixtures("mock_cluster")
 @pytest.mark.parametrize("b, nh, nkv, s, d, grid_size, cur_pos_tensor, sliding_window_size, block_size, poison, full",
-                         _paged_cases())
+                         default_part(_paged_cases(), {"GPT-OSS-paged_64-clean-thinned",
+                                                       "GPT-OSS-paged_64-poison-thinned"}))
 def test_sdpa_decode_paged_attention(b, nh, nkv, s, d, grid_size, cur_pos_tensor, sliding_window_size, block_size,
                                      poison, full):
     sweep = paged_sweep_positions(s, b)
@@ -200,7 +202,7 @@ def _paged_non_causal_cases():
 
 
 @pytest.mark.parametrize("b, nh, nkv, s, d, grid_size, cur_pos_tensor, sliding_window_size, block_size",
-                         _paged_non_causal_cases())
+                         default_part(_paged_non_causal_cases(), set()))
 @pytest.mark.usefixtures("mock_cluster")
 def test_sdpa_decode_paged_attention_non_causal(b, nh, nkv, s, d, grid_size, cur_pos_tensor, sliding_window_size,
                                                 block_size):
@@ -236,7 +238,8 @@ def _regression_cases():
 
 
 @pytest.mark.usefixtures("mock_cluster")
-@pytest.mark.parametrize("b, nh, nkv, s, d, grid_size, block_size, poison", _regression_cases())
+@pytest.mark.parametrize("b, nh, nkv, s, d, grid_size, block_size, poison", default_part(
+    _regression_cases(), {"paged-block16-regr-paged_32-clean", "paged-block16-regr-paged_32-poison"}))
 def test_sdpa_decode_paged_attention_regressions(b, nh, nkv, s, d, grid_size, block_size, poison):
     if block_size < 32:  # the peer: one causal iteration at s // 2
         padded = nearest_pow_2(nearest_n(nh, 32))
@@ -299,7 +302,8 @@ def _sharded_cases():
 
 
 @pytest.mark.usefixtures("mock_cluster")
-@pytest.mark.parametrize("b, s, dtype, q_dtype, poison", _sharded_cases())
+@pytest.mark.parametrize("b, s, dtype, q_dtype, poison", default_part(
+    _sharded_cases(), {"all_bfp8-b1-clean", "all_bfp8-b1-poison"}))
 def test_sdpa_decode_sharded(b, s, dtype, q_dtype, poison):
     """The peer's three calls (sharded in / out / both) are one call here: sharding is device-only."""
     run_single_iter(b, 8, 1, s, 128, dtype, (8, 8), q_dtype, poison=poison, label=f"sharded b={b} s={s}")
@@ -307,7 +311,7 @@ def test_sdpa_decode_sharded(b, s, dtype, q_dtype, poison):
 
 @pytest.mark.usefixtures("mock_cluster")
 @pytest.mark.parametrize("poison", POISON)
-@pytest.mark.parametrize("s", [2048, 256])
+@pytest.mark.parametrize("s", [pytest.param(2048, marks=long_sweep), 256])
 def test_sdpa_decode_sharded_on_subcoregrids(s, poison):
     sub_core_grids = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 7)),
                                         ttnn.CoreRange(ttnn.CoreCoord(5, 0), ttnn.CoreCoord(6, 7))])
@@ -368,7 +372,8 @@ def _window_cases():
 
 @pytest.mark.usefixtures("mock_cluster")
 @pytest.mark.parametrize("b, nh, nkv, s, d, grid_size, sliding_window_size, dtype, cur_pos_tensor, poison",
-                         _window_cases())
+                         default_part(_window_cases(), {"all_bfp16-small-tensor-clean",
+                                                        "all_bfp16-small-tensor-poison"}))
 def test_sdpa_decode_sliding_window(b, nh, nkv, s, d, grid_size, sliding_window_size, dtype, cur_pos_tensor, poison):
     for cur_pos in window_positions(sliding_window_size, s):
         run_single_iter(b, nh, nkv, s, d, dtype, grid_size, BF16, cur_pos_tensor,
