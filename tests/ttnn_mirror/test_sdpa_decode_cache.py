@@ -14,7 +14,8 @@ Not mirrored: ``test_mla_head_dim_v_change_program_cache_distinct`` (it calls
 ``num_program_cache_entries`` assertions. ``share_cache=True`` on a batch-1 K/V: every user reads
 the one cache (ttnn's meaning; b=1 here, so the output equals share_cache=False's).
 
-Refused today (strict xfail): the bfloat8_b mask of ``test_mask_dtype_bf16_then_bfp8`` (a host
+Refused today (strict xfail): a rank-2 ``cur_pos_tensor`` ``[b, 1]`` (ValueError); a Q whose
+heads are padded to 64 rows (RuntimeError: TT_FATAL in ttnn's unpad reading the host Q); the bfloat8_b mask of ``test_mask_dtype_bf16_then_bfp8`` (a host
 block-float mask with 8 heads: RuntimeError, TT_FATAL in ttnn's unpad; its bfloat16 half runs as its
 own case). Scaled down: none; all in the default run.
 """
@@ -103,11 +104,14 @@ def test_cur_pos_list_values_change_program_cache_distinct(poison):
 
 @pytest.mark.usefixtures("mock_cluster")
 @pytest.mark.parametrize("poison", POISON)
-def test_q_shard_height_diff_same_logical_program_cache_distinct(poison):
+@pytest.mark.parametrize("padded_heads", [32, not_yet("Q padded past one tile of heads", 64, raises=RuntimeError,
+                                                      note="a host Q [1, 1, 8, 64] padded to 64 rows: TT_FATAL 'Last 2 "
+                                                           "dims of output must be within range' reading Q")])
+def test_q_shard_height_diff_same_logical_program_cache_distinct(padded_heads, poison):
     """Q ``[1, 1, 8, 64]`` with its heads padded to 32 rows, then to 64 (``ttnn.reshape(..., padded_shape=)``)."""
     b, nh, d = 1, 8, 64
     q = fa_rand(np.random.default_rng(46), 1, b, nh, d)
-    for padded_heads in (32, 64):
+    if True:
         padded = np.zeros((1, b, padded_heads, d), np.float32)
         padded[:, :, :nh] = q
         try:
@@ -119,7 +123,8 @@ def test_q_shard_height_diff_same_logical_program_cache_distinct(poison):
 
 @pytest.mark.usefixtures("mock_cluster")
 @pytest.mark.parametrize("poison", POISON)
-@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize("rank", [1, not_yet("cur_pos_tensor [b, 1]", 2, raises=ValueError,
+                                              note="refused as 'expected shape [2] (one position per user)'")])
 def test_cur_pos_tensor_rank1_then_rank2_same_dram_same_qkv_program_cache(rank, poison):
     b, s = 2, 64
     start = [min(s // 4 + i, s - 1) for i in range(b)]
