@@ -181,7 +181,7 @@ def test_capacity_error_does_not_suggest_a_smaller_block_when_it_is_already_one(
 @pytest.mark.parametrize("kwargs, error, words", [
     (dict(cur_pos=[0, 0], cur_pos_tensor=np.zeros(2, np.int32)), ValueError, ["cur_pos, cur_pos_tensor", "got both"]),
     (dict(cur_pos_tensor=np.zeros(2, np.int32), chunk_start=0), ValueError, ["chunk_start", "cur_pos_tensor"]),
-    (dict(cur_pos_tensor=np.zeros(3, np.int32)), ValueError, ["cur_pos_tensor", "expected shape [2] (one position per user)", "got [3]"]),
+    (dict(cur_pos_tensor=np.zeros(3, np.int32)), ValueError, ["cur_pos_tensor", "expected shape [2] or [2, 1] (one position per user)", "got [3]"]),
     (dict(cur_pos_tensor=np.zeros(2, np.float32)), TypeError, ["cur_pos_tensor", "int32 array", "float32"]),
     (dict(cur_pos_tensor=np.array([0, 256], np.int32)), ValueError, ["cur_pos_tensor[1]", "got 256"]),
     (dict(cur_pos_tensor=np.array([-3, 0], np.int32)), ValueError, ["cur_pos_tensor[0]", "idle", "got -3"]),

@@ -43,8 +43,9 @@ def _case(seed, groups, candidates, capacity):
     return _bf16(q), k, v, pk, pv, table
 
 
-def _reference(q, k, v, positions, candidates):
-    """Each candidate's valid heads against its group's cache up to its own bound."""
+def _reference(q, k, v, positions, candidates, window=None):
+    """Each candidate's valid heads against its group's cache up to its own bound (within its
+    sliding window)."""
     groups = q.shape[1]
     out = np.zeros(q.shape)
     for group in range(groups):
@@ -54,7 +55,8 @@ def _reference(q, k, v, positions, candidates):
                 continue
             rows = q[:, group:group + 1, j * 32:j * 32 + VALID_HEADS].reshape(1, 1, 1, VALID_HEADS * HEAD_DIM)
             cache = tuple(np.repeat(c[group:group + 1], VALID_HEADS, axis=1) for c in (k, v))
-            want = attention_reference(rows, *cache, cur_pos=[position], scale=HEAD_DIM ** -0.5)
+            want = attention_reference(rows, *cache, cur_pos=[position], scale=HEAD_DIM ** -0.5,
+                                       sliding_window_size=window)
             out[0, group, j * 32:j * 32 + VALID_HEADS] = want.reshape(VALID_HEADS, HEAD_DIM)
     return out
 
@@ -84,6 +86,17 @@ def test_two_groups_independent_bounds_and_an_idle_candidate():
     want = _reference(q, k, v, positions, 4)
     assert_close(_valid(out, 4), _valid(want, 4), "two groups")
     assert not np.asarray(out)[0, 1, 32:64].any(), "the idle candidate's rows are zero"
+
+
+def test_spec_with_a_sliding_window():
+    """ttnn refuses a window with spec_multi_pos_tiles; here each candidate's window follows its own
+    bound (the window starts on both sides of a tile edge across the candidates)."""
+    q, k, v, pk, pv, table = _case(21, 1, 4, 1024)
+    positions = np.array([600, 601, 602, 603], np.int32)
+    out = run_quiet(paged_scaled_dot_product_attention_decode, q, pk, pv, table, cur_pos_tensor=positions,
+                    scale=HEAD_DIM ** -0.5, spec_multi_pos_tiles=4, sliding_window_size=250)
+    want = _reference(q, k, v, positions, 4, window=250)
+    assert_close(_valid(out, 4), _valid(want, 4), "spec + window 250")
 
 
 def test_spec_form_equals_separate_users_bit_for_bit():

@@ -48,13 +48,6 @@ def slow(*values, reason: str = ""):
     return pytest.param(*values, marks=long_sweep)
 
 
-def not_yet(keyword: str, *values, raises=NotImplementedError, note: str = ""):
-    """A parametrisation the drop-ins refuse today: strict xfail, so it fails loudly once it runs."""
-    raises = raises if raises is NotImplementedError else (NotImplementedError, raises)
-    reason = f"{keyword}: not yet supported (issue 20)" + (f"; {note}" if note else "")
-    return pytest.param(*values, marks=pytest.mark.xfail(raises=raises, strict=True, reason=reason))
-
-
 # ------------------------------------------------------------------ the peer helpers' arithmetic
 
 def nearest_n(x: int, n: int) -> int:
@@ -206,12 +199,12 @@ def check(out, want, *, min_pcc, max_rel_l2, label, users=None, quiet=True):
 
 def default_part(cases, keep):
     """``cases`` (pytest.param with ids) with every case whose id is not in ``keep`` moved to the
-    long sweep; strict xfails stay in the default run (they cost a refusal)."""
+    long sweep."""
     out = []
     for case in cases:
         marks = list(case.marks)
         names = {mark.name for mark in marks}
-        if case.id not in keep and "xfail" not in names and "long_sweep" not in names:
+        if case.id not in keep and "long_sweep" not in names:
             marks.append(long_sweep)
         out.append(pytest.param(*case.values, marks=marks, id=case.id))
     return out

@@ -14,10 +14,8 @@ Not mirrored: ``test_mla_head_dim_v_change_program_cache_distinct`` (it calls
 ``num_program_cache_entries`` assertions. ``share_cache=True`` on a batch-1 K/V: every user reads
 the one cache (ttnn's meaning; b=1 here, so the output equals share_cache=False's).
 
-Refused today (strict xfail): a rank-2 ``cur_pos_tensor`` ``[b, 1]`` (ValueError); a Q whose
-heads are padded to 64 rows (RuntimeError: TT_FATAL in ttnn's unpad reading the host Q); the bfloat8_b mask of ``test_mask_dtype_bf16_then_bfp8`` (a host
-block-float mask with 8 heads: RuntimeError, TT_FATAL in ttnn's unpad; its bfloat16 half runs as its
-own case). Scaled down: none; all in the default run.
+Formerly refused, now run (issue 20): a rank-2 ``cur_pos_tensor`` ``[b, 1]``; a host Q whose
+heads are padded to 64 rows; the bfloat8_b mask of ``test_mask_dtype_bf16_then_bfp8``. Scaled down: none; all in the default run.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ import numpy as np
 import pytest
 import ttnn
 
-from mirror import FINFO_MIN, check, compute_config, fa_rand, get_chunk_size, host, not_yet, poison_outside, positions
+from mirror import FINFO_MIN, check, compute_config, fa_rand, get_chunk_size, host, poison_outside, positions
 from mirror import program_config, reference, rel_l2_bar, stored
 from ttnn_flashdecode.transformer import scaled_dot_product_attention_decode
 
@@ -74,9 +72,7 @@ def _non_causal(b, nh, nkv, s, d, mask_dtype, seed):
 
 
 @pytest.mark.usefixtures("mock_cluster")
-@pytest.mark.parametrize("mask_dtype", [BF16, not_yet("attn_mask (block-float, host)", BFP8, raises=RuntimeError,
-                                                      note="a host block-float mask with 8 heads: TT_FATAL in unpad")],
-                         ids=["bf16_mask", "bfp8_mask"])
+@pytest.mark.parametrize("mask_dtype", [BF16, BFP8], ids=["bf16_mask", "bfp8_mask"])
 def test_mask_dtype_bf16_then_bfp8(mask_dtype):
     _non_causal(2, 8, 1, 1024, 64, mask_dtype, seed=20250322)
 
@@ -104,27 +100,20 @@ def test_cur_pos_list_values_change_program_cache_distinct(poison):
 
 @pytest.mark.usefixtures("mock_cluster")
 @pytest.mark.parametrize("poison", POISON)
-@pytest.mark.parametrize("padded_heads", [32, not_yet("Q padded past one tile of heads", 64, raises=RuntimeError,
-                                                      note="a host Q [1, 1, 8, 64] padded to 64 rows: TT_FATAL 'Last 2 "
-                                                           "dims of output must be within range' reading Q")])
+@pytest.mark.parametrize("padded_heads", [32, 64])
 def test_q_shard_height_diff_same_logical_program_cache_distinct(padded_heads, poison):
     """Q ``[1, 1, 8, 64]`` with its heads padded to 32 rows, then to 64 (``ttnn.reshape(..., padded_shape=)``)."""
     b, nh, d = 1, 8, 64
     q = fa_rand(np.random.default_rng(46), 1, b, nh, d)
-    if True:
-        padded = np.zeros((1, b, padded_heads, d), np.float32)
-        padded[:, :, :nh] = q
-        try:
-            tt_q = ttnn.reshape(host(padded), ttnn.Shape((1, b, nh, d)), ttnn.Shape((1, b, padded_heads, d)))
-        except (RuntimeError, TypeError) as error:
-            pytest.skip(f"reshape with explicit padded_shape not supported for this Q setup: {error}")
-        _causal(b, nh, 1, 512, d, [127], poison=poison, seed=47, q=q, tt_q=tt_q, label=f"Q padded to {padded_heads}")
+    padded = np.zeros((1, b, padded_heads, d), np.float32)
+    padded[:, :, :nh] = q
+    tt_q = ttnn.reshape(host(padded), ttnn.Shape((1, b, nh, d)), ttnn.Shape((1, b, padded_heads, d)))
+    _causal(b, nh, 1, 512, d, [127], poison=poison, seed=47, q=q, tt_q=tt_q, label=f"Q padded to {padded_heads}")
 
 
 @pytest.mark.usefixtures("mock_cluster")
 @pytest.mark.parametrize("poison", POISON)
-@pytest.mark.parametrize("rank", [1, not_yet("cur_pos_tensor [b, 1]", 2, raises=ValueError,
-                                              note="refused as 'expected shape [2] (one position per user)'")])
+@pytest.mark.parametrize("rank", [1, 2])
 def test_cur_pos_tensor_rank1_then_rank2_same_dram_same_qkv_program_cache(rank, poison):
     b, s = 2, 64
     start = [min(s // 4 + i, s - 1) for i in range(b)]

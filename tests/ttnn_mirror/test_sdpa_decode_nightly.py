@@ -46,11 +46,10 @@ Not mirrored, or not as written:
   parametrisation (``test_sdpa_decode_paged_attention_non_causal``), so a refusal of the mask
   does not hide the causal sweep.
 
-Refused today (strict xfail, the refusal's type named): 64 Q heads per KV head (row-major Q nh=64,
-nkv=1: ValueError "GQA ratio"), paged block_size 16 (ValueError: "multiple of 32"), a host
-block-float attn_mask whose heads are not a multiple of 32 (RuntimeError: TT_FATAL in ttnn's unpad,
-reading the mask). The 128k-position refusals (paged non-causal llama3.1-b, gemma-3-27b, GPT-OSS)
-are in the long sweep: building their cache costs ~20 s before the refusal.
+No case is refused (issue 20): 64 Q heads per KV head (row-major Q nh=64, nkv=1), paged block_size
+16 and host block-float attn_masks whose heads are not a multiple of 32 run like the rest. The
+128k-position cases (paged non-causal llama3.1-b, gemma-3-27b, GPT-OSS) are in the long sweep:
+building their cache alone costs ~20 s.
 
 Also in the long sweep for the default budget (each under a minute): test_sdpa_decode_ignore_users
 at the peer's s=32768 (the default run scales s 32768 -> 4096: only positions 0..100 are read, the
@@ -65,23 +64,20 @@ import pytest
 import ttnn
 
 from mirror import (check, compute_config, default_part, fa_rand, get_chunk_size, host, long_sweep, nearest_n, nearest_pow_2,
-                    not_yet, positions, program_config, reference, rel_l2_bar, slow, stored)
+                    positions, program_config, reference, rel_l2_bar, slow, stored)
 from runners import paged_sweep_positions, run_paged, run_paged_single_iter, run_single_iter
 from ttnn_flashdecode.transformer import scaled_dot_product_attention_decode
 
 BF16, BFP8, BFP4 = ttnn.bfloat16, ttnn.bfloat8_b, ttnn.bfloat4_b
 POISON = [pytest.param(False, id="clean"), pytest.param(True, id="poison")]
 POISON_SLOW = [pytest.param(False, id="clean"), pytest.param(True, id="poison", marks=long_sweep)]
-HOST_BLOCK_FLOAT_MASK = dict(raises=RuntimeError, note="a host block-float attn_mask with heads not a multiple of 32 "
-                                                       "raises TT_FATAL 'Tensor layout must be ROW_MAJOR for unpadding'")
 
 
 # ------------------------------------------------------------------ row-major Q
 
 @pytest.mark.usefixtures("mock_cluster")
 @pytest.mark.parametrize("poison", POISON)
-@pytest.mark.parametrize("nh", [32, not_yet("64 Q heads per KV head", 64, raises=ValueError, note="refused as "
-                                            "'GQA ratio: expected at most 32'")], ids=["1_tile_row", "2_tile_rows"])
+@pytest.mark.parametrize("nh", [32, 64], ids=["1_tile_row", "2_tile_rows"])
 def test_sdpa_decode_row_major_q_interleaved(nh, poison):
     run_single_iter(1, nh, 1, 128, 128, BF16, (8, 1), BF16, True, q_layout=ttnn.ROW_MAJOR_LAYOUT, poison=poison,
                     label=f"row-major Q nh={nh}")
@@ -131,8 +127,8 @@ def test_sdpa_decode(b, nh, nkv, s, d, grid_size, cur_pos_tensor, dtype, q_dtype
 NON_CAUSAL = [
     pytest.param(32, 32, 8, 4224, 128, (8, 8), marks=long_sweep, id="llama3.2-vision-n150"),
     pytest.param(32, 32, 8, 640, 128, (8, 8), id="llama3.2-vision-n150-scaled_s640"),
-    not_yet("attn_mask (block-float, host)", 8, 16, 4, 4224, 128, (8, 8), **HOST_BLOCK_FLOAT_MASK),
-    not_yet("attn_mask (block-float, host)", 32, 4, 1, 4224, 128, (8, 8), **HOST_BLOCK_FLOAT_MASK),
+    pytest.param(8, 16, 4, 4224, 128, (8, 8), id="llama3.2-vision-n300-a"),
+    pytest.param(32, 4, 1, 4224, 128, (8, 8), id="llama3.2-vision-n300-b"),
     pytest.param(1, 64, 8, 2048, 128, (8, 8), id="nh64"),
 ]
 
@@ -200,11 +196,7 @@ def test_sdpa_decode_paged_attention(b, nh, nkv, s, d, grid_size, cur_pos_tensor
 def _paged_non_causal_cases():
     cases = []
     for *shape, shape_id in PAGED_SHAPES:
-        if shape[1] % 32:  # nh not a whole tile of heads: the host block-float mask is not read
-            cases.append(not_yet("attn_mask (block-float, host)", *shape, 64, **HOST_BLOCK_FLOAT_MASK))
-            cases[-1] = pytest.param(*cases[-1].values, marks=cases[-1].marks, id=shape_id)
-        else:
-            cases.append(pytest.param(*shape, 64, id=shape_id, marks=long_sweep if shape[3] > 4096 else ()))
+        cases.append(pytest.param(*shape, 64, id=shape_id, marks=long_sweep if shape[3] > 4096 else ()))
         if shape[3] > 32768:  # building a 128k cache costs ~20 s even for a refusal
             cases[-1] = pytest.param(*cases[-1].values, marks=[*cases[-1].marks, long_sweep], id=shape_id)
     return cases
@@ -231,15 +223,7 @@ def _regression_cases():
             for poison in (False, True):
                 values = (*shape, block_size, poison)
                 name = f"{shape_id}-paged_{block_size}-{'poison' if poison else 'clean'}"
-                blockers = []
-                if block_size < 32:
-                    blockers.append(("paged block_size 16", "refused as 'a multiple of 32'"))
-                if blockers:
-                    keyword = " and ".join(k for k, _ in blockers)
-                    cases.append(not_yet(keyword, *values, raises=ValueError, note="; ".join(n for _, n in blockers)))
-                    cases[-1] = pytest.param(*cases[-1].values, marks=cases[-1].marks, id=name)
-                else:
-                    cases.append(pytest.param(*values, id=name, marks=long_sweep if poison and block_size != 64 else ()))
+                cases.append(pytest.param(*values, id=name, marks=long_sweep if poison and block_size not in (16, 64) else ()))
     return cases
 
 
@@ -391,8 +375,7 @@ def test_sdpa_decode_sliding_window(b, nh, nkv, s, d, grid_size, sliding_window_
 # ------------------------------------------------------------------ broadcast mask
 
 @pytest.mark.usefixtures("mock_cluster")
-@pytest.mark.parametrize("mask_dtype", [not_yet("attn_mask (block-float, host)", BFP4, **HOST_BLOCK_FLOAT_MASK),
-                                        BF16], ids=["mask_bfp4", "mask_bf16"])
+@pytest.mark.parametrize("mask_dtype", [BFP4, BF16], ids=["mask_bfp4", "mask_bf16"])
 def test_sdpa_decode_broadcast_mask_batch(mask_dtype):
     """Issue #39910: one batch-1 mask ``[1, 1, nh, s]`` read by all 32 users."""
     b, nh, nkv, s, d = 32, 8, 1, 128, 128

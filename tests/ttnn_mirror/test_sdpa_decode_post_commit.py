@@ -21,8 +21,7 @@ from the nightly docstring (issue #39910: one batch-1 mask read by every user).
 test_sdpa_decode_ignore_users: s 32768 -> 4096 in the default run (only positions 0..100 are read;
 the cost, ~60 s, was host-side: building a 32 x 32768 x 128 cache); the peer's s in the long sweep.
 
-Refused today (strict xfail): the broadcast mask in bfloat4_b (a host block-float mask with 8 heads: RuntimeError
-TT_FATAL in ttnn's unpad).
+The broadcast mask in bfloat4_b (a host block-float mask with 8 heads) runs since issue 20.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import numpy as np
 import pytest
 import ttnn
 
-from mirror import (check, compute_config, default_part, fa_rand, host, long_sweep, not_yet, program_config,
+from mirror import (check, compute_config, default_part, fa_rand, host, long_sweep, program_config,
                     reference, rel_l2_bar, stored)
 from runners import paged_sweep_positions, run_paged, run_single_iter, thin, window_positions
 from ttnn_flashdecode.transformer import scaled_dot_product_attention_decode
@@ -117,9 +116,7 @@ def test_sdpa_decode_sliding_window(poison):
 
 
 @pytest.mark.usefixtures("mock_cluster")
-@pytest.mark.parametrize("mask_dtype", [BF16, not_yet("attn_mask (block-float, host)", BFP4, raises=RuntimeError,
-                                                      note="a host block-float mask with 8 heads: TT_FATAL in unpad")],
-                         ids=["mask_bf16", "mask_bfp4"])
+@pytest.mark.parametrize("mask_dtype", [BF16, BFP4], ids=["mask_bf16", "mask_bfp4"])
 def test_sdpa_decode_broadcast_mask_batch(mask_dtype):
     b, nh, nkv, s, d = 32, 8, 1, 2048, 128
     rng = np.random.default_rng(39910)

@@ -12,9 +12,11 @@ q_chunk_size=32, k_chunk_size, exp_approx_mode=False, max_cores_per_head_batch)`
 keeps every parametrisation and bar, our float64 reference in place of the peer's float32 one,
 plus the rel-L2 bar of the op's default compute config (1e-2, tests/bars.py) against it.
 
-Refused today: ``spec_multi_pos_tiles`` (NotImplementedError): every case but
-``test_legacy_path_unaffected`` is a strict xfail; the spec call is made first, so a refusal costs
-nothing. The validation tests (``test_rejects_*``) expect a refusal of the bad call (ttnn raises
+Every case runs (issue 20). One bar differs: T=11's config (one-tile K/V blocks on one core) past
+64 blocks takes a rel-L2 bar of 4e-2 (:data:`ONE_TILE_BLOCKS_RELATIVE_L2`, measured and explained
+there); its PCC bar is the peer's. The peer's ``test_rejects_sliding_window`` is replaced: ttnn
+refuses a window with spec positions, this op computes it (tests/test_spec_multi_pos.py). The
+validation tests (``test_rejects_*``) expect a refusal of the bad call (ttnn raises
 RuntimeError; the mirror takes RuntimeError or ValueError, without ttnn's message text).
 Poison twins: ``test_spec_multi_pos_matches_batched`` with NaN / +-Inf past the last candidate's
 position. Long sweep: the 32k-position cases (``s32k``, ``long_context*``). Scaled down: none.
@@ -37,8 +39,6 @@ BLOCK_SIZE, HEAD_DIM, NUM_Q_HEADS, TILE = 64, 256, 6, 32
 SCALE = HEAD_DIM ** -0.5
 SPEC_CONFIG = {4: (16, 128), 7: (4, 64), 11: (1, 32)}  # T: (max_cores_per_head_batch, k_chunk_size)
 GROUP_CHUNK = 128
-SPEC = pytest.mark.xfail(raises=NotImplementedError, strict=True,
-                         reason="spec_multi_pos_tiles: not yet supported (issue 20)")
 pytestmark = [pytest.mark.usefixtures("mock_cluster")]
 
 
@@ -93,9 +93,17 @@ def _legacy(inp, T, config):
     return out[0, :, :NUM_Q_HEADS]
 
 
-def _against(got, want, min_pcc, label):
+ONE_TILE_BLOCKS_RELATIVE_L2 = 4e-2
+"""The rel-L2 bar of a config with one-tile K/V blocks on one core (T=11: ``k_chunk_size`` 32,
+``max_cores_per_head_batch`` 1) past 64 blocks. Measured on plain decode, d256, 4093 positions,
+block 1, unsplit: rel-L2 3.2e-2 (PCC 0.99967), against 6.3e-3 with block 8 and 5.1e-3 split: the
+running O passes the FPU's source registers once per block, ~128 times here. The peer's own bar
+for this config is PCC 0.99 (it measures ~0.988 at 32k on a card); ours holds PCC >= 0.99 too."""
+
+
+def _against(got, want, min_pcc, label, max_rel_l2=MAX_RELATIVE_L2):
     figures = pcc(got, want), relative_l2(got, want)
-    assert np.isfinite(got).all() and figures[0] >= min_pcc and figures[1] <= MAX_RELATIVE_L2, f"{label}: {figures}"
+    assert np.isfinite(got).all() and figures[0] >= min_pcc and figures[1] <= max_rel_l2, f"{label}: {figures}"
 
 
 def _check(T, p, seq_len, *, seed=0, config=None, pcc_ref_vs_spec=None, B=1, poison=False):
@@ -105,12 +113,14 @@ def _check(T, p, seq_len, *, seed=0, config=None, pcc_ref_vs_spec=None, B=1, poi
     straddles = any((p + b * Tg) // max(chunk, 1) != (p + (b + 1) * Tg - 1) // max(chunk, 1) for b in range(B))
     pcc_ref_vs_spec = pcc_ref_vs_spec or (0.999 if straddles else 0.9999)
     inp = _inputs(T, p, seq_len, seed, poison)
-    spec = _spec(inp, B, Tg, config)  # first: refused today, at no cost
+    spec = _spec(inp, B, Tg, config)
     legacy = _legacy(inp, T, config)
     where = f"T={T} B={B} p={p} seq_len={seq_len}"
     assert pcc(legacy, spec) >= pcc_ref_vs_spec and np.allclose(legacy, spec, rtol=2e-2, atol=2e-2), where
-    _against(spec, inp["want"], 0.99, f"spec vs float64 ({where})")
-    _against(legacy, inp["want"], 0.99, f"legacy vs float64 ({where})")
+    bar = ONE_TILE_BLOCKS_RELATIVE_L2 if chunk == 32 and config.max_cores_per_head_batch == 1 and p > 64 * 32 \
+        else MAX_RELATIVE_L2
+    _against(spec, inp["want"], 0.99, f"spec vs float64 ({where})", bar)
+    _against(legacy, inp["want"], 0.99, f"legacy vs float64 ({where})", bar)
     return spec, legacy
 
 
@@ -119,14 +129,14 @@ MATCHES = [((2048, 1024), "s2k_p1024"), ((2048, 1055), "s2k_p1055"), ((2048, 102
 
 
 @pytest.mark.parametrize("poison", [pytest.param(False, id="clean"), pytest.param(True, id="poison")])
-@pytest.mark.parametrize("seq_len, p", [pytest.param(*v, id=i, marks=SPEC) for v, i in MATCHES])
+@pytest.mark.parametrize("seq_len, p", [pytest.param(*v, id=i) for v, i in MATCHES])
 @pytest.mark.parametrize("T", [4, 7, 11], ids=["T4", "T7", "T11"])
 def test_spec_multi_pos_matches_batched(T, seq_len, p, poison):
     _check(T, p, seq_len, poison=poison)
 
 
-@pytest.mark.parametrize("seq_len, p", [pytest.param(2048, 1024, id="s2k", marks=SPEC),
-                                        pytest.param(8192, 5000, id="s8k", marks=SPEC)])
+@pytest.mark.parametrize("seq_len, p", [pytest.param(2048, 1024, id="s2k"),
+                                        pytest.param(8192, 5000, id="s8k")])
 @pytest.mark.parametrize("T", [4, 7, 11], ids=["T4", "T7", "T11"])
 def test_spec_multi_pos_is_bit_exact(T, seq_len, p):
     inp = _inputs(T, p, seq_len, seed=23)
@@ -135,15 +145,15 @@ def test_spec_multi_pos_is_bit_exact(T, seq_len, p):
     assert np.array_equal(spec, _legacy(inp, T, config))
 
 
-@pytest.mark.parametrize("p", [pytest.param(30000, id="p30000", marks=[SPEC, long_sweep]),
-                               pytest.param(32639, id="p32639_straddle", marks=[SPEC, long_sweep])])
+@pytest.mark.parametrize("p", [pytest.param(30000, id="p30000", marks=long_sweep),
+                               pytest.param(32639, id="p32639_straddle", marks=long_sweep)])
 @pytest.mark.parametrize("T", [4, 7], ids=["T4", "T7"])
 def test_spec_multi_pos_long_context(T, p):
     _check(T, p, 32768, seed=1)
 
 
-@pytest.mark.parametrize("p", [pytest.param(30000, id="p30000", marks=[SPEC, long_sweep]),
-                               pytest.param(32639, id="p32639_straddle", marks=[SPEC, long_sweep])])
+@pytest.mark.parametrize("p", [pytest.param(30000, id="p30000", marks=long_sweep),
+                               pytest.param(32639, id="p32639_straddle", marks=long_sweep)])
 def test_spec_multi_pos_long_context_single_core(p):
     inp = _inputs(11, p, 32768, seed=17)
     config = _config(*SPEC_CONFIG[11])
@@ -152,26 +162,23 @@ def test_spec_multi_pos_long_context_single_core(p):
     assert pcc(legacy, spec) >= 0.9999 and np.allclose(legacy, spec, rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("seq_len, p", [pytest.param(2048, 1024, id="s2k", marks=SPEC),
-                                        pytest.param(8192, 5000, id="s8k", marks=SPEC),
-                                        pytest.param(32768, 30000, id="s32k", marks=[SPEC, long_sweep])])
+@pytest.mark.parametrize("seq_len, p", [pytest.param(2048, 1024, id="s2k"),
+                                        pytest.param(8192, 5000, id="s8k"),
+                                        pytest.param(32768, 30000, id="s32k", marks=long_sweep)])
 def test_spec_multi_pos_wide_reduction_split(seq_len, p):
     spec, legacy = _check(4, p, seq_len, seed=19, config=_config(64, 128), pcc_ref_vs_spec=0.999)
     want = _inputs(4, p, seq_len, 19)["want"]
     assert np.abs(spec - want).max() <= np.abs(legacy - want).max() * 1.5 + 1e-6
 
 
-@SPEC
 def test_spec_multi_pos_short_context():
     _check(4, 40, 512, seed=7)
 
 
-@SPEC
 def test_spec_multi_pos_first_block():
     _check(7, 5, 512, seed=11)
 
 
-@SPEC
 def test_spec_multi_pos_dynamic_chunk():
     _check(4, 1024, 2048, seed=13, config=_config(64, 0), pcc_ref_vs_spec=0.999)
 
@@ -198,24 +205,21 @@ def _refused(call):
     pytest.fail("the call was not refused")
 
 
-@SPEC
 def test_rejects_page_table_batch_mismatch():
     _reject(rows=4)
 
 
-@SPEC
 def test_rejects_q_row_count_mismatch():
     _reject(tiles=5)
 
 
-@SPEC
 def test_rejects_cur_pos_length_mismatch():
     _reject(cur_pos=[100, 101])
 
 
-@SPEC
-def test_rejects_sliding_window():
-    _reject(sliding_window_size=256)
+# The peer's test_rejects_sliding_window: ttnn refuses a window with spec_multi_pos_tiles; this op
+# computes it (each candidate's window from its own bound): tests/test_spec_multi_pos.py's
+# test_spec_with_a_sliding_window checks it against float64.
 
 
 def test_legacy_path_unaffected():
@@ -231,7 +235,7 @@ GROUPS = [((2048, 1024), "s2k_p1024"), ((2048, 1025), "s2k_p1025"), ((2048, 1054
 
 
 def _group_params(table):
-    return [pytest.param(*v, id=i, marks=[SPEC, long_sweep] if v[0] > 8192 else SPEC) for v, i in table]
+    return [pytest.param(*v, id=i, marks=long_sweep if v[0] > 8192 else ()) for v, i in table]
 
 
 @pytest.mark.parametrize("seq_len, p", _group_params(GROUPS))
@@ -254,17 +258,15 @@ def test_spec_multi_pos_groups_is_bit_exact(seq_len, p):
     assert np.array_equal(spec, _legacy(inp, 8, config))
 
 
-@SPEC
 def test_spec_multi_pos_groups_dynamic_chunk():
     _check(8, 60, 512, seed=47, B=2, config=_config(16, 0), pcc_ref_vs_spec=0.999)
 
 
-@SPEC
 def test_spec_multi_pos_groups_first_block():
     _check(8, 5, 512, seed=53, B=2, config=_config(16, GROUP_CHUNK))
 
 
-@pytest.mark.parametrize("B, Tg", [pytest.param(4, 2, id="B4_Tg2", marks=SPEC), pytest.param(2, 7, id="B2_Tg7", marks=SPEC)])
+@pytest.mark.parametrize("B, Tg", [pytest.param(4, 2, id="B4_Tg2"), pytest.param(2, 7, id="B2_Tg7")])
 def test_spec_multi_pos_group_shapes(B, Tg):
     _check(B * Tg, 1024, 2048, seed=59, B=B, config=_config(4, 64), pcc_ref_vs_spec=0.999)
 
@@ -277,7 +279,6 @@ def test_spec_groups_b3_tg4_full_grid(seq_len, p, k_chunk_size):
     _check(12, p, seq_len, seed=67, B=3, config=_config(36, k_chunk_size), pcc_ref_vs_spec=0.999)
 
 
-@SPEC
 def test_rejects_group_cur_pos_length():
     B, Tg = 2, 4
     inp = _inputs(B * Tg, 100, 512, seed=61)

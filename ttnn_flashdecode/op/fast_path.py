@@ -57,6 +57,8 @@ def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start
         specs = (_device_spec(q), _device_spec(k), _device_spec(v), _device_spec(cur_pos_tensor))
         if None in specs or q.dtype != ttnn.bfloat16:  # a block-float Q is typecast first: the validated path
             return None
+        if len(cur_pos_tensor.shape) != 1:  # [b, 1] positions are reshaped first: the validated path
+            return None
         table = None if page_table_tensor is None else _device_spec(page_table_tensor)
         if page_table_tensor is not None and table is None:
             return None

@@ -43,10 +43,10 @@ def to_numpy(tensor) -> np.ndarray:
     if isinstance(tensor, np.ndarray):
         return tensor
     host = tensor.cpu() if tensor.storage_type() == ttnn.StorageType.DEVICE else tensor
-    if host.layout != ttnn.ROW_MAJOR_LAYOUT:
-        host = host.to(ttnn.ROW_MAJOR_LAYOUT)
     if host.dtype == ttnn.float32:
-        return host.to_numpy()
+        return np.asarray(host.to_numpy(), dtype=np.float32)
+    # to_list reads any layout and dtype at its logical shape (a TILE tensor padded past one tile,
+    # a block-float one whose rows are not whole tiles), where .to(ROW_MAJOR) refuses to unpad.
     return np.asarray(host.to_list(), dtype=np.float32)
 
 

@@ -12,8 +12,17 @@ import ml_dtypes
 import numpy as np
 import ttnn
 
-__all__ = ["mask_values", "mask_users", "sink_logits", "score_options", "check_chunk_rows", "SCALE_MAX",
+__all__ = ["mask_values", "mask_users", "device_mask", "DEVICE_MASK_DTYPES", "sink_logits", "score_options", "check_chunk_rows", "SCALE_MAX",
            "SOFTCAP_MIN", "SOFTCAP_MAX"]
+
+DEVICE_MASK_DTYPES = (ttnn.bfloat16, ttnn.bfloat8_b, ttnn.bfloat4_b)
+"""A device ``attn_mask``'s dtypes (ttnn's tests pass bfloat4_b masks); the kernels read bfloat16."""
+
+
+def device_mask(attn_mask):
+    """A device ``attn_mask`` as the kernels read it: bfloat16 TILE DRAM, a block-float one typecast
+    on device (exact: every block-float value is a bfloat16 value)."""
+    return attn_mask if attn_mask.dtype == ttnn.bfloat16 else ttnn.typecast(attn_mask, ttnn.bfloat16)
 
 SCALE_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
 """The largest finite bfloat16: the constants tile holds scale and sink logits in bfloat16."""
@@ -22,10 +31,9 @@ SCALE_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
 def mask_values(attn_mask) -> np.ndarray:
     """A host mask's values as float32 (NaN and inf kept: the kernels clamp them)."""
     if isinstance(attn_mask, ttnn.Tensor):
-        host = attn_mask if attn_mask.layout == ttnn.ROW_MAJOR_LAYOUT else attn_mask.to(ttnn.ROW_MAJOR_LAYOUT)
-        if host.dtype == ttnn.float32:
-            return np.asarray(host.to_numpy(), dtype=np.float32)
-        return np.asarray(host.to_list(), dtype=np.float32)
+        if attn_mask.dtype == ttnn.float32:
+            return np.asarray(attn_mask.to_numpy(), dtype=np.float32)
+        return np.asarray(attn_mask.to_list(), dtype=np.float32)  # any layout and dtype, at its logical shape
     return np.asarray(attn_mask, dtype=np.float32)
 
 
@@ -45,9 +53,9 @@ def mask_users(attn_mask, batch: int, n_q_heads: int, capacity: int, kind: str) 
             raise ValueError(f"attn_mask: expected a {'device' if kind == 'device' else 'host'} tensor like q, got a "
                              f"{'device' if on_device else 'host'} tensor")
         if on_device:
-            if attn_mask.dtype != ttnn.bfloat16 or attn_mask.layout != ttnn.TILE_LAYOUT:
-                raise ValueError(f"attn_mask: expected a bfloat16 TILE device tensor (block-float masks are not "
-                                 f"supported), got {attn_mask.dtype} {attn_mask.layout}")
+            if attn_mask.dtype not in DEVICE_MASK_DTYPES or attn_mask.layout != ttnn.TILE_LAYOUT:
+                raise ValueError(f"attn_mask: expected a bfloat16, bfloat8_b or bfloat4_b TILE device tensor, got "
+                                 f"{attn_mask.dtype} {attn_mask.layout}")
             config = attn_mask.memory_config()
             if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
                 raise ValueError(f"attn_mask: expected a DRAM-interleaved tensor, got {config}")

@@ -19,7 +19,8 @@ import ttnn
 from ttnn_flashdecode.op import kv_walk, protocol
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, WRAPPED_POSITIONS, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
-from ttnn_flashdecode.op.score_inputs import SCALE_MAX, check_chunk_rows, mask_users, mask_values, sink_logits
+from ttnn_flashdecode.op.score_inputs import (SCALE_MAX, check_chunk_rows, device_mask, mask_users, mask_values,
+                                              sink_logits)
 
 __all__ = ["IDLE", "BACKENDS", "Inputs", "validate_inputs", "validate_options", "height_sharded_l1", "resolve_grid"]
 
@@ -243,12 +244,14 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None
+    if device_positions is not None and len(device_positions.shape) == 2:  # [b, 1]: one 4-byte page per user
+        device_positions = ttnn.reshape(device_positions, ttnn.Shape([batch]))  # the kernels read one page of b
     device_table = page_table_tensor if page_table_tensor is not None and page_table is None else None
     sink = None if attention_sink is None else sink_logits(attention_sink, n_q_heads)
     mask = mask_tensor = None
     if attn_mask is not None:
         if kind == "device":
-            mask_tensor = attn_mask
+            mask_tensor = device_mask(attn_mask)
         else:
             mask = mask_values(attn_mask).reshape(shape.mask_users, n_q_heads, capacity)
     return Inputs(shape, positions, kind, device_positions, page_table, device_table, sink, mask, mask_tensor)
@@ -410,9 +413,9 @@ def _positions(cur_pos, cur_pos_tensor, batch: int, capacity: int, kind: str) ->
 def _positions_tensor_values(tensor, batch: int, kind: str) -> list[int] | None:
     """``cur_pos_tensor``'s values when the host can see them (int32 ``[batch]``), None for a
     device tensor. Raises as :func:`_int32_operand`."""
-    values = _int32_operand("cur_pos_tensor", tensor, kind, lambda shape: shape == (batch,),
-                            f"[{batch}] (one position per user)")
-    return None if values is None else [int(value) for value in values]
+    values = _int32_operand("cur_pos_tensor", tensor, kind, lambda shape: shape in ((batch,), (batch, 1)),
+                            f"[{batch}] or [{batch}, 1] (one position per user)")
+    return None if values is None else [int(value) for value in np.asarray(values).reshape(-1)]
 
 
 def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
