@@ -110,3 +110,41 @@ def test_without_it_the_split_follows_the_batch():
 def test_batch_invariant_must_be_a_bool():
     with pytest.raises(TypeError, match="batch_invariant: expected a bool"):
         _batch([REQUEST], [POSITION], batch_invariant=1)
+
+
+def test_the_drop_ins_take_it():
+    """Both drop-ins pass batch_invariant through: a user's row in a batch of 3 equals its batch-of-one
+    row bit for bit, contiguous and paged."""
+    from ttnn_flashdecode.transformer import (paged_scaled_dot_product_attention_decode,
+                                              scaled_dot_product_attention_decode)
+
+    rng = np.random.default_rng(11)
+    users = [REQUEST, _user(rng), _user(rng)]
+    q = np.stack([u[0] for u in users]).reshape(1, 3, N_Q, HEAD_DIM)
+    k, v = np.stack([u[1] for u in users]), np.stack([u[2] for u in users])
+    together = run_quiet(scaled_dot_product_attention_decode, q, k, v, cur_pos=[POSITION, 7, 2047], batch_invariant=True)
+    alone = run_quiet(scaled_dot_product_attention_decode, q[:, :1], k[:1], v[:1], cur_pos=[POSITION],
+                      batch_invariant=True)
+    assert np.array_equal(np.asarray(together)[:, :1], np.asarray(alone))
+    block = 128
+    pages = lambda c: c.reshape(3, N_KV, CAPACITY // block, block, HEAD_DIM).transpose(0, 2, 1, 3, 4).reshape(
+        -1, N_KV, block, HEAD_DIM)
+    table = np.arange(3 * (CAPACITY // block), dtype=np.int32).reshape(3, -1)
+    paged = run_quiet(paged_scaled_dot_product_attention_decode, q, pages(k), pages(v), table,
+                      cur_pos_tensor=np.array([POSITION, 7, 2047], np.int32), batch_invariant=True)
+    assert np.array_equal(np.asarray(paged)[:, :1], np.asarray(alone))
+
+
+def test_a_batch_past_the_grid_keeps_the_bits():
+    """40 users x 2 KV heads = 80 requests on the 64-core grid (several per core): still the lone
+    request's bits (every request unsplit, whoever shares its core)."""
+    rng = np.random.default_rng(40)
+    capacity = 128
+    q = _bf16(rng.standard_normal((1, 1, 40, N_Q * HEAD_DIM)))
+    k, v = (_bf16(rng.standard_normal((40, N_KV, capacity, HEAD_DIM))) for _ in range(2))
+    positions = [int(p) for p in rng.integers(0, capacity, 40)]
+    together = np.asarray(run_quiet(attention, q, k, v, cur_pos=positions, batch_invariant=True))[0, 0]
+    for user in (0, 17, 39):
+        alone = np.asarray(run_quiet(attention, q[:, :, user:user + 1], k[user:user + 1], v[user:user + 1],
+                                     cur_pos=[positions[user]], batch_invariant=True))[0, 0]
+        assert np.array_equal(together[user], alone[0]), f"user {user}"

@@ -196,13 +196,14 @@ def attention(
             user still reads the K/V its own position needs; for several positions of one
             sequence against ONE scan of its cache use ``rows=`` instead.
         batch_invariant: ``True``: a request's output bits depend only on its own Q, K/V,
-            position and options (and the grid), never on the batch size, its slot, the other
-            users or their positions: every request is split-K planned from its own window alone,
-            in slices of 1024 positions (``plan.BATCH_INVARIANT_SLICE_TILES``), with the block a
-            batch of one would get, and combined in the fixed tree order of its split. Costs: at
-            small batches fewer cores than the scheduler's balanced split (a 8k cache: 8 slices a
-            request, where a lone request would get 64), so lower parallelism; no extra bytes.
-            Default False (the scheduler balances the batch over the grid).
+            position and options, never on the batch size, its slot, the other users or their
+            positions: every request runs unsplit (or at the caller's ``split``) with the block a
+            lone request of its shape would get, its blocks in position order on one core. A
+            split slice needs a core of its own, so any fixed split > 1 stops fitting the grid at
+            some batch; unsplit always fits. Cost (modelled, n150, MiniCPM5-1B, bench): nothing
+            once batch x KV heads fills the grid (batch 32: 1110 us at 8k either way); at batch 1
+            a 13x longer call (1110 us against the scheduler's 85 us at 8k, 2 of 64 cores busy).
+            No extra DRAM bytes. Default False (the scheduler balances the batch over the grid).
         logit_softcap: ``c``, a number > 0 (float or int) in ``[2**-64, 2**64]``, or ``None``
             (default: no cap). Every score becomes ``c * tanh(s / c)``, ``s = scale * q . k`` (score
             units, unitless), BEFORE the causal, window, chunk and attention masks and the sinks (FA3's

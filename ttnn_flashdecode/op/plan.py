@@ -120,21 +120,15 @@ def _planned_block(shape: DecodeShape, fit: int, largest: int, longest: int, arc
     return _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
 
 
-BATCH_INVARIANT_SLICE_TILES = 32
-"""``batch_invariant``: position tiles per split-K slice (1024 positions): a request's split is
-``ceil(its window tiles / 32)``, capped by the grid and L1 (never by the batch)."""
-
-
-def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, arch: str, grid_cores: int,
-                                     fp32_stats: bool, l1_budget: int | None, cap: int | None) -> tuple[int, int]:
-    """``shape.batch_invariant``: the split and block every request gets, from what a batch of one
-    of it would get (so not from the batch, its users or their number): the caller's, else slices of
-    :data:`BATCH_INVARIANT_SLICE_TILES` and the block a lone request would take. The combine tree
-    follows from the split alone, and each slice's share of the live tiles from its own position."""
+def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, arch: str, fp32_stats: bool,
+                                     l1_budget: int | None) -> tuple[int, int]:
+    """``shape.batch_invariant``: the split and block every request gets whatever its batch: the
+    caller's split, else none (a split slice needs a core of its own, so any fixed split > 1 stops
+    fitting the grid at some batch, and a split that shrinks with the batch changes the bits);
+    the caller's block, else the one a lone request of this shape would take unsplit. A request
+    then runs on one core, its blocks in position order, whoever shares the core."""
     alone = dataclasses.replace(shape, batch=1, users_per_table_row=1, mask_users=min(shape.mask_users, 1))
-    if split is None:
-        most = _max_split(alone, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget, cap)
-        split = max(1, min(most, -(-shape.window_tiles // BATCH_INVARIANT_SLICE_TILES)))
+    split = 1 if split is None else split
     if block_tiles is None:
         fit = _check_block_tiles(alone, None, arch, fp32_stats, l1_budget)
         block_tiles = _planned_block(alone, fit, split, -(-shape.window_tiles // split), arch, fp32_stats, l1_budget)
@@ -183,8 +177,7 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         raise ValueError(f"split: expected <= {max_split} (grid cores{bound}, and L1 for the reducer's inbox on "
                          f"{arch}), got {split}")
     if shape.batch_invariant:
-        split, block_tiles = _batch_invariant_split_and_block(shape, split, block_tiles, arch, grid_cores, fp32_stats,
-                                                              l1_budget, cap)
+        split, block_tiles = _batch_invariant_split_and_block(shape, split, block_tiles, arch, fp32_stats, l1_budget)
     kv_positions = shape.planned_kv_positions
     per_core = MAX_REQUESTS_PER_CORE
     if len(kv_positions) > grid_cores * per_core:

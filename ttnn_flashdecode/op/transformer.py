@@ -223,6 +223,7 @@ def scaled_dot_product_attention_decode(
     attention_sink=None,
     logit_softcap=None,
     attention_chunk_size=None,
+    batch_invariant: bool = False,
 ):
     """Flash-decode GQA attention with ``ttnn.transformer.scaled_dot_product_attention_decode``'s call.
 
@@ -260,6 +261,8 @@ def scaled_dot_product_attention_decode(
             mask (``c`` a finite number > 0; the sink is not capped, and not scaled by it); each
             row attends only its own ``C``-position chunk (``C`` a positive multiple of 32). None
             (default): neither.
+        batch_invariant: this op's extra keyword: ``True``, a user's output bits do not depend on
+            its batch (:func:`ttnn_flashdecode.attention`); default False.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
@@ -281,7 +284,8 @@ def scaled_dot_product_attention_decode(
                             compute_kernel_config=compute_kernel_config, memory_config=memory_config,
                             sliding_window_size=_window(sliding_window_size),
                             attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale),
-                            logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size)
+                            logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
+                            batch_invariant=batch_invariant)
 
 
 _shared_tables: dict = {}
@@ -337,6 +341,7 @@ def paged_scaled_dot_product_attention_decode(
     spec_multi_pos_tiles: int = 0,
     logit_softcap=None,
     attention_chunk_size=None,
+    batch_invariant: bool = False,
 ):
     """Flash-decode GQA attention on a paged KV cache, with
     ``ttnn.transformer.paged_scaled_dot_product_attention_decode``'s call.
@@ -365,7 +370,7 @@ def paged_scaled_dot_product_attention_decode(
         paged_cache_geometry: a ``ttnn.PagedCacheGeometryOverride(block_size=, num_kv_heads=)``:
             K and V viewed with that block size and KV-head count (same elements per block; both
             multiples of 32 positions), as ttnn's; both 0 or None: the tensors' own.
-        logit_softcap, attention_chunk_size: this op's extra keywords, as
+        logit_softcap, attention_chunk_size, batch_invariant: this op's extra keywords, as
             :func:`scaled_dot_product_attention_decode` (the page table's entries before a row's
             chunk are never read).
 
@@ -398,7 +403,8 @@ def paged_scaled_dot_product_attention_decode(
                            sliding_window_size=_window(sliding_window_size),
                            attention_sink=_ttnn_sink(attention_sink, q, scale),
                            cache_position_modulo=cache_position_modulo, users_per_table_row=max(candidates, 1),
-                           logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size)
+                           logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
+                           batch_invariant=batch_invariant)
     return _reshape(out, tuple(int(d) for d in input_tensor_q.shape)) if candidates else out
 
 
