@@ -130,6 +130,18 @@ MUTATIONS = [
              "    sub_tiles(m_final, m_sink, 0, 0, 0);",
              "folding the sink rescales O and L by M - max(M, sink) instead of exp() of it",
              tests=("tests/test_attention_sink.py::test_decode_with_sinks_every_head_its_own[1]",)),
+    # The scaler and scale tiles made in L1 from their distinct rows (issue 20: window bytes).
+    Mutation("scale-row-not-replicated", "attention_reader.cpp",
+             "    for (uint32_t row = 1; row < kTilePositions; ++row) {",
+             "    for (uint32_t row = kTilePositions; row < kTilePositions; ++row) {",
+             "the scale tile keeps only its row 0 (Q's scale is its [0, 0]), so the zero tiles an idle or "
+             "empty request makes from it (scale - scale) carry L1's NaN poison",
+             tests=("tests/test_wide_gqa.py::test_ttnn_heads_layout_paged_with_an_idle_user",)),
+    Mutation("scaler-not-zeroed", "attention_reader.cpp",
+             "        l1_set_word(scaler, word, 0);\n",
+             "",
+             "the reduce scaler's rows other than 0 and 16 keep L1's poison: row max and row sum go NaN",
+             tests=("tests/test_sliding_window.py::test_decode_window_at_tile_edges_with_poison_outside[33-1]",)),
     # Circular caches (issue 20, item 1: cache_position_modulo): the page-table lookup wraps.
     Mutation("circular-cache-not-wrapped", "attention_protocol.hpp",
              "return wrap_tiles == 0 ? tile : tile % wrap_tiles; }",
