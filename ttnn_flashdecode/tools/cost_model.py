@@ -326,10 +326,12 @@ def _weight(name: str, weights: str) -> float:
 def compute_calls(calls: Mapping[str, int]) -> dict[str, int]:
     """The compute-kernel API calls of a core's merged ``CoreStats.calls``.
 
-    Dataflow names (``noc_*``, ``get_*``) are dropped, and so are the circular-buffer calls
-    (``cb_*``), which the emulator counts under one name for all three kernels of a core.
+    Dataflow names (``noc_*``, ``get_*``, and the data-movement cores' L1 word accesses
+    ``l1_read_word`` / ``l1_write_word``: a RISC-V load or store each, not a compute call) are
+    dropped, and so are the circular-buffer calls (``cb_*``), which the emulator counts under one
+    name for all three kernels of a core.
     """
-    return {name: int(n) for name, n in calls.items() if not name.startswith(("cb_", "noc_", "get_"))}
+    return {name: int(n) for name, n in calls.items() if not name.startswith(("cb_", "noc_", "get_", "l1_"))}
 
 
 class CalibrationError(RuntimeError):
