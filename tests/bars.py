@@ -5,6 +5,7 @@ valid call's emulated run reports no errors."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ttnn_flashdecode.op.operation import last_report, to_numpy
@@ -52,3 +53,28 @@ def work_row_bytes(cores: int, requests_per_core: int = 1) -> int:
     from ttnn_flashdecode.op import protocol
 
     return cores * WORK_ROW_READS * 4 * protocol.work_row_words(requests_per_core)
+
+
+POISONS = (np.nan, np.inf, -np.inf)
+"""The values a recycled cache slot may hold; tests put them where no row may look."""
+
+
+def bf16(x) -> np.ndarray:
+    """``x`` rounded to bfloat16 (an ``ml_dtypes.bfloat16`` array)."""
+    return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16)
+
+
+def poison_outside(cache, user, first, last, seed) -> None:
+    """NaN / +-Inf in every slot of ``cache[user]`` outside positions ``first .. last``."""
+    for span in (cache[user, :, :first], cache[user, :, last + 1:]):
+        span[...] = POISONS[seed % 3]
+        span[..., ::3] = POISONS[(seed + 1) % 3]
+
+
+def random_inputs(rng, batch, n_q, n_kv, head_dim, capacity, rows=1):
+    """Standard-normal float32 ``q`` ``[1, 1, batch * rows, n_q * head_dim]`` and ``k``, ``v``
+    ``[batch, n_kv, capacity, head_dim]``."""
+    q = rng.standard_normal((1, 1, batch * rows, n_q * head_dim), dtype=np.float32)
+    k = rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32)
+    v = rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32)
+    return q, k, v

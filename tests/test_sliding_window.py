@@ -13,35 +13,15 @@ Pass bar: tests/bars.py (PCC >= 0.9999, rel-L2 <= 1e-2), output finite.
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
-from bars import assert_close
+from bars import POISONS, assert_close, bf16 as _bf16, poison_outside as _poison_outside, random_inputs as _inputs
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op import kv_walk
 from ttnn_flashdecode.op.reference import attention_reference
 from ttnn_flashdecode.transformer import paged_scaled_dot_product_attention_decode, scaled_dot_product_attention_decode
 
-POISONS = (np.nan, np.inf, -np.inf)
-
-
-def _bf16(x):
-    return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16)
-
-
-def _poison_outside(cache, user, first, last, seed):
-    """NaN / +-Inf in every slot of ``cache[user]`` outside ``first .. last``."""
-    for span in (cache[user, :, :first], cache[user, :, last + 1:]):
-        span[...] = POISONS[seed % 3]
-        span[..., ::3] = POISONS[(seed + 1) % 3]
-
-
-def _inputs(rng, batch, n_q, n_kv, head_dim, capacity, rows=1):
-    q = rng.standard_normal((1, 1, batch * rows, n_q * head_dim), dtype=np.float32)
-    k = rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32)
-    v = rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32)
-    return q, k, v
 
 
 def _window_first(position, window, rows=1):
