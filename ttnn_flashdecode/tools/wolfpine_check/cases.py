@@ -47,6 +47,7 @@ class Case:
     kv_dtype: str = "bfloat16"
     positions_tensor: bool = False  #: positions as a device int32 tensor (cur_pos_tensor)
     window: int = 0  #: sliding_window_size
+    blocked: str = ""  #: why wolfpine cannot run it (reported, not run)
 
 
 #: Small shapes (the simulator runs ~10 ms per tile per core). 32 stage rows per request wherever the
@@ -54,8 +55,13 @@ class Case:
 #: reader delivers reaches a written output row.
 CASES = (
     Case("decode bf16 contiguous, 2 users", 2, 32, 1, 64, 256, (150, 37)),
+    Case("paged bf16, shuffled page table, poison past the position", 2, 32, 1, 64, 256, (100, 200),
+         cache_block_size=32),
     Case("paged bfloat8_b, shuffled page table, poison past the position", 2, 32, 1, 64, 256, (100, 200),
-         cache_block_size=32, kv_dtype="bfloat8_b"),
+         cache_block_size=32, kv_dtype="bfloat8_b",
+         blocked="wolfpine 2.2's unpacker has no BFP8 datum conversion: the simulator server dies with "
+                 "NotImplementedError in framework/pe/tensix/backends/unpacker.py formatConversion (line 1579) "
+                 "when a compute kernel unpacks a bfloat8_b K tile"),
     Case("split-K over 3 cores with the combine", 1, 32, 1, 64, 512, (300,), dict(split=3, block_tiles=2)),
     Case("positions from a device tensor, idle slot (-1)", 3, 32, 1, 64, 256, (70, -1, 200), positions_tensor=True),
     Case("ROWS 4 rows x 8 heads per user", 1, 8, 1, 64, 256, (130,), rows=4),
@@ -240,6 +246,10 @@ def main(argv=None) -> int:
             for case in cases:
                 start = time.perf_counter()
                 record = {"name": case.name}
+                if case.blocked:
+                    record.update(ok=None, blocked=case.blocked, seconds=0.0)
+                    print(LINE_PREFIX + json.dumps(record), flush=True)
+                    continue
                 try:
                     record.update(run_case(device, case, np.random.default_rng(CASES.index(case)), swap))
                 except Exception as error:  # reported, not raised: the other cases still run
