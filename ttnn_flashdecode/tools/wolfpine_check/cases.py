@@ -1,13 +1,13 @@
 """The wolfpine check's cases, run on wolfpine's simulated Wormhole:
-``python -m ttnn_flashdecode.tools.wolfpine_check.cases [--case NAME ...] [--reader FILE]``.
+``python -m ttnn_flashdecode.tools.wolfpine_check.cases [--case NAME ...]``.
 
 Started by :func:`ttnn_flashdecode.tools.wolfpine_check.run` in a subprocess with the environment of
 :func:`.root.environment` (the device is wolfpine's, through tt-metal's UMD simulation backend). Each
 case calls :func:`ttnn_flashdecode.attention` on real device tensors: the op's own validation, plan,
 ``prepare_device_launch`` and ``build_program`` descriptor, ``ttnn.generic_op``; the only change is
 that the descriptor's compute kernel is the probe (``probe_compute.cpp``), swapped in where
-:func:`ttnn_flashdecode.op.launch.program_for` hands the descriptor over. ``--reader FILE`` swaps
-the reader's source too (the planted-bug check). The output is compared with :func:`expected`,
+:func:`ttnn_flashdecode.op.launch.program_for` hands the descriptor over (the planted-bug check
+points ``TTNN_FLASHDECODE_KERNEL_DIR`` at a mutated copy of the kernels). The output is compared with :func:`expected`,
 the probe's fingerprint in float64, bit for bit.
 
 Prints one line per case, ``CASE {"name", "ok", "seconds", "error", "mismatches", "plan", ...}``.
@@ -135,18 +135,16 @@ def expected(case: Case, q: np.ndarray, k: np.ndarray, v: np.ndarray, split_coun
 
 
 class ProbeSwap:
-    """Hands the op's descriptors over with the probe compute kernel (and optionally another reader)
-    in place of the op's, while active: wraps ``launch.program_for``, the one place the device path
+    """Hands the op's descriptors over with the probe compute kernel in place of the op's, while active: wraps ``launch.program_for``, the one place the device path
     gets its descriptor from ``build_program``. Records each plan it saw."""
 
-    def __init__(self, scratch: Path, reader: Path | None = None):
+    def __init__(self, scratch: Path):
         from ttnn_flashdecode.op.paths import kernel_dir
 
         self.plans = []
         protocol = kernel_dir() / "attention_protocol.hpp"
         self.probe = scratch / "wolfpine_probe_compute.cpp"
         self.probe.write_text(f'#define PROTOCOL_HEADER "{protocol}"\n' + (HERE / "probe_compute.cpp").read_text())
-        self.reader = reader
 
     def __enter__(self):
         from ttnn_flashdecode.op import launch
@@ -159,8 +157,6 @@ class ProbeSwap:
             program = build_program(plan)
             kernels = program.kernels
             kernels[roles.index("compute")].kernel_source = str(self.probe)
-            if self.reader is not None:
-                kernels[roles.index("reader")].kernel_source = str(self.reader)
             program.kernels = kernels
             # Another structure: never the op's own program out of ttnn's program cache.
             program.custom_program_hash = (plan.program_hash ^ 0x5EED_0F_90B3) & (2**64 - 1)
@@ -236,13 +232,12 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--case", action="append", help="run only cases whose name starts with this")
-    parser.add_argument("--reader", type=Path, help="reader kernel source to run instead of the op's")
     args = parser.parse_args(argv)
     cases = [c for c in CASES if not args.case or any(c.name.startswith(n) for n in args.case)]
     device = ttnn.open_device(device_id=0)
     failed = 0
     try:
-        with ProbeSwap(Path.cwd(), args.reader) as swap:
+        with ProbeSwap(Path.cwd()) as swap:
             for case in cases:
                 start = time.perf_counter()
                 record = {"name": case.name}
