@@ -217,8 +217,12 @@ def run_case(device, case: Case, rng: np.random.Generator, swap: ProbeSwap) -> d
         raise RuntimeError("the op did not build a descriptor through launch.program_for (a cached launch?)")
     want = expected(case, q, k, v, plan.split_counts)
     bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
+    # K/V tiles the call reads: each request's tiles from its range's first to its last, K and V.
+    tiles = sum(-(-end // 32) - start // 32 for start, end in (live_range(case, b) for b in range(case.batch)) if end)
     record = {"ok": not bad.any(), "mismatches": int(bad.sum()), "elements": int(bad.size),
-              "cores": len(plan.cores), "split_counts": list(plan.split_counts)}
+              "cores": len(plan.cores), "split_counts": list(plan.split_counts),
+              "kv_tiles": 2 * tiles * case.n_kv_heads * plan.residency.dim_tiles,
+              "kv_tile_bytes": plan.residency.kv_tile_bytes}
     if bad.any():
         where = np.argwhere(bad)[:4]
         record["error"] = (f"{int(bad.sum())} of {bad.size} output elements differ from the model; first at "
