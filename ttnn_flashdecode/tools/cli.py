@@ -11,6 +11,7 @@ Commands:
     profile-report  per-call duration and achieved GB/s from a Tracy ops_perf_results CSV.
     silicon-check   the device path through tt-metal's JIT on mock Wormhole/Blackhole devices.
     host-bench      MEASURED host CPU time per call, ours vs ttnn's decode op (a mock device without a card).
+    wolfpine-check  the real reader and writer (probe compute kernel) on wolfpine's simulated Wormhole.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "profile-report": "per-call duration and achieved GB/s from tt-metal's ops_perf_results CSV",
     "silicon-check": "compile the kernels with tt-metal's JIT on mock devices (no card; nothing executes)",
     "host-bench": "measured host CPU time per call before / with generic_op, and ttnn's own decode op",
+    "wolfpine-check": "run the real reader and writer (a probe compute kernel) on wolfpine's simulated Wormhole",
 }
 
 
