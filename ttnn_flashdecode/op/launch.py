@@ -13,6 +13,7 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import constants, tiles
+from ttnn_flashdecode.op.mesh import device_count, program_for_device
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, program_for
 from ttnn_flashdecode.op.program_factory import Addresses, Plan, operand_accessor_args, set_addresses, work_table
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
@@ -185,6 +186,8 @@ class DeviceLaunch:
     work: object  #: the plan's WORK operand on the device
     out_spec: object  #: ttnn.TensorSpec of the output
     signpost: str  #: the Tracy message naming the call in ops_perf_results
+    #: q's device when it is a multi-chip ttnn.MeshDevice (the program goes out as a MeshProgramDescriptor), else None
+    mesh: object = None
 
     def __call__(self, q, k, v, positions, page_table=None, mask=None):
         """Launch on ``q``'s device; returns the output tensor (``out_spec``).
@@ -196,7 +199,9 @@ class DeviceLaunch:
         ttnn.tracy_message(self.signpost)
         with _launch_lock:
             # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
-            return ttnn.generic_op(self.bind(q, k, v, positions, page_table, mask), self.program)
+            tensors = self.bind(q, k, v, positions, page_table, mask)
+            program = self.program if self.mesh is None else program_for_device(self.mesh, self.program)
+            return ttnn.generic_op(tensors, program)
 
     def bind(self, q, k, v, positions, page_table=None, mask=None) -> list:
         """Allocate an output and write this call's operand addresses into the descriptor; returns
@@ -251,7 +256,8 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
     check_windows(plan)
     signpost = (f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                 f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
-    return DeviceLaunch(plan, program_for(plan), constants_tensor, _device_work_table(device, plan), out_spec, signpost)
+    return DeviceLaunch(plan, program_for(plan), constants_tensor, _device_work_table(device, plan), out_spec, signpost,
+                        mesh=device if device_count(device) > 1 else None)
 
 
 def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config, *,

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import ttnn
 
-from ttnn_flashdecode.op import fast_path
+from ttnn_flashdecode.op import fast_path, mesh
 from ttnn_flashdecode.op.launch import last_report, run_on_device, run_on_emulator, to_numpy
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, DEFAULT_BLOCK_TILES, plan_program, program_for
 from ttnn_flashdecode.op.score_inputs import score_options
@@ -273,6 +273,16 @@ def attention(
         >>> chunk.shape
         (1, 1, 7, 256)
     """
+    if mesh.is_host_mesh(q):  # an emulated mesh: every device's shards through the emulator (op/mesh.py)
+        keywords = dict(cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
+                        chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
+                        compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
+                        max_split=max_split, grid=grid, backend=backend, sliding_window_size=sliding_window_size,
+                        attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
+                        cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row,
+                        batch_invariant=batch_invariant, logit_softcap=logit_softcap,
+                        attention_chunk_size=attention_chunk_size)
+        return mesh.run_host_mesh(attention, q, k, v, keywords)
     key = fast_path.call_key(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
                              chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
                              compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
@@ -300,6 +310,8 @@ def attention(
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":
             raise ValueError(f"backend: 'device' expects device tensors, got {inputs.kind} inputs")
+        mesh.check_device_operands(q, {"k": k, "v": v, "cur_pos_tensor": cur_pos_tensor,
+                                       "page_table_tensor": page_table_tensor, "attn_mask": attn_mask})
         out, launch = run_on_device(q, k, v, inputs, scale, block_tiles, split, compute, memory_config, grid=grid,
                                     max_split=max_split)
         if key is not None:
