@@ -153,3 +153,28 @@ def ttnn_row_major():
     import ttnn
 
     return ttnn.ROW_MAJOR_LAYOUT
+
+
+def test_mesh_per_device_attention_sinks():
+    """gpt-oss under tensor parallelism: a sink tensor sharded over the mesh gives each device its
+    heads' sinks (attention() in score units; the drop-in in ttnn's [nh, 32] layout, times scale)."""
+    rng = np.random.default_rng(7)
+    batch, n_q, n_kv, dh, cap, devices = 2, 16, 4, 64, 512, 4
+    sinks = rng.uniform(-2.0, 3.0, n_q).astype(BF16).astype(np.float64)
+    q, k, v = _model(rng, batch, n_q, n_kv, dh, cap)
+    qs, ks, vs = shard_kv_heads(q, k, v, devices)
+    sink_mesh = host_mesh_tensor(np.split(sinks.astype(np.float32), devices), layout=ttnn_row_major())
+    out = attention(*(host_mesh_tensor(s) for s in (qs, ks, vs)), cur_pos=[30, 500], attention_sink=sink_mesh)
+    want = attention_reference(q, k, v, cur_pos=[30, 500], attention_sink=sinks)
+    assert_close(mesh_to_numpy(out, 3), want, "mesh sinks")
+    # the drop-in: Q [1, b, nh, dh], ttnn's sink layout [nh, 32] sharded over the heads, scaled by ttnn's rule
+    scale = 0.125
+    ttnn_sinks = np.zeros((n_q, 32), np.float32)
+    ttnn_sinks[:, 0] = sinks / scale
+    q_heads = q.reshape(1, batch, n_q, dh)
+    hq, hk, hv = shard_kv_heads(q_heads, k, v, devices, q_layout="heads")
+    drop_in = transformer.scaled_dot_product_attention_decode(
+        *(host_mesh_tensor(s) for s in (hq, hk, hv)), cur_pos=[30, 500], scale=scale,
+        attention_sink=host_mesh_tensor(np.split(ttnn_sinks, devices), layout=ttnn_row_major()))
+    want = attention_reference(q, k, v, cur_pos=[30, 500], attention_sink=sinks, scale=scale)
+    assert_close(mesh_to_numpy(drop_in, 2).reshape(1, 1, batch, n_q * dh), want, "mesh drop-in sinks")

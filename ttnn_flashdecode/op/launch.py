@@ -13,7 +13,7 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import constants, tiles
-from ttnn_flashdecode.op.mesh import device_count, program_for_device
+from ttnn_flashdecode.op.mesh import PerDeviceSinks, device_count, program_for_device
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, program_for
 from ttnn_flashdecode.op.program_factory import Addresses, Plan, operand_accessor_args, set_addresses, work_table
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
@@ -116,6 +116,9 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         kv_pages = [tiles.to_tile_bytes(to_numpy(t)) for t in (k, v)]
     else:  # the tensors' own packed pages (ttnn's host packing)
         kv_pages = [tiles.to_block_float_tile_bytes(t, shape.kv_dtype) for t in (k, v)]
+    if isinstance(inputs.sink, PerDeviceSinks):
+        raise ValueError("attention_sink: per-device sinks (a sink tensor sharded over a mesh) need a mesh: Q, K, V "
+                         "on that mesh, or host multi-device tensors")
     const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
     buffers = []
     try:
@@ -336,9 +339,17 @@ def _device_constants(device, head_dim: int, scale: float | None, sink: tuple[fl
     DRAM holds none of the old tensors."""
     key = (id(device), head_dim, scale, sink)  # the device object, held below: a reopened device is another object
     if key not in _device_constants_cache:
-        tiles_rows = constants.constant_tiles(head_dim, scale, sink).reshape(1, 1, -1, 32)
-        _device_constants_cache[key] = device, ttnn.Tensor(
-            tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG
-        )
+        if isinstance(sink, PerDeviceSinks):  # one buffer address, each device its own sink tiles
+            if len(sink) != device_count(device):
+                raise ValueError(f"attention_sink: expected sinks for the {device_count(device)} devices of q's mesh, "
+                                 f"got {len(sink)}")
+            shards = [ttnn.Tensor(constants.constant_tiles(head_dim, scale, s).reshape(1, 1, -1, 32), ttnn.bfloat16,
+                                  layout=ttnn.TILE_LAYOUT) for s in sink]
+            tensor = ttnn.from_host_shards(shards, device.shape).to(device, ttnn.DRAM_MEMORY_CONFIG)
+        else:
+            tiles_rows = constants.constant_tiles(head_dim, scale, sink).reshape(1, 1, -1, 32)
+            tensor = ttnn.Tensor(tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT,
+                                 mem_config=ttnn.DRAM_MEMORY_CONFIG)
+        _device_constants_cache[key] = device, tensor
     return _device_constants_cache[key][1]
 

@@ -37,10 +37,27 @@ import numpy as np
 import ttnn
 
 __all__ = ["device_count", "check_device_operands", "program_for_device", "is_host_mesh", "run_host_mesh",
-           "shard_kv_heads", "host_mesh_tensor", "mesh_to_numpy", "MESH_KEYWORDS"]
+           "shard_kv_heads", "host_mesh_tensor", "mesh_to_numpy", "MESH_KEYWORDS", "PerDeviceSinks", "shards_of"]
 
 #: attention() keywords that may be host multi-device tensors (one shard per device) on an emulated mesh.
 MESH_KEYWORDS = ("cur_pos_tensor", "page_table_tensor", "attn_mask", "attention_sink")
+
+
+class PerDeviceSinks(tuple):
+    """Attention sinks that differ between the devices of a mesh: one tuple of logits (one per local Q
+    head, score units, bfloat16-rounded) per device, in mesh order. What
+    :func:`~ttnn_flashdecode.op.score_inputs.sink_logits` makes of a sink tensor sharded over a mesh
+    (gpt-oss under tensor parallelism: each device its heads' sinks); on a device mesh the constants
+    operand is then uploaded per device (one address, each device its own sink tiles)."""
+
+
+def shards_of(tensor) -> list | None:
+    """The per-device shards of a multi-device ``ttnn.Tensor`` (device or host) as host tensors, in
+    mesh order; None for anything else (a single-device tensor, a numpy array, a list)."""
+    if not isinstance(tensor, ttnn.Tensor) or len(_coords(tensor)) < 2:
+        return None
+    host = tensor.cpu() if tensor.storage_type() == ttnn.StorageType.DEVICE else tensor
+    return list(ttnn.get_device_tensors(host))
 
 
 def device_count(device) -> int:
@@ -154,6 +171,11 @@ def run_host_mesh(call: Callable, q, k, v, keywords: dict):
     parts = {"q": _shards("q", q, devices), "k": _shards("k", k, devices), "v": _shards("v", v, devices)}
     split = {name: _shards(name, value, devices) for name, value in keywords.items()
              if name in MESH_KEYWORDS and is_host_mesh(value)}
+    sinks = keywords.get("attention_sink")
+    if isinstance(sinks, PerDeviceSinks):  # the drop-in's per-device sinks, already read
+        if len(sinks) != devices:
+            raise ValueError(f"attention_sink: expected sinks for {devices} devices like q, got {len(sinks)}")
+        split["attention_sink"] = list(sinks)
     outputs = []
     for i in range(devices):
         per_device = {**keywords, **{name: shards[i] for name, shards in split.items()}}

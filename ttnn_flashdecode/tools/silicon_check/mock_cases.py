@@ -178,8 +178,9 @@ MESH_CASES = (
          dict(cur_pos=list(range(7, 4096, 512))), cache_block_size=64, kv_dtype="bfloat8_b"),
     Case("t3k 1x8 mesh: drop-in paged, Q [1, 8, 8, 128] height-sharded in L1 per chip (64/8 heads)", 8, 64, 8, 128,
          4096, dict(cur_pos=list(range(7, 4096, 512))), cache_block_size=64, drop_in=True),
-    Case("t3k 1x8 mesh: ROWS 4, window 512 + sinks (32/8 heads)", 2, 32, 8, 128, 4096,
-         dict(cur_pos=[1000, 4095], rows=4, sliding_window_size=512, attention_sink=[0.5] * 4), q_rows_per_user=4),
+    Case("t3k 1x8 mesh: ROWS 4, window 512 + per-chip sinks (a [32, 32] sink tensor sharded by heads)", 2, 32, 8, 128,
+         4096, dict(cur_pos=[1000, 4095], rows=4, sliding_window_size=512, attention_sink=[0.5 * (h % 5) for h in range(32)]),
+         q_rows_per_user=4),
 )
 
 
@@ -205,6 +206,10 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
 
     call = dict(case.call)
     positions = replicated(call.pop("cur_pos"))
+    if "attention_sink" in call:  # the model's sinks in ttnn's [nh, 32] layout, each chip its heads' rows
+        sinks = np.zeros((case.n_q_heads, 32), np.float32)
+        sinks[:, 0] = call["attention_sink"]
+        call["attention_sink"] = sharded(sinks, 0)
     if case.cache_block_size:
         per_user = case.capacity // case.cache_block_size
         k = rng.standard_normal((case.batch * per_user, case.n_kv_heads, case.cache_block_size, case.head_dim),
