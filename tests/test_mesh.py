@@ -178,3 +178,30 @@ def test_mesh_per_device_attention_sinks():
         attention_sink=host_mesh_tensor(np.split(ttnn_sinks, devices), layout=ttnn_row_major()))
     want = attention_reference(q, k, v, cur_pos=[30, 500], attention_sink=sinks, scale=scale)
     assert_close(mesh_to_numpy(drop_in, 2).reshape(1, 1, batch, n_q * dh), want, "mesh drop-in sinks")
+
+
+def test_mesh_2x4_batch_over_rows_kv_heads_over_columns():
+    """A 2x4 mesh as tt-transformers' Galaxy-style 2D layout: users split over the mesh rows (data
+    parallel: each row its users' Q, cache, positions and page-table rows), KV heads over the columns."""
+    import ttnn
+
+    rng = np.random.default_rng(8)
+    batch, n_q, n_kv, dh, cap = 4, 16, 4, 64, 512
+    cur_pos = [3, 511, -1, 250]
+    q, k, v = _model(rng, batch, n_q, n_kv, dh, cap)
+    qs, ks, vs, positions = [], [], [], []
+    for r in range(2):  # device (r, c): users 2r, 2r+1 and KV heads c (row-major mesh order)
+        users = slice(2 * r, 2 * r + 2)
+        q_r, k_r, v_r = shard_kv_heads(q[:, :, users], k[users], v[users], 4)
+        qs += q_r
+        ks += k_r
+        vs += v_r
+        positions += [np.array(cur_pos[users], np.int32)] * 4
+    shape = ttnn.MeshShape(2, 4)
+    out = attention(*(host_mesh_tensor(s, mesh_shape=shape) for s in (qs, ks, vs)),
+                    cur_pos_tensor=host_mesh_tensor(positions, mesh_shape=shape))
+    shards = [np.asarray(s.to_list(), np.float64) for s in ttnn_shards(out)]
+    got = np.concatenate([np.concatenate(shards[4 * r: 4 * r + 4], axis=3) for r in range(2)], axis=2)
+    want = attention_reference(q, k, v, cur_pos=cur_pos)
+    assert not got[0, 0, 2].any()
+    assert_close(got[0, 0, [0, 1, 3]], want[0, 0, [0, 1, 3]], "mesh 2x4")

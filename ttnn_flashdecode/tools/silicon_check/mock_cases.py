@@ -41,6 +41,7 @@ class Case:
     kv_dtype: str = "bfloat16"  # the K/V cache's ttnn dtype: bfloat16, bfloat8_b or bfloat4_b
     drop_in: bool = False  # through ttnn_flashdecode.transformer, Q [1, b, nh, dh] height-sharded in L1
     mask: bool = False  # is_causal=False with a device attn_mask [b, 1, nh, capacity] (bfloat16 TILE)
+    mesh_shape: tuple[int, int] = (1, 8)  # MESH_CASES: the mock T3K's mesh; rows > 1: the batch split over rows
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -169,8 +170,9 @@ def _drop_in(device, case: Case, cache, call: dict, rng: np.random.Generator):
 #: Issue 23: tensor parallelism on a mock T3K (``mock_clusters/t3k.yaml``), a ``ttnn.MeshDevice`` of
 #: 1x8. Each case's shapes are the MODEL's: Q heads and KV heads split evenly over the 8 chips by
 #: ``ttnn.shard_tensor_to_mesh_mapper`` (tt-transformers' layout), positions and page tables
-#: replicated; one ``ttnn.generic_op`` with a ``ttnn.MeshProgramDescriptor`` launches every chip.
-MESH_SHAPE = (1, 8)
+#: replicated; one ``ttnn.generic_op`` with a ``ttnn.MeshProgramDescriptor`` launches every chip. A
+#: case whose ``mesh_shape`` has several rows also splits the batch over them (data parallel: Q's
+#: users, the cache's users and the positions sharded over the rows, heads over the columns).
 MESH_CASES = (
     Case("t3k 1x8 mesh: Llama-3.1-70B decode batch 32 (64/8 heads, 8/1 per chip)", 32, 64, 8, 128, 4096,
          dict(cur_pos=list(range(0, 4096, 128)))),
@@ -181,6 +183,8 @@ MESH_CASES = (
     Case("t3k 1x8 mesh: ROWS 4, window 512 + per-chip sinks (a [32, 32] sink tensor sharded by heads)", 2, 32, 8, 128,
          4096, dict(cur_pos=[1000, 4095], rows=4, sliding_window_size=512, attention_sink=[0.5 * (h % 5) for h in range(32)]),
          q_rows_per_user=4),
+    Case("t3k 2x4 mesh: batch 16 over the rows (data parallel), 32/8 heads over the columns", 16, 32, 8, 128, 2048,
+         dict(cur_pos=list(range(0, 2048, 128))), mesh_shape=(2, 4)),
 )
 
 
@@ -195,17 +199,21 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
 
     chips = mesh.get_num_devices()
     padded = -(-case.head_dim // 32) * 32
+    data_parallel = case.mesh_shape[0] > 1
 
-    def sharded(array, dim, dtype="bfloat16", memory=ttnn.DRAM_MEMORY_CONFIG):
+    def mapper(dim, batch_dim):  # heads (dim) over the columns; with several rows the users (batch_dim) over them
+        return ttnn.create_mesh_mapper(mesh, ttnn.MeshMapperConfig(batch_dim if data_parallel else None, dim))
+
+    def sharded(array, dim, dtype="bfloat16", memory=ttnn.DRAM_MEMORY_CONFIG, batch_dim=None):
         host = ttnn.Tensor(np.ascontiguousarray(array, dtype=np.float32), getattr(ttnn, dtype), layout=ttnn.TILE_LAYOUT)
-        return ttnn.distribute_tensor(host, ttnn.shard_tensor_to_mesh_mapper(mesh, dim), mesh).to(mesh, memory)
+        return ttnn.distribute_tensor(host, mapper(dim, batch_dim), mesh).to(mesh, memory)
 
-    def replicated(array):
-        return ttnn.distribute_tensor(ttnn.Tensor(np.asarray(array, np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT),
-                                      ttnn.replicate_tensor_to_mesh_mapper(mesh), mesh).to(mesh, ttnn.DRAM_MEMORY_CONFIG)
+    def replicated(array, batch_dim=None):  # over the heads; with several rows, users split over them
+        host = ttnn.Tensor(np.asarray(array, np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT)
+        return ttnn.distribute_tensor(host, mapper(None, batch_dim), mesh).to(mesh, ttnn.DRAM_MEMORY_CONFIG)
 
     call = dict(case.call)
-    positions = replicated(call.pop("cur_pos"))
+    positions = replicated(call.pop("cur_pos"), batch_dim=0)
     if "attention_sink" in call:  # the model's sinks in ttnn's [nh, 32] layout, each chip its heads' rows
         sinks = np.zeros((case.n_q_heads, 32), np.float32)
         sinks[:, 0] = call["attention_sink"]
@@ -217,7 +225,7 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
         call["page_table_tensor"] = replicated(rng.permutation(case.batch * per_user).reshape(case.batch, per_user))
     else:
         k = rng.standard_normal((case.batch, case.n_kv_heads, case.capacity, case.head_dim), dtype=np.float32)
-    cache = sharded(k, 1, case.kv_dtype)
+    cache = sharded(k, 1, case.kv_dtype, batch_dim=None if case.cache_block_size else 0)
     local_heads = case.n_q_heads // chips
     if case.drop_in:
         config = ttnn.create_sharded_memory_config(
@@ -234,7 +242,7 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
                                                                          memory_config=config, **call)
     else:
         q = sharded(rng.standard_normal((1, 1, case.batch * case.q_rows_per_user, case.n_q_heads * padded),
-                                        dtype=np.float32), 3)
+                                        dtype=np.float32), 3, batch_dim=2)
 
         def run():
             return attention(q, cache, cache, cur_pos_tensor=positions, **call)
@@ -262,16 +270,22 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
 
 def main(argv: list[str] | None = None) -> int:
     """Run :data:`CASES` on a one-chip mock device, or with ``--mesh`` :data:`MESH_CASES` on a
-    mock mesh of :data:`MESH_SHAPE` (the mock cluster must have that many chips: ``t3k.yaml``)."""
+    mock meshes of their ``mesh_shape`` (1x8, 2x4: the mock T3K, ``t3k.yaml``), one open at a time."""
     import ttnn
 
     mesh = "--mesh" in (sys.argv[1:] if argv is None else argv)
-    if mesh:
-        device = ttnn.open_mesh_device(ttnn.MeshShape(*MESH_SHAPE))
-        cases, runner = MESH_CASES, run_mesh_case
-    else:
-        device = ttnn.open_device(device_id=0)
-        cases, runner = CASES, run_case
+    if mesh:  # one mesh open at a time, each shape's cases together
+        shapes = list(dict.fromkeys(case.mesh_shape for case in MESH_CASES))
+        failed = 0
+        for shape in shapes:
+            failed += _run_cases(ttnn.open_mesh_device(ttnn.MeshShape(*shape)), ttnn.close_mesh_device,
+                                 [case for case in MESH_CASES if case.mesh_shape == shape], run_mesh_case)
+        return 1 if failed else 0
+    return 1 if _run_cases(ttnn.open_device(device_id=0), ttnn.close_device, CASES, run_case) else 0
+
+
+def _run_cases(device, close, cases, runner) -> int:
+    """Run ``cases`` on ``device`` (then ``close`` it), printing a CASE line each; returns the failures."""
     rng = np.random.default_rng(0)
     failed = 0
     try:
@@ -288,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             record["seconds"] = round(time.perf_counter() - start, 2)
             print(LINE_PREFIX + json.dumps(record), flush=True)
     finally:
-        (ttnn.close_mesh_device if mesh else ttnn.close_device)(device)
-    return 1 if failed else 0
+        close(device)
+    return failed
 
 
 if __name__ == "__main__":
