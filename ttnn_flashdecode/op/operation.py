@@ -90,6 +90,18 @@ def attention(
     Each request runs on one core (or is cut into split-K slices over several) with an online
     softmax.
 
+    **Multi-chip** (``docs/multi_chip.md``): device tensors on a multi-chip ``ttnn.MeshDevice`` run
+    SPMD, each device the single-device call on its shards (ttnn gives a mesh tensor one shard's
+    shape; every shape below is per device), launched by ONE ``ttnn.generic_op`` with a
+    ``ttnn.MeshProgramDescriptor``; the output is a mesh tensor distributed like ``q``. Tensor
+    parallel as tt-transformers shards it: Q heads and KV heads split evenly over the devices,
+    positions and page tables replicated; users may also be split over mesh rows. A sink tensor
+    sharded over the mesh gives each device its heads' sinks. Host multi-device tensors
+    (``ttnn.from_host_shards``) run device by device on the emulator
+    (:func:`~ttnn_flashdecode.op.mesh.run_host_mesh`): ``k`` and ``v`` must then be host mesh
+    tensors of as many shards as ``q``; ``cur_pos_tensor``, ``page_table_tensor``, ``attn_mask`` and
+    ``attention_sink`` may be (one shard per device) or not (the same for every device).
+
     Parameters:
         q: ``[1, 1, batch * R, n_q_heads * head_dim]``, activation layout, ``R`` query rows per
             user (1 for decode, ``rows`` for ROWS, the chunk length ``C`` for CHUNK); rows ``b * R
@@ -249,7 +261,9 @@ def attention(
             work-row capacity (21 requests a core), a ``grid`` outside the device's grid or ``max_split``
             outside 1..255, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
             DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
-            different devices, a bad backend or memory_config. All raised
+            different devices (on a mesh: an operand on another mesh or not on all its devices; on an
+            emulated mesh: ``k``/``v`` not host mesh tensors of ``q``'s shard count, or a device's
+            call refused, named ``mesh device i of D``), a bad backend or memory_config. All raised
             before anything reaches a device. ``logit_softcap`` outside ``[2**-64, 2**64]`` (0,
             negative, NaN, inf); ``attention_chunk_size`` <= 0 or not a multiple of 32, with ``is_causal=False``, or
             (several rows per user, a window) above 32 with a window below ``C + 31``; a

@@ -12,6 +12,9 @@ architecture (Wormhole B0 8x8, Blackhole 13x10):
    reader and writer are JIT-compiled and linked with tt-metal's own flags, generated headers and
    linker scripts; tt-metal checks CB sizes against L1, runtime-arg counts, semaphore ids, cores
    against the worker grid and the kernel images' sizes.
+   Beside them, on the mock T3K (``op/mock_clusters/t3k.yaml``: 8 Wormhole chips), ``ttnn.open_mesh_device``
+   opens 1x8 and 2x4 meshes and :data:`.mock_cases.MESH_CASES` run the op tensor-parallel (heads sharded
+   over the chips; one ``generic_op`` with a ``MeshProgramDescriptor`` per call): rows ``t3k ... mesh``.
 2. **Compute kernel per thread** (:mod:`.compute_syntax`) -- each logged TRISC compile line
    (UNPACK, MATH, PACK; every compile-time-arg variant) replayed with ``-fsyntax-only`` against the
    wheel's LLK headers and SFPI's headers (:func:`.toolchain.sfpi_include_dir`): a real SFPI install
