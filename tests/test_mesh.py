@@ -205,3 +205,30 @@ def test_mesh_2x4_batch_over_rows_kv_heads_over_columns():
     want = attention_reference(q, k, v, cur_pos=cur_pos)
     assert not got[0, 0, 2].any()
     assert_close(got[0, 0, [0, 1, 3]], want[0, 0, [0, 1, 3]], "mesh 2x4")
+
+
+def test_mesh_one_chip_keeps_the_plain_program_descriptor(mock_device, monkeypatch):
+    """On one chip (``ttnn.open_device``'s 1x1 mesh) the launch is unchanged: a plain
+    ``ProgramDescriptor``, no mesh descriptor built (the mesh path is the silicon check's t3k rows)."""
+    import ttnn
+
+    from ttnn_flashdecode.op import fast_path
+    from ttnn_flashdecode.op.mesh import check_device_operands, device_count, program_for_device
+
+    def on_device(shape, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, values=None):
+        data = np.random.default_rng(0).standard_normal(shape, dtype=np.float32) if values is None else values
+        return ttnn.Tensor(data, dtype, layout=layout, device=mock_device, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    fast_path.clear()
+    q, k = on_device((1, 1, 2, 8 * 64)), on_device((2, 2, 256, 64))
+    positions = on_device((2,), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT, np.array([5, 200], np.int32))
+    launched = []
+    real = ttnn.generic_op
+    monkeypatch.setattr(ttnn, "generic_op", lambda tensors, program: launched.append(type(program).__name__)
+                        or real(tensors, program))
+    attention(q, k, k, cur_pos_tensor=positions)
+    attention(q, k, k, cur_pos_tensor=positions)  # the fast path
+    assert launched == ["ProgramDescriptor"] * 2
+    assert device_count(mock_device) == 1 and check_device_operands(q, {"k": k, "cur_pos_tensor": positions}) == 1
+    program = object()
+    assert program_for_device(mock_device, program) is program
