@@ -86,7 +86,7 @@ def test_wheel_contains_the_silicon_check_data(wheel_names):
     data = {str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file() and path.suffix not in (".py", ".pyc")}
     assert "riscv-tt-elf-g++" in data
     missing = sorted({f"ttnn_flashdecode/tools/silicon_check/{name}" for name in data} - wheel_names)
-    clusters = {"ttnn_flashdecode/op/mock_clusters/wormhole_b0.yaml", "ttnn_flashdecode/op/mock_clusters/blackhole.yaml"}
+    clusters = {f"ttnn_flashdecode/op/mock_clusters/{name}.yaml" for name in ("wormhole_b0", "blackhole", "t3k")}
     missing += sorted(clusters - wheel_names)
     assert not missing, f"silicon check files missing from the wheel: {missing}"
 

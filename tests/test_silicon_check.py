@@ -157,6 +157,9 @@ def test_silicon_check_passes_on_mock_wormhole_and_blackhole(silicon_check_run, 
         assert {(r.check.split()[0], r.check.split()[1]) for r in mine if r.where in ("NCRISC", "BRISC")} == {
             ("attention_reader", "JIT"), ("attention_reader", "watcher"), ("attention_writer", "JIT"), ("attention_writer", "watcher")}
         assert all(r.result == "ok" for r in mine), table
+    from ttnn_flashdecode.tools.silicon_check.mock_cases import MESH_CASES
+
+    assert [(r.check, r.result) for r in rows if r.arch == "t3k"] == [(c.name, "ok") for c in MESH_CASES], table
 
 
 # Errors planted in a copy of the compute kernel: (statement in the kernel, which occurrence of it,
@@ -290,3 +293,22 @@ def test_host_bench_measures_four_paths_on_a_mock_device():
                                               "generic_op alone, our descriptor", "ttnn sdpa_decode, with launch"}
     assert all(len(row["seconds"]) == 3 and min(row["seconds"]) > 0 for row in rows)
     assert "median us" in host_bench.format_table(rows)
+
+
+def test_silicon_check_mesh_cases_open_a_1x8_mesh_on_the_mock_t3k(tmp_path, record_property):
+    """Issue 23: the mesh cases alone (what ``silicon-check`` runs beside the one-chip cases): a
+    ``ttnn.MeshDevice`` of 1x8 opened on ``mock_clusters/t3k.yaml``, the op's tensor-parallel calls
+    through ONE ``generic_op`` with a ``MeshProgramDescriptor`` each (JIT-built and dispatched to the
+    8 mock chips; nothing executes), the output sharded over every chip."""
+    from ttnn_flashdecode.tools.silicon_check import MESH_ARCH, MESH_CLUSTER, _case_rows, _start_mock_cases
+    from ttnn_flashdecode.tools.silicon_check.fake_root import build_root
+    from ttnn_flashdecode.tools.silicon_check.mock_cases import MESH_CASES
+
+    missing = missing_toolchain()
+    if missing:
+        _skip_or_fail(f"missing {', '.join(missing)}; install with: {INSTALL_HINT}")
+    rows = _case_rows(MESH_CLUSTER, _start_mock_cases(MESH_ARCH, build_root(), tmp_path / "t3k", mesh=True), mesh=True)
+    for row in rows:
+        record_property("figure", f"silicon check {row.arch} {row.check}: {row.result}, {row.figure}")
+    assert [(r.check, r.result) for r in rows] == [(c.name, "ok") for c in MESH_CASES], rows
+    assert all("t3k" in r.check and "mesh" in r.check for r in rows)

@@ -14,8 +14,8 @@ rel-L2 bar of the compute config) and a poison twin (NaN / +-Inf past position 1
 Device-only (not mirrored): Q height-sharded in L1 (``in_cfg``: DRAM here, the same maths), the
 ``l1_small_size`` device parameter, and both Galaxy tests
 (``test_paged_sdpa_decode_olmo_tg_batch_identity`` and ``..._rect_grid``): an 8x4 mesh of 32 chips
-(``mesh_device``, ``ShardTensor2dMesh``, ``ReplicateTensorToMesh``), which the op refuses by design
-(single-chip; "shard the batch per chip"), with the output height-sharded on a 50- / 60-core
+(``mesh_device``, ``ShardTensor2dMesh``, ``ReplicateTensorToMesh``; the op runs such meshes since issue 23,
+but a Galaxy is not mocked here: docs/multi_chip.md), with the output height-sharded on a 50- / 60-core
 sub-core grid of a 7x10 chip.
 """
 

@@ -29,6 +29,7 @@ __all__ = [
     "ensure_host_context",
     "MOCK_CLUSTER_ENV",
     "MOCK_CLUSTER_ARCHS",
+    "MOCK_MESH_CLUSTERS",
     "mock_cluster_descriptor",
     "SIMULATOR_ENV",
     "DEVICE_NODE_GLOB",
@@ -41,15 +42,21 @@ MOCK_CLUSTER_ARCHS = ("wormhole_b0", "blackhole")
 _MOCK_CLUSTERS = Path(__file__).resolve().parent / "mock_clusters"
 
 
+#: Multi-chip mock clusters: ``"t3k"``, 8 Wormhole n300 chips (4 boards) ethernet-linked in a 2x4 grid
+#: (a ``ttnn.MeshDevice`` of 1x8, 2x4, 1x2, ... opens on it; each chip 8x8 workers).
+MOCK_MESH_CLUSTERS = ("t3k",)
+
+
 def mock_cluster_descriptor(arch: str) -> Path:
-    """This package's one-chip cluster descriptor for ``arch`` (a value for ``MOCK_CLUSTER_ENV``):
-    a Wormhole B0 (8x8 workers) or Blackhole (13x10) in tt-umd's cluster-descriptor format.
+    """This package's cluster descriptor for ``arch`` (a value for ``MOCK_CLUSTER_ENV``), in tt-umd's
+    cluster-descriptor format: one chip, a Wormhole B0 (8x8 workers) or Blackhole (13x10); or
+    ``"t3k"`` (:data:`MOCK_MESH_CLUSTERS`), eight Wormhole chips.
 
     Raises:
-        ValueError: ``arch`` is not one of :data:`MOCK_CLUSTER_ARCHS`.
+        ValueError: ``arch`` is not one of :data:`MOCK_CLUSTER_ARCHS` or :data:`MOCK_MESH_CLUSTERS`.
     """
-    if arch not in MOCK_CLUSTER_ARCHS:
-        raise ValueError(f"arch: expected one of {MOCK_CLUSTER_ARCHS}, got {arch!r}")
+    if arch not in MOCK_CLUSTER_ARCHS + MOCK_MESH_CLUSTERS:
+        raise ValueError(f"arch: expected one of {MOCK_CLUSTER_ARCHS + MOCK_MESH_CLUSTERS}, got {arch!r}")
     return _MOCK_CLUSTERS / f"{arch}.yaml"
 #: tt-metal's variable selecting a simulator (ttsim) in place of a card.
 SIMULATOR_ENV = "TT_METAL_SIMULATOR"

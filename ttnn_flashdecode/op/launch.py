@@ -13,6 +13,7 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import constants, tiles
+from ttnn_flashdecode.op.mesh import PerDeviceSinks, device_count, program_for_device
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, program_for
 from ttnn_flashdecode.op.program_factory import Addresses, Plan, operand_accessor_args, set_addresses, work_table
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
@@ -115,6 +116,9 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         kv_pages = [tiles.to_tile_bytes(to_numpy(t)) for t in (k, v)]
     else:  # the tensors' own packed pages (ttnn's host packing)
         kv_pages = [tiles.to_block_float_tile_bytes(t, shape.kv_dtype) for t in (k, v)]
+    if isinstance(inputs.sink, PerDeviceSinks):
+        raise ValueError("attention_sink: per-device sinks (a sink tensor sharded over a mesh) need a mesh: Q, K, V "
+                         "on that mesh, or host multi-device tensors")
     const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
     buffers = []
     try:
@@ -185,6 +189,8 @@ class DeviceLaunch:
     work: object  #: the plan's WORK operand on the device
     out_spec: object  #: ttnn.TensorSpec of the output
     signpost: str  #: the Tracy message naming the call in ops_perf_results
+    #: q's device when it is a multi-chip ttnn.MeshDevice (the program goes out as a MeshProgramDescriptor), else None
+    mesh: object = None
 
     def __call__(self, q, k, v, positions, page_table=None, mask=None):
         """Launch on ``q``'s device; returns the output tensor (``out_spec``).
@@ -196,7 +202,9 @@ class DeviceLaunch:
         ttnn.tracy_message(self.signpost)
         with _launch_lock:
             # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
-            return ttnn.generic_op(self.bind(q, k, v, positions, page_table, mask), self.program)
+            tensors = self.bind(q, k, v, positions, page_table, mask)
+            program = self.program if self.mesh is None else program_for_device(self.mesh, self.program)
+            return ttnn.generic_op(tensors, program)
 
     def bind(self, q, k, v, positions, page_table=None, mask=None) -> list:
         """Allocate an output and write this call's operand addresses into the descriptor; returns
@@ -251,7 +259,8 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
     check_windows(plan)
     signpost = (f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                 f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
-    return DeviceLaunch(plan, program_for(plan), constants_tensor, _device_work_table(device, plan), out_spec, signpost)
+    return DeviceLaunch(plan, program_for(plan), constants_tensor, _device_work_table(device, plan), out_spec, signpost,
+                        mesh=device if device_count(device) > 1 else None)
 
 
 def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config, *,
@@ -330,9 +339,17 @@ def _device_constants(device, head_dim: int, scale: float | None, sink: tuple[fl
     DRAM holds none of the old tensors."""
     key = (id(device), head_dim, scale, sink)  # the device object, held below: a reopened device is another object
     if key not in _device_constants_cache:
-        tiles_rows = constants.constant_tiles(head_dim, scale, sink).reshape(1, 1, -1, 32)
-        _device_constants_cache[key] = device, ttnn.Tensor(
-            tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG
-        )
+        if isinstance(sink, PerDeviceSinks):  # one buffer address, each device its own sink tiles
+            if len(sink) != device_count(device):
+                raise ValueError(f"attention_sink: expected sinks for the {device_count(device)} devices of q's mesh, "
+                                 f"got {len(sink)}")
+            shards = [ttnn.Tensor(constants.constant_tiles(head_dim, scale, s).reshape(1, 1, -1, 32), ttnn.bfloat16,
+                                  layout=ttnn.TILE_LAYOUT) for s in sink]
+            tensor = ttnn.from_host_shards(shards, device.shape).to(device, ttnn.DRAM_MEMORY_CONFIG)
+        else:
+            tiles_rows = constants.constant_tiles(head_dim, scale, sink).reshape(1, 1, -1, 32)
+            tensor = ttnn.Tensor(tiles_rows, ttnn.bfloat16, device=device, layout=ttnn.TILE_LAYOUT,
+                                 mem_config=ttnn.DRAM_MEMORY_CONFIG)
+        _device_constants_cache[key] = device, tensor
     return _device_constants_cache[key][1]
 

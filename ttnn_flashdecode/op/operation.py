@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import ttnn
 
-from ttnn_flashdecode.op import fast_path
+from ttnn_flashdecode.op import fast_path, mesh
 from ttnn_flashdecode.op.launch import last_report, run_on_device, run_on_emulator, to_numpy
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, DEFAULT_BLOCK_TILES, plan_program, program_for
 from ttnn_flashdecode.op.score_inputs import score_options
@@ -89,6 +89,18 @@ def attention(
 
     Each request runs on one core (or is cut into split-K slices over several) with an online
     softmax.
+
+    **Multi-chip** (``docs/multi_chip.md``): device tensors on a multi-chip ``ttnn.MeshDevice`` run
+    SPMD, each device the single-device call on its shards (ttnn gives a mesh tensor one shard's
+    shape; every shape below is per device), launched by ONE ``ttnn.generic_op`` with a
+    ``ttnn.MeshProgramDescriptor``; the output is a mesh tensor distributed like ``q``. Tensor
+    parallel as tt-transformers shards it: Q heads and KV heads split evenly over the devices,
+    positions and page tables replicated; users may also be split over mesh rows. A sink tensor
+    sharded over the mesh gives each device its heads' sinks. Host multi-device tensors
+    (``ttnn.from_host_shards``) run device by device on the emulator
+    (:func:`~ttnn_flashdecode.op.mesh.run_host_mesh`): ``k`` and ``v`` must then be host mesh
+    tensors of as many shards as ``q``; ``cur_pos_tensor``, ``page_table_tensor``, ``attn_mask`` and
+    ``attention_sink`` may be (one shard per device) or not (the same for every device).
 
     Parameters:
         q: ``[1, 1, batch * R, n_q_heads * head_dim]``, activation layout, ``R`` query rows per
@@ -249,7 +261,9 @@ def attention(
             work-row capacity (21 requests a core), a ``grid`` outside the device's grid or ``max_split``
             outside 1..255, device tensors that are not bfloat16 (K/V: or block-float) / TILE /
             DRAM interleaved (Q and output of the heads layout: or L1 height-sharded) or live on
-            different devices, a bad backend or memory_config. All raised
+            different devices (on a mesh: an operand on another mesh or not on all its devices; on an
+            emulated mesh: ``k``/``v`` not host mesh tensors of ``q``'s shard count, or a device's
+            call refused, named ``mesh device i of D``), a bad backend or memory_config. All raised
             before anything reaches a device. ``logit_softcap`` outside ``[2**-64, 2**64]`` (0,
             negative, NaN, inf); ``attention_chunk_size`` <= 0 or not a multiple of 32, with ``is_causal=False``, or
             (several rows per user, a window) above 32 with a window below ``C + 31``; a
@@ -273,6 +287,16 @@ def attention(
         >>> chunk.shape
         (1, 1, 7, 256)
     """
+    if mesh.is_host_mesh(q):  # an emulated mesh: every device's shards through the emulator (op/mesh.py)
+        keywords = dict(cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
+                        chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
+                        compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
+                        max_split=max_split, grid=grid, backend=backend, sliding_window_size=sliding_window_size,
+                        attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
+                        cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row,
+                        batch_invariant=batch_invariant, logit_softcap=logit_softcap,
+                        attention_chunk_size=attention_chunk_size)
+        return mesh.run_host_mesh(attention, q, k, v, keywords)
     key = fast_path.call_key(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
                              chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
                              compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
@@ -300,6 +324,8 @@ def attention(
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":
             raise ValueError(f"backend: 'device' expects device tensors, got {inputs.kind} inputs")
+        mesh.check_device_operands(q, {"k": k, "v": v, "cur_pos_tensor": cur_pos_tensor,
+                                       "page_table_tensor": page_table_tensor, "attn_mask": attn_mask})
         out, launch = run_on_device(q, k, v, inputs, scale, block_tiles, split, compute, memory_config, grid=grid,
                                     max_split=max_split)
         if key is not None:

@@ -75,12 +75,23 @@ def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
     """``attention_sink`` as one float logit per Q head: a numpy array / sequence ``[n_q_heads]``,
     ``[n_q_heads, 1]`` or ttnn's ``[n_q_heads, 32]`` layout (column 0; the rest padding), or a
     ttnn.Tensor of those shapes (host or device; a device tensor is read back once per call --
-    sinks are weights). Each is rounded to bfloat16 (the constants operand's format).
+    sinks are weights). Each is rounded to bfloat16 (the constants operand's format). A multi-device
+    tensor (on a ``ttnn.MeshDevice`` or a host mesh) gives one list when every device holds the same
+    sinks, else a :class:`~ttnn_flashdecode.op.mesh.PerDeviceSinks` (each device's shard, checked
+    as above; so is a ``PerDeviceSinks`` given back).
 
     Raises:
         TypeError: not a tensor, array or sequence of numbers.
         ValueError: another shape, or a value that is not finite.
     """
+    from ttnn_flashdecode.op.mesh import PerDeviceSinks, shards_of
+
+    if isinstance(attention_sink, PerDeviceSinks):
+        return PerDeviceSinks(sink_logits(list(device), n_q_heads) for device in attention_sink)
+    shards = shards_of(attention_sink)
+    if shards is not None:  # a mesh tensor: each device's heads (one list when every device holds the same)
+        per_device = [sink_logits(shard, n_q_heads) for shard in shards]
+        return per_device[0] if len(set(per_device)) == 1 else PerDeviceSinks(per_device)
     if isinstance(attention_sink, ttnn.Tensor):
         host = attention_sink.cpu() if attention_sink.storage_type() == ttnn.StorageType.DEVICE else attention_sink
         if host.layout != ttnn.ROW_MAJOR_LAYOUT:

@@ -110,9 +110,14 @@ def _ttnn_sink(attention_sink, q, scale):
         return None
     from ttnn_flashdecode.op.score_inputs import sink_logits
 
+    from ttnn_flashdecode.op.mesh import PerDeviceSinks
+
     heads, head_dim = int(q.shape[2]), int(q.shape[3])
     factor = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
-    return [factor * logit for logit in sink_logits(attention_sink, heads)]
+    logits = sink_logits(attention_sink, heads)
+    if isinstance(logits, PerDeviceSinks):  # a sink tensor sharded over a mesh: each device's heads
+        return PerDeviceSinks(tuple(factor * logit for logit in device) for device in logits)
+    return [factor * logit for logit in logits]
 
 
 def _causal_keywords(is_causal, attn_mask, q, scale, sliding_window_size, **positions) -> dict:

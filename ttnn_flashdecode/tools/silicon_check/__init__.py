@@ -12,6 +12,9 @@ architecture (Wormhole B0 8x8, Blackhole 13x10):
    reader and writer are JIT-compiled and linked with tt-metal's own flags, generated headers and
    linker scripts; tt-metal checks CB sizes against L1, runtime-arg counts, semaphore ids, cores
    against the worker grid and the kernel images' sizes.
+   Beside them, on the mock T3K (``op/mock_clusters/t3k.yaml``: 8 Wormhole chips), ``ttnn.open_mesh_device``
+   opens 1x8 and 2x4 meshes and :data:`.mock_cases.MESH_CASES` run the op tensor-parallel (heads sharded
+   over the chips; one ``generic_op`` with a ``MeshProgramDescriptor`` per call): rows ``t3k ... mesh``.
 2. **Compute kernel per thread** (:mod:`.compute_syntax`) -- each logged TRISC compile line
    (UNPACK, MATH, PACK; every compile-time-arg variant) replayed with ``-fsyntax-only`` against the
    wheel's LLK headers and SFPI's headers (:func:`.toolchain.sfpi_include_dir`): a real SFPI install
@@ -59,6 +62,9 @@ COMPUTE_KERNEL = "attention_compute"
 #: Watcher builds are slow (a compile and link each): the largest JIT variants stand for the rest
 #: (the watcher adds the same instrumentation to every variant).
 WATCHER_VARIANTS = 2
+#: The multi-chip mock cluster of the mesh cases (issue 23; ``mock_cases.MESH_CASES``), its chips' arch,
+#: and the report's ``arch`` column for their rows.
+MESH_CLUSTER, MESH_ARCH = "t3k", "wormhole_b0"
 CASE_TIMEOUT_S = 900
 
 
@@ -79,22 +85,28 @@ class Row:
         return self.result == "FAIL"
 
 
-def _environment(arch: str, root: Path, work: Path) -> dict[str, str]:
+def _environment(arch: str, root: Path, work: Path, cluster: str | None = None) -> dict[str, str]:
+    """The mock-device subprocess's environment: ``cluster`` (default ``arch``) names the mock cluster."""
     env = dict(os.environ)
-    env.update(TT_METAL_MOCK_CLUSTER_DESC_PATH=str(mock_cluster_descriptor(arch)), TT_METAL_RUNTIME_ROOT=f"{root}/",
+    env.update(TT_METAL_MOCK_CLUSTER_DESC_PATH=str(mock_cluster_descriptor(cluster or arch)), TT_METAL_RUNTIME_ROOT=f"{root}/",
                TT_METAL_CACHE=f"{work / 'jit-cache'}/", TT_METAL_LOGGER_LEVEL="ERROR", LOGURU_LEVEL="WARNING",
                SILICON_CHECK_JIT_LOG=str(work / "jit.log"))
     return env
 
 
-def _start_mock_cases(arch: str, root: Path, work: Path) -> subprocess.Popen:
+def _start_mock_cases(arch: str, root: Path, work: Path, mesh: bool = False) -> subprocess.Popen:
+    """``mock_cases`` in a subprocess: the one-chip cases on ``arch``'s mock chip, or (``mesh``) the
+    mesh cases on the mock T3K (``MESH_ARCH`` chips)."""
     work.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "ttnn_flashdecode.tools.silicon_check.mock_cases"], cwd=work,
-                            env=_environment(arch, root, work), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-m", "ttnn_flashdecode.tools.silicon_check.mock_cases", *(["--mesh"] * mesh)],
+                            cwd=work, env=_environment(arch, root, work, MESH_CLUSTER if mesh else None),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _case_rows(arch: str, process: subprocess.Popen) -> list[Row]:
-    from .mock_cases import CASES, LINE_PREFIX
+def _case_rows(arch: str, process: subprocess.Popen, mesh: bool = False) -> list[Row]:
+    from .mock_cases import CASES, LINE_PREFIX, MESH_CASES
+
+    cases = MESH_CASES if mesh else CASES
 
     try:
         stdout, stderr = process.communicate(timeout=CASE_TIMEOUT_S)
@@ -105,9 +117,9 @@ def _case_rows(arch: str, process: subprocess.Popen) -> list[Row]:
     records = [json.loads(line[len(LINE_PREFIX):]) for line in stdout.splitlines() if line.startswith(LINE_PREFIX)]
     rows = [Row(arch, r["name"], "generic_op", "ok" if r["ok"] else "FAIL",
                 f"{r['seconds']:.1f} s" if r["ok"] else r["error"]) for r in records]
-    if len(records) < len(CASES):
+    if len(records) < len(cases):
         tail = " | ".join(line for line in stderr.splitlines()[-12:] if line.strip())[-1500:]
-        rows.append(Row(arch, f"mock device run (exit status {process.returncode}; {len(records)} of {len(CASES)} cases ran)",
+        rows.append(Row(arch, f"mock device run (exit status {process.returncode}; {len(records)} of {len(cases)} cases ran)",
                         "generic_op", "FAIL", tail or "no output"))
     return rows
 
@@ -177,6 +189,8 @@ def run(archs: Sequence[str] = ARCHS, work_dir: Path | None = None, keep: bool =
         # The two mock devices run side by side (each is mostly one core of JIT work); the
         # per-thread compute replay then takes both cores.
         processes = {arch: _start_mock_cases(arch, root, work / arch) for arch in archs}
+        if MESH_ARCH in archs:  # the mock T3K's 1x8 mesh, beside the one-chip runs
+            rows += _case_rows(MESH_CLUSTER, _start_mock_cases(MESH_ARCH, root, work / MESH_CLUSTER, mesh=True), mesh=True)
         for arch in archs:
             rows += _case_rows(arch, processes[arch])
             lines = read_jit_log(work / arch / "jit.log") if (work / arch / "jit.log").exists() else []

@@ -41,6 +41,7 @@ class Case:
     kv_dtype: str = "bfloat16"  # the K/V cache's ttnn dtype: bfloat16, bfloat8_b or bfloat4_b
     drop_in: bool = False  # through ttnn_flashdecode.transformer, Q [1, b, nh, dh] height-sharded in L1
     mask: bool = False  # is_causal=False with a device attn_mask [b, 1, nh, capacity] (bfloat16 TILE)
+    mesh_shape: tuple[int, int] = (1, 8)  # MESH_CASES: the mock T3K's mesh; rows > 1: the batch split over rows
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -166,18 +167,133 @@ def _drop_in(device, case: Case, cache, call: dict, rng: np.random.Generator):
                                                            memory_config=sharded, **call)
 
 
-def main() -> int:
+#: Issue 23: tensor parallelism on a mock T3K (``mock_clusters/t3k.yaml``), a ``ttnn.MeshDevice`` of
+#: 1x8. Each case's shapes are the MODEL's: Q heads and KV heads split evenly over the 8 chips by
+#: ``ttnn.shard_tensor_to_mesh_mapper`` (tt-transformers' layout), positions and page tables
+#: replicated; one ``ttnn.generic_op`` with a ``ttnn.MeshProgramDescriptor`` launches every chip. A
+#: case whose ``mesh_shape`` has several rows also splits the batch over them (data parallel: Q's
+#: users, the cache's users and the positions sharded over the rows, heads over the columns).
+MESH_CASES = (
+    Case("t3k 1x8 mesh: Llama-3.1-70B decode batch 32 (64/8 heads, 8/1 per chip)", 32, 64, 8, 128, 4096,
+         dict(cur_pos=list(range(0, 4096, 128)))),
+    Case("t3k 1x8 mesh: paged bfloat8_b, block 64, replicated page table (32/8 heads)", 8, 32, 8, 128, 4096,
+         dict(cur_pos=list(range(7, 4096, 512))), cache_block_size=64, kv_dtype="bfloat8_b"),
+    Case("t3k 1x8 mesh: drop-in paged, Q [1, 8, 8, 128] height-sharded in L1 per chip (64/8 heads)", 8, 64, 8, 128,
+         4096, dict(cur_pos=list(range(7, 4096, 512))), cache_block_size=64, drop_in=True),
+    Case("t3k 1x8 mesh: ROWS 4, window 512 + per-chip sinks (a [32, 32] sink tensor sharded by heads)", 2, 32, 8, 128,
+         4096, dict(cur_pos=[1000, 4095], rows=4, sliding_window_size=512, attention_sink=[0.5 * (h % 5) for h in range(32)]),
+         q_rows_per_user=4),
+    Case("t3k 2x4 mesh: batch 16 over the rows (data parallel), 32/8 heads over the columns", 16, 32, 8, 128, 2048,
+         dict(cur_pos=list(range(0, 2048, 128))), mesh_shape=(2, 4)),
+)
+
+
+def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
+    """The model's tensors sharded over ``mesh`` by heads (Q on its head dim, K/V on dim 1), positions
+    and page table replicated; calls the op (or the drop-in) once, then again through the fast path.
+    Returns the output, checked to be sharded over every chip with one chip's shape."""
     import ttnn
 
-    device = ttnn.open_device(device_id=0)
+    from ttnn_flashdecode import attention
+    from ttnn_flashdecode.op import transformer
+
+    chips = mesh.get_num_devices()
+    padded = -(-case.head_dim // 32) * 32
+    data_parallel = case.mesh_shape[0] > 1
+
+    def mapper(dim, batch_dim):  # heads (dim) over the columns; with several rows the users (batch_dim) over them
+        return ttnn.create_mesh_mapper(mesh, ttnn.MeshMapperConfig(batch_dim if data_parallel else None, dim))
+
+    def sharded(array, dim, dtype="bfloat16", memory=ttnn.DRAM_MEMORY_CONFIG, batch_dim=None):
+        host = ttnn.Tensor(np.ascontiguousarray(array, dtype=np.float32), getattr(ttnn, dtype), layout=ttnn.TILE_LAYOUT)
+        return ttnn.distribute_tensor(host, mapper(dim, batch_dim), mesh).to(mesh, memory)
+
+    def replicated(array, batch_dim=None):  # over the heads; with several rows, users split over them
+        host = ttnn.Tensor(np.asarray(array, np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT)
+        return ttnn.distribute_tensor(host, mapper(None, batch_dim), mesh).to(mesh, ttnn.DRAM_MEMORY_CONFIG)
+
+    call = dict(case.call)
+    positions = replicated(call.pop("cur_pos"), batch_dim=0)
+    if "attention_sink" in call:  # the model's sinks in ttnn's [nh, 32] layout, each chip its heads' rows
+        sinks = np.zeros((case.n_q_heads, 32), np.float32)
+        sinks[:, 0] = call["attention_sink"]
+        call["attention_sink"] = sharded(sinks, 0)
+    if case.cache_block_size:
+        per_user = case.capacity // case.cache_block_size
+        k = rng.standard_normal((case.batch * per_user, case.n_kv_heads, case.cache_block_size, case.head_dim),
+                                dtype=np.float32)
+        call["page_table_tensor"] = replicated(rng.permutation(case.batch * per_user).reshape(case.batch, per_user))
+    else:
+        k = rng.standard_normal((case.batch, case.n_kv_heads, case.capacity, case.head_dim), dtype=np.float32)
+    cache = sharded(k, 1, case.kv_dtype, batch_dim=None if case.cache_block_size else 0)
+    local_heads = case.n_q_heads // chips
+    if case.drop_in:
+        config = ttnn.create_sharded_memory_config(
+            shape=(-(-local_heads // 32) * 32, case.head_dim),
+            core_grid=ttnn.num_cores_to_corerangeset(case.batch, mesh.compute_with_storage_grid_size(), row_wise=True),
+            strategy=ttnn.ShardStrategy.HEIGHT, orientation=ttnn.ShardOrientation.ROW_MAJOR,
+            use_height_and_width_as_shard_shape=True)
+        q = sharded(rng.standard_normal((1, case.batch, case.n_q_heads, case.head_dim), dtype=np.float32), 2,
+                    memory=config)
+        table = call.pop("page_table_tensor")
+
+        def run():
+            return transformer.paged_scaled_dot_product_attention_decode(q, cache, cache, table, cur_pos_tensor=positions,
+                                                                         memory_config=config, **call)
+    else:
+        q = sharded(rng.standard_normal((1, 1, case.batch * case.q_rows_per_user, case.n_q_heads * padded),
+                                        dtype=np.float32), 3, batch_dim=2)
+
+        def run():
+            return attention(q, cache, cache, cur_pos_tensor=positions, **call)
+    launched = []
+    generic_op = ttnn.generic_op
+
+    def counting(tensors, program):
+        launched.append(type(program).__name__)
+        return generic_op(tensors, program)
+
+    ttnn.generic_op = counting
+    try:
+        out, again = run(), run()  # the second through the fast path (a cached launch)
+    finally:
+        ttnn.generic_op = generic_op
+    if launched != ["MeshProgramDescriptor"] * 2:
+        raise AssertionError(f"expected one generic_op with a MeshProgramDescriptor per call, got {launched}")
+    shards = ttnn.get_device_tensors(out)
+    if len(shards) != chips or [list(s.shape) for s in shards] != [list(q.shape)] * chips:
+        raise AssertionError(f"output: expected {chips} shards of {list(q.shape)}, got {[list(s.shape) for s in shards]}")
+    if len(ttnn.get_device_tensors(again)) != chips:
+        raise AssertionError("the fast path's output is not on every chip")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run :data:`CASES` on a one-chip mock device, or with ``--mesh`` :data:`MESH_CASES` on a
+    mock meshes of their ``mesh_shape`` (1x8, 2x4: the mock T3K, ``t3k.yaml``), one open at a time."""
+    import ttnn
+
+    mesh = "--mesh" in (sys.argv[1:] if argv is None else argv)
+    if mesh:  # one mesh open at a time, each shape's cases together
+        shapes = list(dict.fromkeys(case.mesh_shape for case in MESH_CASES))
+        failed = 0
+        for shape in shapes:
+            failed += _run_cases(ttnn.open_mesh_device(ttnn.MeshShape(*shape)), ttnn.close_mesh_device,
+                                 [case for case in MESH_CASES if case.mesh_shape == shape], run_mesh_case)
+        return 1 if failed else 0
+    return 1 if _run_cases(ttnn.open_device(device_id=0), ttnn.close_device, CASES, run_case) else 0
+
+
+def _run_cases(device, close, cases, runner) -> int:
+    """Run ``cases`` on ``device`` (then ``close`` it), printing a CASE line each; returns the failures."""
     rng = np.random.default_rng(0)
     failed = 0
     try:
-        for case in CASES:
+        for case in cases:
             start = time.perf_counter()
             record = {"name": case.name}
             try:
-                out = run_case(device, case, rng)
+                out = runner(device, case, rng)
                 record.update(ok=True, shape=list(out.shape))
             except Exception as error:  # reported, not raised: the other cases still run
                 failed += 1
@@ -186,8 +302,8 @@ def main() -> int:
             record["seconds"] = round(time.perf_counter() - start, 2)
             print(LINE_PREFIX + json.dumps(record), flush=True)
     finally:
-        ttnn.close_device(device)
-    return 1 if failed else 0
+        close(device)
+    return failed
 
 
 if __name__ == "__main__":
