@@ -127,9 +127,6 @@ enum Cb : uint32_t {
 // operand: float32 ROW_MAJOR, DRAM interleaved, one page of n_q_heads values per output row (user
 // * rows_per_head() + stage_row(s)), Q head first_q_head() + stage_head(s) at byte 4 * head. Its
 // address is common runtime arg kCommonLseBase (0 without it) and its TensorAccessorArgs end the chain.
-constexpr uint32_t lse_row(uint32_t user, uint32_t rows_per_head, uint32_t stage_row) { return user * rows_per_head + stage_row; }
-// Word of a float32 tile holding row `row`, column 0 (faces of 16x16, rows 0..15 in faces 0 and 1).
-constexpr uint32_t fp32_column0_word(uint32_t row) { return (row / 16u) * 512u + (row % 16u) * 16u; }
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
 enum Semaphore : uint32_t {

@@ -32,6 +32,8 @@ constexpr auto kLseArgs = TensorAccessorArgs<kWorkArgs.next_compile_time_args_of
 constexpr uint32_t kLseRowBytes = kQWidthTiles / kDimTiles * sizeof(float);
 // Bytes of a staging slot: each stage row's value lands at its destination's address modulo this.
 constexpr uint32_t kLseSlotBytes = 64;
+// Word of a float32 tile holding row `row`, column 0 (faces of 16x16, rows 0..15 in faces 0 and 1).
+constexpr uint32_t fp32_column0_word(uint32_t row) { return (row / 16u) * 512u + (row % 16u) * 16u; }
 
 // `pages` pages of `from` (this slice's subtree max or its partial) into this slice's slot of its
 // parent's inbox `inbox`, then raises the parent's kSemArrived + slot. Every core has the same CB
@@ -94,7 +96,7 @@ void write_lse(const Params& p, const Accessor& lse_writer, uint32_t stage) {
     const uint32_t first_head = p.first_q_head(kQWidthTiles);
     for (uint32_t s = 0; s < p.stage_rows(); ++s) {
         const uint32_t value = l1_word(tile, fp32_column0_word(s));
-        const uint64_t dst = lse_writer.get_noc_addr(lse_row(p.user, p.rows_per_head(), p.stage_row(s)),
+        const uint64_t dst = lse_writer.get_noc_addr(p.user * p.rows_per_head() + p.stage_row(s),
                                                      (first_head + p.stage_head(s)) * sizeof(float));
         const uint32_t src = stage + s * kLseSlotBytes + (static_cast<uint32_t>(dst) & (kLseSlotBytes - 1));
         l1_set_word(src, 0, value);
