@@ -198,6 +198,25 @@ def test_extreme_scores_lse(case, split, record_property):
     if case == "all-negative":
         assert (want_lse < -20).all()
     _check(lse, want_lse, _score_bound(q, k), f"{case} scores split={split}", record_property)
+    # Against the same logsumexp of the scores as the kernels round them (scale * q, then q . k, to
+    # bfloat16) the error is fp32-statistics small: a bfloat16 LSE of ~-86 would be off by up to 0.25.
+    model = _bf16_score_lse(q, k, POSITIONS)
+    residual = float(np.abs(lse - model).max())
+    record_property("figure", f"LSE {case} split={split} vs the bfloat16-score model: max-abs {residual:.2e}")
+    assert residual <= 5e-3, residual
+
+
+def _bf16_score_lse(q, k, positions):
+    """Decode LSE in float64 of the scores rounded as the kernels round them: QS = bf16(q * bf16(scale)),
+    S = bf16(QS . K)."""
+    scale = _bf16(1 / math.sqrt(D))
+    qs = _bf16(np.asarray(q, np.float64) * scale).reshape(B, NKV, NQ // NKV, D)
+    lse = np.zeros((1, 1, B, NQ))
+    for b, p in enumerate(positions):
+        s = _bf16(np.einsum("gqd,gld->gql", qs[b], np.asarray(k, np.float64)[b, :, :p + 1]))
+        top = s.max(-1, keepdims=True)
+        lse[0, 0, b] = (top + np.log(np.exp(s - top).sum(-1, keepdims=True))).reshape(NQ)
+    return lse
 
 
 # ------------------------------------------------------------------------------- shard merge
