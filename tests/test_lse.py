@@ -343,3 +343,24 @@ def test_merge_matches_a_float64_logsumexp_model(n, rows, heads, dim, data):
     # the rows layout ([..., heads * dim] with [..., heads]) merges the same
     flat, flat_lse = merge_attention_states([o.reshape(1, rows, heads * dim) for o in outs], lses)
     assert np.array_equal(flat.reshape(out.shape), out) and np.array_equal(flat_lse, lse)
+
+
+def test_drop_ins_return_lse(record_property):
+    """Both drop-ins: ``return_lse=True`` gives ``(out, lse)``, ``lse`` ``[1, b, nh]``."""
+    from ttnn_flashdecode.op import transformer
+
+    q, k, v = _inputs(22)
+    heads = q.reshape(1, B, NQ, D)
+    want_out, want_lse = attention_reference(q, k, v, cur_pos=POSITIONS, return_lse=True)
+    out, lse = run_quiet(transformer.scaled_dot_product_attention_decode, heads, k, v, cur_pos=POSITIONS, return_lse=True)
+    assert lse.shape == (1, B, NQ)
+    assert_close(out.reshape(want_out.shape), want_out, "drop-in")
+    _check(lse, want_lse.reshape(1, B, NQ), _score_bound(q, k), "drop-in", record_property)
+    block, per_user = 64, CAP // 64
+    table = np.arange(B * per_user, dtype=np.int32).reshape(B, per_user)
+    paged = [t.reshape(B, NKV, per_user, block, D).transpose(0, 2, 1, 3, 4).reshape(B * per_user, NKV, block, D)
+             for t in (k, v)]
+    out, lse = run_quiet(transformer.paged_scaled_dot_product_attention_decode, heads, *paged, table,
+                         cur_pos_tensor=np.asarray(POSITIONS, np.int32), return_lse=True)
+    assert lse.shape == (1, B, NQ)
+    _check(lse, want_lse.reshape(1, B, NQ), _score_bound(q, k), "paged drop-in", record_property)
