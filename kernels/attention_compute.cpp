@@ -34,7 +34,6 @@
 #include "api/compute/compute_kernel_hw_startup.h"
 #include "api/compute/eltwise_binary.h"
 #include "api/compute/eltwise_binary_sfpu.h"
-#include "api/compute/eltwise_unary/fill.h"
 #include "api/compute/eltwise_unary/binop_with_scalar.h"
 #include "api/compute/eltwise_unary/exp.h"
 #include "api/compute/eltwise_unary/recip.h"
@@ -406,9 +405,10 @@ uint32_t fold_sink(uint32_t m_final) {
 
 // Output stage "log-sum-exp" (attention_protocol.hpp "Log-sum-exp output"): LSE = M + log(L) per
 // row into CB LSE (float32), both read from the fp32 statistics CBs into DST (fp32 with
-// fp32_dest_acc_en; the host requires it), the LLK's accurate log (log(0) = -inf) and an SFPU add,
-// so no step rounds to bfloat16; an idle slot's row is -inf. Leaves L and M for normalise.
-void log_sum_exp(uint32_t m, bool idle) {
+// fp32_dest_acc_en; the host requires it), the LLK's accurate log and an SFPU add, so no step
+// rounds to bfloat16. An idle slot's L is 0 (normalise folds no sink into it): log(0) = -inf (the
+// LLK's special case) and -inf + M (MASK_VALUE) = -inf. Leaves L and M for normalise.
+void log_sum_exp(uint32_t m) {
     if constexpr (kLse) {
         DeviceZoneScopedN("fd-compute-lse");
         cb_wait_front(kCbL, 1);
@@ -423,10 +423,6 @@ void log_sum_exp(uint32_t m, bool idle) {
         log_tile(0);
         add_binary_tile_init();
         add_binary_tile(0, 1, 0);
-        if (idle) {
-            fill_tile_init();
-            fill_tile(0, -__builtin_inff());
-        }
         pack_to(kCbLse, 1);
     }
 }
@@ -436,11 +432,15 @@ void normalise(uint32_t m_final, bool idle) {
     DeviceZoneScopedN("fd-compute-normalise");
     uint32_t m_lse = m_final;
     if constexpr (kSink) {
-        m_lse = fold_sink(m_final);
+        if (!(kLse && idle)) {  // with return_lse an idle slot keeps L = 0: its LSE is -inf, its output 0 either way
+            m_lse = fold_sink(m_final);
+        }
     }
-    log_sum_exp(m_lse, idle);
+    log_sum_exp(m_lse);
     if constexpr (kSink && kLse) {
-        cb_pop_front(m_lse, 1);
+        if (m_lse != m_final) {
+            cb_pop_front(m_lse, 1);  // M' = max(M, sink), kept by fold_sink for the LSE
+        }
     }
     cb_wait_front(kCbL, 1);
     formats(kCbL, kCbL, kCbLsum);

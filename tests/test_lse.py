@@ -364,3 +364,16 @@ def test_drop_ins_return_lse(record_property):
                          cur_pos_tensor=np.asarray(POSITIONS, np.int32), return_lse=True)
     assert lse.shape == (1, B, NQ)
     _check(lse, want_lse.reshape(1, B, NQ), _score_bound(q, k), "paged drop-in", record_property)
+
+
+@pytest.mark.parametrize("split", [1, 4])
+def test_idle_slot_with_sinks_is_minus_inf(split):
+    """An idle slot's LSE is -inf with sinks too (no sink is folded into its empty softmax); its
+    output rows stay 0 and the other users' LSE include their sinks."""
+    q, k, v = _inputs(23)
+    positions = [-1, 31, -1, 255]
+    sinks = MODIFIERS["sink"]["attention_sink"]
+    out, lse = run_quiet(attention, q, k, v, cur_pos=positions, split=split, attention_sink=sinks, return_lse=True)
+    want_out, want_lse = attention_reference(q, k, v, cur_pos=positions, attention_sink=sinks, return_lse=True)
+    assert np.isneginf(lse[0, 0, [0, 2]]).all() and not np.asarray(out[0, 0, [0, 2]], np.float32).any()
+    assert np.abs(lse[0, 0, [1, 3]] - want_lse[0, 0, [1, 3]]).max() <= 2e-3 + _score_bound(q, k) * 2.0**-7

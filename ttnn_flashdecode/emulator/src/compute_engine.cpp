@@ -152,7 +152,7 @@ struct FpuCfg {
     RDim dim = RDim::Row;
 };
 
-enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd, Fill };
+enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd };
 
 struct SfpuCfg {
     SfpuKind kind = SfpuKind::None;
@@ -1249,27 +1249,6 @@ void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
             float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
             dst_put(s, odst, i, sfpu_store(a + b));
         }
-    }
-}
-
-void fill_tile_init() {
-    const char* api = "fill_tile_init";
-    enter(api);
-    SfpuCfg c;
-    c.kind = SfpuKind::Fill;
-    c.desc = "fill_tile_init()";
-    eng().sfpu = c;
-}
-
-// _calculate_fill_: every datum of DST[idst] = value (an fp32 immediate; bfloat16 DST: rounded).
-void fill_tile(uint32_t idst, float value) {
-    const char* api = "fill_tile";
-    enter(api);
-    require_sfpu(api, SfpuKind::Fill, true, "fill_tile_init()");
-    check_idst(api, idst);
-    Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) dst_put(s, idst, face * kFaceElems + k, sfpu_store(value));
     }
 }
 
