@@ -125,13 +125,23 @@ def _merge(o: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _merge_on_device(outputs, lses, heads_view, out_shape, lse_shape):
-    """The merge in ttnn ops on the outputs' device, float32 throughout."""
-    weights_shape = ttnn.Shape([*heads_view[:-1], 1])
-    s = [ttnn.to_layout(ttnn.typecast(t, ttnn.float32) if t.dtype != ttnn.float32 else t, ttnn.TILE_LAYOUT) for t in lses]
+    """The merge in ttnn ops on the outputs' device, float32 throughout: each LSE viewed as ``[1, P,
+    n_q_heads, 1]`` (TILE), each output as ``[1, P, n_q_heads, head_dim]``, the weights broadcast
+    along head_dim."""
+    rows = int(np.prod(heads_view[:-2], dtype=np.int64))
+    heads, dim = heads_view[-2], heads_view[-1]
+    stat_shape, view = ttnn.Shape([1, rows, heads, 1]), ttnn.Shape([1, rows, heads, dim])
+
+    def stat(t):
+        t = t if t.layout == ttnn.ROW_MAJOR_LAYOUT else ttnn.to_layout(t, ttnn.ROW_MAJOR_LAYOUT)
+        t = t if t.dtype == ttnn.float32 else ttnn.typecast(t, ttnn.float32)
+        return ttnn.to_layout(ttnn.reshape(t, stat_shape), ttnn.TILE_LAYOUT)
+
+    s = [stat(t) for t in lses]
     m = s[0]
     for t in s[1:]:
         m = ttnn.maximum(m, t)
-    m = ttnn.maximum(m, LSE_FLOOR)
+    m = ttnn.clamp(m, min=LSE_FLOOR)
     w = [ttnn.exp(ttnn.subtract(t, m)) for t in s]
     total = w[0]
     for t in w[1:]:
@@ -139,9 +149,9 @@ def _merge_on_device(outputs, lses, heads_view, out_shape, lse_shape):
     lse = ttnn.add(m, ttnn.log(total))
     out = None
     for w_i, o_i in zip(w, outputs):
-        o32 = ttnn.reshape(ttnn.typecast(o_i, ttnn.float32) if o_i.dtype != ttnn.float32 else o_i, ttnn.Shape(heads_view))
-        term = ttnn.multiply(o32, ttnn.reshape(w_i, weights_shape))
+        o32 = ttnn.reshape(o_i if o_i.dtype == ttnn.float32 else ttnn.typecast(o_i, ttnn.float32), view)
+        term = ttnn.multiply(o32, w_i)
         out = term if out is None else ttnn.add(out, term)
-    out = ttnn.multiply(out, ttnn.reshape(ttnn.reciprocal(ttnn.maximum(total, 1.0)), weights_shape))
+    out = ttnn.multiply(out, ttnn.reciprocal(ttnn.clamp(total, min=1.0)))
     out = ttnn.typecast(ttnn.reshape(out, ttnn.Shape(out_shape)), ttnn.bfloat16)
-    return out, ttnn.to_layout(lse, ttnn.ROW_MAJOR_LAYOUT)
+    return out, ttnn.reshape(ttnn.to_layout(lse, ttnn.ROW_MAJOR_LAYOUT), ttnn.Shape(lse_shape))
