@@ -180,7 +180,8 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
         CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
-    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({CB.MASK: block} if residency.mask else {}) | ({
+    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | (
+        {CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
         CB.MAX_INBOX: tree_levels(residency.max_split), CB.MAX_OUT: 1, CB.MAX_GLOBAL: 1,
