@@ -11,15 +11,16 @@
 //     L     = C * L + rowsum(P)
 //     O     = C * O + P . V_j
 //   OUT = O * (1 / L)
+//   LSE = M + log(L)                                      return_lse only (sinks: M = max(M, sink))
 //
 // Compile-time args: named dim_tiles, block_tiles, dst_tiles (DST tiles per acquire for this
 // compute config), exp_approx (approximate exp), window, attention_chunk, sink, mask_users,
-// softcap and softcap_recip (fp32 bits; 0: no cap), inbox_slots. Runtime args: none.
+// softcap and softcap_recip (fp32 bits; 0: no cap), inbox_slots, lse (1: return_lse). Runtime args: none.
 // CBs in (from the reader): WORK 1 page once (this core's work row: the request count, then 16
 // parameter-block words per request), POSITIONS 1 page once (an int32 per user: each request's kv_positions,
 // attention_protocol.hpp kv_positions_at), then per request QSTAGE dim_tiles, CONST 4, K and V
 // block_tiles*dim_tiles per block.
-// CB out (to the writer): OUT dim_tiles. The rest are internal (residency.py lists them).
+// CB out (to the writer): OUT dim_tiles (and, with lse, LSE 1 before it). The rest are internal (residency.py lists them).
 // Row statistics (M, L, LSUM, C) live in column 0 of their tile, where REDUCE_ROW leaves them; the
 // other columns hold whatever the packer leaves there, and every step either broadcasts column 0
 // or works element by element, so they never reach column 0.
@@ -32,6 +33,7 @@
 #include "api/compute/compute_kernel_api.h"
 #include "api/compute/compute_kernel_hw_startup.h"
 #include "api/compute/eltwise_binary.h"
+#include "api/compute/eltwise_binary_sfpu.h"
 #include "api/compute/eltwise_unary/binop_with_scalar.h"
 #include "api/compute/eltwise_unary/exp.h"
 #include "api/compute/eltwise_unary/recip.h"
@@ -70,6 +72,8 @@ constexpr uint32_t kSoftcapRecip = get_named_compile_time_arg_val("softcap_recip
 // Attention mask (attention_protocol.hpp "Attention mask"): nonzero when the call has one.
 constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
+// return_lse (attention_protocol.hpp "Log-sum-exp output"): 1 when the program writes the LSE.
+constexpr bool kLse = get_named_compile_time_arg_val("lse") != 0;
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
 constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
@@ -348,8 +352,9 @@ void rescale_output() {
 
 // Score modifier "attention sink" (attention_protocol.hpp "Attention sink"), on the normalising
 // core just before O / L: M' = max(M, sink) (into the free one of M_A / M_B), C = exp(M - M'),
-// L = C * L + exp(sink - M'), O = C * O. `m_final` (M) stays for normalise to free.
-void fold_sink(uint32_t m_final) {
+// L = C * L + exp(sink - M'), O = C * O. `m_final` (M) stays for normalise to free; so does M' with
+// return_lse (the LSE is M' + log L). Returns M''s CB.
+uint32_t fold_sink(uint32_t m_final) {
     DeviceZoneScopedN("fd-compute-sink");
     const uint32_t m_sink = m_final == kCbMA ? kCbMB : kCbMA;
     cb_wait_front(m_final, 1);
@@ -378,7 +383,9 @@ void fold_sink(uint32_t m_final) {
     sub_tiles(kCbConst, m_sink, kConstPageSink, 0, 0);
     exp_tile<kExpApprox>(0);
     pack_to(kCbLsum, 1);
-    cb_pop_front(m_sink, 1);
+    if constexpr (!kLse) {
+        cb_pop_front(m_sink, 1);
+    }
     update_sum();  // L = C * L + LSUM
     cb_wait_front(kCbO, kDimTiles);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {  // O = C * O, a chunk at a time
@@ -393,13 +400,47 @@ void fold_sink(uint32_t m_final) {
         pack_to(kCbO, count);
     }
     cb_pop_front(kCbC, 1);
+    return m_sink;
 }
 
-// OUT = O * (1 / L); frees O, L and the final running max.
+// Output stage "log-sum-exp" (attention_protocol.hpp "Log-sum-exp output"): LSE = M + log(L) per
+// row into CB LSE (float32), both read from the fp32 statistics CBs into DST (fp32 with
+// fp32_dest_acc_en; the host requires it), the LLK's accurate log and an SFPU add, so no step
+// rounds to bfloat16. An idle slot's L is 0 (normalise folds no sink into it): log(0) = -inf (the
+// LLK's special case) and -inf + M (MASK_VALUE) = -inf. Leaves L and M for normalise.
+void log_sum_exp(uint32_t m) {
+    if constexpr (kLse) {
+        DeviceZoneScopedN("fd-compute-lse");
+        cb_wait_front(kCbL, 1);
+        cb_wait_front(m, 1);
+        formats(kCbL, kCbL, kCbLse);
+        tile_regs_acquire();
+        copy_init(kCbL);
+        copy_tile(kCbL, 0, 0);
+        copy_init(m);  // a statistics CB like L: same format
+        copy_tile(m, 0, 1);
+        log_tile_init();
+        log_tile(0);
+        add_binary_tile_init();
+        add_binary_tile(0, 1, 0);
+        pack_to(kCbLse, 1);
+    }
+}
+
+// OUT = O * (1 / L) (and, with return_lse, the LSE first); frees O, L and the final running max.
 void normalise(uint32_t m_final, bool idle) {
     DeviceZoneScopedN("fd-compute-normalise");
+    uint32_t m_lse = m_final;
     if constexpr (kSink) {
-        fold_sink(m_final);
+        if (!(kLse && idle)) {  // with return_lse an idle slot keeps L = 0: its LSE is -inf, its output 0 either way
+            m_lse = fold_sink(m_final);
+        }
+    }
+    log_sum_exp(m_lse);
+    if constexpr (kSink && kLse) {
+        if (m_lse != m_final) {
+            cb_pop_front(m_lse, 1);  // M' = max(M, sink), kept by fold_sink for the LSE
+        }
     }
     cb_wait_front(kCbL, 1);
     formats(kCbL, kCbL, kCbLsum);

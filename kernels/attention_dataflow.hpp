@@ -49,7 +49,8 @@ constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 // The operands' TensorAccessorArgs, chained in the positional compile-time args in the order the
 // program factory writes them (program_factory.OPERANDS): Q, K, V, CONST, OUT, POSITIONS,
 // PAGE_TABLE (a contiguous cache has none: POSITIONS' args stand in, never used), MASK (likewise
-// without a mask), WORK.
+// without a mask), WORK, LSE (a DRAM-interleaved ROW_MAJOR buffer like WORK: POSITIONS' args; only
+// the writer of a return_lse program declares and uses them).
 constexpr auto kQArgs = TensorAccessorArgs<0>();
 constexpr auto kKArgs = TensorAccessorArgs<kQArgs.next_compile_time_args_offset()>();
 constexpr auto kVArgs = TensorAccessorArgs<kKArgs.next_compile_time_args_offset()>();

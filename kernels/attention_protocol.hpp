@@ -114,7 +114,19 @@ enum Cb : uint32_t {
     kCbWork = 25,        // this core's work row (WORK operand): reader -> compute
     kCbReaderWork = 26,  // the same row, the reader's own copy (reserved once, never pushed)
     kCbWriterWork = 27,  // the same row, reader -> writer
+    kCbLse = 28,         // return_lse only: a request's LSE tile (float32; row s column 0: stage row s), compute -> writer
+    kCbLseStage = 29,    // return_lse only: the writer's own staging page (reserved once, never pushed)
 };
+
+// Log-sum-exp output (named compile-time arg `lse` 1; ttnn_flashdecode's return_lse): the normalising
+// core computes LSE = M + log(L) per stage row from the fp32 statistics (M the final running max,
+// with sinks max(M, sink), L the softmax denominator relative to it; natural log, as exp_tile is e^x
+// and the scores are scale * q . k in natural units), -inf for an idle slot, into CB LSE (column 0
+// of row s). The writer copies each value into its staging page at the LSE tensor element's
+// address modulo 64 (the NoC moves bytes at matching alignment) and writes it, 4 bytes, to the LSE
+// operand: float32 ROW_MAJOR, DRAM interleaved, one page of n_q_heads values per output row (user
+// * rows_per_head() + stage_row(s)), Q head first_q_head() + stage_head(s) at byte 4 * head. Its
+// address is common runtime arg kCommonLseBase (0 without it) and its TensorAccessorArgs end the chain.
 
 // Split-K semaphores (ids of the program's SemaphoreDescriptors, on every core).
 enum Semaphore : uint32_t {
@@ -652,7 +664,8 @@ enum CommonArg : uint32_t {
     kCommonPageTableBase = 6,  // 0 for a contiguous cache
     kCommonMaskBase = 7,       // 0 without an attention mask
     kCommonWorkBase = 8,
-    kCommonCoreTable = 9,
+    kCommonLseBase = 9,  // 0 without return_lse
+    kCommonCoreTable = 10,
 };
 
 // Reads request `request` of a work row through `arg` (a callable uint32_t(uint32_t index) over

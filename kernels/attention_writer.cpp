@@ -9,6 +9,8 @@
 // Other rows of the same output tile belong to other users or heads (other requests), so only the
 // request's stage rows are written: two 32-byte face-row writes per (stage row, dim tile), never a
 // whole tile.
+// With the named compile-time arg lse (return_lse), the normalising core's writer also writes each
+// stage row's LSE (CB LSE) into the LSE operand (attention_protocol.hpp "Log-sum-exp output").
 // A split request's slice >= 1 instead delivers, to its parent's inboxes, first its subtree's max
 // (MAX_OUT) and then its partial (OUTBOX: O, L, summed over its subtree), raising the parent's
 // kSemArrived + its slot after each; slice 0 first shares the request's max with its children.
@@ -22,6 +24,16 @@
 using namespace flashdecode;
 
 namespace {
+
+constexpr bool kLse = get_named_compile_time_arg_val("lse") != 0;
+// The LSE operand's TensorAccessorArgs end the chain (after WORK's); a page per output row of
+// n_q_heads float32 values.
+constexpr auto kLseArgs = TensorAccessorArgs<kWorkArgs.next_compile_time_args_offset()>();
+constexpr uint32_t kLseRowBytes = kQWidthTiles / kDimTiles * sizeof(float);
+// Bytes of a staging slot: each stage row's value lands at its destination's address modulo this.
+constexpr uint32_t kLseSlotBytes = 64;
+// Word of a float32 tile holding row `row`, column 0 (faces of 16x16, rows 0..15 in faces 0 and 1).
+constexpr uint32_t fp32_column0_word(uint32_t row) { return (row / 16u) * 512u + (row % 16u) * 16u; }
 
 // `pages` pages of `from` (this slice's subtree max or its partial) into this slice's slot of its
 // parent's inbox `inbox`, then raises the parent's kSemArrived + slot. Every core has the same CB
@@ -73,6 +85,27 @@ void scatter_rows(const Params& p, const Accessor& out_writer) {
     noc_async_write_barrier();
 }
 
+// Stage row s's LSE (row s, column 0 of CB LSE's float32 tile) to element (lse_row, Q head) of the
+// LSE operand, 4 bytes each, from staging slot s at the destination's alignment (`stage`: the
+// writer's LSE_STAGE page, 64-byte aligned here).
+template <typename Accessor>
+void write_lse(const Params& p, const Accessor& lse_writer, uint32_t stage) {
+    DeviceZoneScopedN("fd-writer-lse");
+    cb_wait_front(kCbLse, 1);
+    const uint32_t tile = get_read_ptr(kCbLse);
+    const uint32_t first_head = p.first_q_head(kQWidthTiles);
+    for (uint32_t s = 0; s < p.stage_rows(); ++s) {
+        const uint32_t value = l1_word(tile, fp32_column0_word(s));
+        const uint64_t dst = lse_writer.get_noc_addr(p.user * p.rows_per_head() + p.stage_row(s),
+                                                     (first_head + p.stage_head(s)) * sizeof(float));
+        const uint32_t src = stage + s * kLseSlotBytes + (static_cast<uint32_t>(dst) & (kLseSlotBytes - 1));
+        l1_set_word(src, 0, value);
+        noc_async_write(src, dst, sizeof(float));
+    }
+    noc_async_write_barrier();
+    cb_pop_front(kCbLse, 1);
+}
+
 }  // namespace
 
 void kernel_main() {
@@ -82,6 +115,12 @@ void kernel_main() {
     const uint32_t row = get_read_ptr(kCbWriterWork);
     const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));
     const auto out_writer = TensorAccessor(kOutArgs, operand_base(kCommonOutBase), kTileBytes);
+    uint32_t lse_stage = 0;
+    if constexpr (kLse) {
+        cb_reserve_back(kCbLseStage, 1);  // the writer's own, never pushed
+        lse_stage = (get_write_ptr(kCbLseStage) + kLseSlotBytes - 1) & ~(kLseSlotBytes - 1);
+    }
+    const auto lse_writer = TensorAccessor(kLseArgs, kLse ? operand_base(kCommonLseBase) : 0, kLseRowBytes);
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
         if (!p.valid_layout(kDimTiles, kBlockTiles)) {
@@ -100,6 +139,9 @@ void kernel_main() {
         cb_wait_front(kCbOut, kDimTiles);
         scatter_rows(p, out_writer);
         cb_pop_front(kCbOut, kDimTiles);
+        if constexpr (kLse) {
+            write_lse(p, lse_writer, lse_stage);
+        }
     }
     cb_pop_front(kCbWriterWork, 1);
 }

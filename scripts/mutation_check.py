@@ -113,6 +113,17 @@ MUTATIONS = [
              "",
              "the scores are never capped: a score far past the cap takes the whole softmax",
              tests=("tests/test_logit_softcap.py::test_scores_far_past_the_cap[decode-50.0-1]",)),
+    # return_lse (issue 21, item 3): LSE = M + log L on the normalising core, one 4-byte write a row.
+    Mutation("lse-max-not-added", "attention_compute.cpp",
+             "        add_binary_tile(0, 1, 0);\n",
+             "",
+             "the LSE is log L alone, relative to the running max: off by the row's max score",
+             tests=("tests/test_lse.py::test_decode_lse_matches_float64[4]",)),
+    Mutation("lse-every-head-at-the-first", "attention_writer.cpp",
+             "                                                     (first_head + p.stage_head(s)) * sizeof(float));",
+             "                                                     first_head * sizeof(float));",
+             "every Q head of a group writes its LSE into the group's first head: the others stay unwritten",
+             tests=("tests/test_lse.py::test_decode_lse_matches_float64[1]",)),
     # Attention sinks (issue 20, item 2): each head's sink, folded in once with the max over it.
     Mutation("sink-of-the-first-head", "attention_reader.cpp",
              "            const uint32_t head = first + p.stage_head(s);",

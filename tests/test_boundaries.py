@@ -710,6 +710,11 @@ _CIRCULAR = "test_circular_cache.py::"
 _SPEC = "test_spec_multi_pos.py::"
 
 NO_NUMERIC_BOUNDARY = [
+    NoBoundary("return_lse: expected a bool", "test_lse.py::test_return_lse_needs_fp32_statistics",
+               "return_lse: expected a bool", "a type"),
+    NoBoundary("return_lse: expected a compute config with fp32_dest_acc_en=True",
+               "test_lse.py::test_return_lse_needs_fp32_statistics",
+               "return_lse: expected a compute config with fp32_dest_acc_en=True", "arguments that go together"),
     NoBoundary("paged_cache_geometry: expected None or a ttnn.PagedCacheGeometryOverride",
                "test_transformer_dropin.py::test_bad_paged_cache_geometry_is_refused_by_name",
                "paged_cache_geometry: expected None or a ttnn.PagedCacheGeometryOverride", "a type"),

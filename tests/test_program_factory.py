@@ -71,12 +71,14 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
     sources = [k.kernel_source for k in program.kernels]
     assert sources == [str(kernel_dir() / n) for n in ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")]
     for kernel in program.kernels:
-        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 4
+        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 5
         assert dict(kernel.named_compile_time_args) == {
             "q_rows": 8, "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0,
             "inbox_slots": 0, "q_width_tiles": 16 * 4, "positions_bytes": 2 * 4,
             "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
-            "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8, "window": 0, "sink": 0, "mask_users": 0}
+            "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8, "window": 0, "sink": 0, "mask_users": 0,
+            "cache_wrap_tiles": 0, "cache_half_blocks": 0, "users_per_table_row": 1, "attention_chunk": 0, "softcap": 0,
+            "softcap_recip": 0, "lse": 0}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
@@ -119,7 +121,7 @@ def test_every_core_decodes_to_its_request():
         assert request.constants == protocol.Operand.interleaved(0)
     for role in (0, 2):  # reader and writer: the operands' addresses in OPERANDS order
         assert list(program.kernels[role].common_runtime_args) == [
-            ADDRESSES.q, ADDRESSES.k, ADDRESSES.v, ADDRESSES.constants, ADDRESSES.out, ADDRESSES.positions, 0, 0, ADDRESSES.work]  # no page table, no mask
+            ADDRESSES.q, ADDRESSES.k, ADDRESSES.v, ADDRESSES.constants, ADDRESSES.out, ADDRESSES.positions, 0, 0, ADDRESSES.work, 0]  # no page table, no mask, no LSE
     assert list(program.kernels[1].common_runtime_args) == []
 
 

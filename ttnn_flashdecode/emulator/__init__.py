@@ -142,6 +142,9 @@ headers' (``tests/emulator/test_api_conformance.py`` checks them). Every call is
 ``exp_tile_init<approx, scale, InputClamping>``, ``exp_tile<..>(idst, VectorMode, scale)``;
 ``recip_tile_init<ReciprocalDestAcc, ReciprocalApproxMode>``, ``recip_tile<..>(idst, VectorMode)``;
 ``binary_max_tile_init``, ``binary_max_tile(i0, i1, out, VectorMode)`` (VectorMode RC, R, C);
+``tanh_tile_init<false>``, ``tanh_tile<false>``; ``binop_with_scalar_tile_init``, ``mul_unary_tile``;
+``log_tile_init<false>``, ``log_tile<false>(idst)`` (log in double rounded to fp32; log(0) = -inf);
+``add_binary_tile_init``, ``add_binary_tile(i0, i1, out)`` (one fp32 add);
 ``pack_tile<out_of_order>(idst, cb, index)``; ``reconfig_data_format<SrcOrder>`` (2- and 4-operand),
 ``reconfig_data_format_srca/srcb`` (1- and 2-operand), ``pack_reconfig_data_format`` (1 and 2).
 CB formats: Float16_b and Float32 (in and out), Bfp8_b and Bfp4_b (input only; from a

@@ -43,13 +43,16 @@ def _device_spec(tensor):
 def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start, rows, scale, block_tiles, q_layout,
              compute_kernel_config, memory_config, split, backend, grid=None, max_split=None, sliding_window_size=None,
              attention_sink=None, is_causal=True, attn_mask=None, cache_position_modulo=None,
-             users_per_table_row=1, batch_invariant=False, logit_softcap=None, attention_chunk_size=None):
+             users_per_table_row=1, batch_invariant=False, logit_softcap=None, attention_chunk_size=None,
+             return_lse=False):
     """The fast-path key of an :func:`~ttnn_flashdecode.attention` call, or None when the call is not
     eligible (see the module docstring). Never raises: anything unexpected makes the call take the
     validated path, which raises what it must."""
     if cur_pos is not None or chunk_start is not None or backend == "emulator":
         return None
     if attention_sink is not None or attn_mask is not None or is_causal is not True:  # values: validated each call
+        return None
+    if not isinstance(return_lse, bool):  # validated (and refused) the long way
         return None
     if grid is not None and not isinstance(grid, tuple):  # a CoreRangeSet: no value hash to key on
         return None
@@ -67,7 +70,7 @@ def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start
         # reused, and a device closed and opened again is a new object with a new key.
         return (id(q.device()), specs, table, rows, scale, block_tiles, q_layout, compute, memory_config, split, backend,
                 grid, max_split, sliding_window_size, cache_position_modulo,
-                users_per_table_row, batch_invariant, logit_softcap, attention_chunk_size)
+                users_per_table_row, batch_invariant, logit_softcap, attention_chunk_size, return_lse is True)
     except (TypeError, AttributeError, RuntimeError, ValueError):  # unhashable or odd inputs: validate them the long way
         return None
 

@@ -151,14 +151,23 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         table = work_table(plan)
         buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
         emu.write_pages(buffers[-1], table)
+        lse_buffer = None
+        if shape.lse:  # float32 ROW_MAJOR, a page of n_q_heads values per output row; poisoned: every value is written
+            rows = shape.lse_shape[-2]
+            lse_buffer = emu.allocate_dram(rows, 4 * shape.n_q_heads)
+            buffers.append(lse_buffer)
+            emu.write_pages(lse_buffer, np.full((rows, shape.n_q_heads), np.nan, dtype="<f4"))
         addresses = Addresses(*(b.address for b in buffers[:6]), page_table=0 if table_buffer is None else table_buffer.address,
-                              mask=0 if mask_buffer is None else mask_buffer.address, work=buffers[-1].address)
+                              mask=0 if mask_buffer is None else mask_buffer.address, work=buffers[-2 if shape.lse else -1].address,
+                              lse=0 if lse_buffer is None else lse_buffer.address)
         program = program_for(plan)
         with _launch_lock:
             set_addresses(program, plan, addresses)
             report = emu.run(program)
         report.plan = plan
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
+        lse = None if lse_buffer is None else \
+            np.ascontiguousarray(emu.read_pages(lse_buffer)).view("<f4").reshape(shape.lse_shape).astype(np.float32)
     finally:
         for buffer in buffers:
             emu.free(buffer)
@@ -168,8 +177,10 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
     else:
         result = result[:, :, :shape.n_q_heads, :shape.head_dim]
     if inputs.kind == "host":
-        return ttnn.Tensor(np.ascontiguousarray(result, dtype=np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
-    return result.astype(q_np.dtype)
+        out = ttnn.Tensor(np.ascontiguousarray(result, dtype=np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
+        return out if lse is None else (out, ttnn.Tensor(lse, ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT))
+    out = result.astype(q_np.dtype)
+    return out if lse is None else (out, lse)
 
 
 # ---------------------------------------------------------------- device backend
@@ -191,9 +202,11 @@ class DeviceLaunch:
     signpost: str  #: the Tracy message naming the call in ops_perf_results
     #: q's device when it is a multi-chip ttnn.MeshDevice (the program goes out as a MeshProgramDescriptor), else None
     mesh: object = None
+    lse_spec: object = None  #: return_lse: ttnn.TensorSpec of the LSE (float32 ROW_MAJOR DRAM), else None
 
     def __call__(self, q, k, v, positions, page_table=None, mask=None):
-        """Launch on ``q``'s device; returns the output tensor (``out_spec``).
+        """Launch on ``q``'s device; returns the output tensor (``out_spec``), or with ``lse_spec``
+        ``(output, lse)``.
 
         ``positions``: the POSITIONS operand (a device int32 tensor); ``page_table``: a paged
         cache's device page table, else None; ``mask``: a non-causal call's device attention mask."""
@@ -201,23 +214,28 @@ class DeviceLaunch:
         # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
         ttnn.tracy_message(self.signpost)
         with _launch_lock:
-            # generic_op's last tensor is its output; the rest are inputs kept alive for the launch.
+            # generic_op's last tensor is its output; the rest are inputs kept alive for the launch
+            # (the LSE among them: the writer fills it, generic_op needs only its address).
             tensors = self.bind(q, k, v, positions, page_table, mask)
             program = self.program if self.mesh is None else program_for_device(self.mesh, self.program)
-            return ttnn.generic_op(tensors, program)
+            out = ttnn.generic_op(tensors, program)
+        return out if self.lse_spec is None else (out, tensors[-2])
 
     def bind(self, q, k, v, positions, page_table=None, mask=None) -> list:
         """Allocate an output and write this call's operand addresses into the descriptor; returns
         ``generic_op``'s tensor list (inputs, then the output). The caller holds ``_launch_lock``
         until ``generic_op`` has read the descriptor."""
         out = ttnn.allocate_tensor_on_device(self.out_spec, q.device())
+        lse = None if self.lse_spec is None else ttnn.allocate_tensor_on_device(self.lse_spec, q.device())
         addresses = Addresses(q.buffer_address(), k.buffer_address(), v.buffer_address(), self.constants.buffer_address(),
                               out.buffer_address(), positions.buffer_address(),
                               0 if page_table is None else page_table.buffer_address(),
-                              0 if mask is None else mask.buffer_address(), self.work.buffer_address())
+                              0 if mask is None else mask.buffer_address(), self.work.buffer_address(),
+                              0 if lse is None else lse.buffer_address())
         set_addresses(self.program, self.plan, addresses)
-        extra = [t for t in (page_table, mask) if t is not None]
-        return [q, k, v, self.constants, positions, *extra, self.work, out]
+        extra = [t for t in (page_table, mask, lse) if t is not None]
+        return [q, k, v, self.constants, positions, *extra, self.work, out] if lse is None else \
+            [q, k, v, self.constants, positions, *extra[:-1], self.work, lse, out]
 
 
 def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions,
@@ -259,8 +277,12 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
     check_windows(plan)
     signpost = (f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                 f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
+    lse_spec = None
+    if shape.lse:  # float32 ROW_MAJOR DRAM interleaved, a page a row: its accessor args are POSITIONS' kind's
+        lse_spec = ttnn.TensorSpec(ttnn.Shape(shape.lse_shape), ttnn.float32, ttnn.ROW_MAJOR_LAYOUT,
+                                   buffer_type=ttnn.BufferType.DRAM)
     return DeviceLaunch(plan, program_for(plan), constants_tensor, _device_work_table(device, plan), out_spec, signpost,
-                        mesh=device if device_count(device) > 1 else None)
+                        mesh=device if device_count(device) > 1 else None, lse_spec=lse_spec)
 
 
 def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config, *,

@@ -34,7 +34,7 @@ import ttnn
 from ttnn_flashdecode.op import fast_path, mesh
 from ttnn_flashdecode.op.launch import last_report, run_on_device, run_on_emulator, to_numpy
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, DEFAULT_BLOCK_TILES, plan_program, program_for
-from ttnn_flashdecode.op.score_inputs import score_options
+from ttnn_flashdecode.op.score_inputs import lse_option, score_options
 from ttnn_flashdecode.op.shape import ComputeOptions
 from ttnn_flashdecode.op.validate import IDLE, validate_inputs, validate_options
 
@@ -70,6 +70,7 @@ def attention(
     batch_invariant: bool = False,
     logit_softcap: float | None = None,
     attention_chunk_size: int | None = None,
+    return_lse: bool = False,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -232,12 +233,25 @@ def attention(
             output); the start is derived on device from the positions (trace-safe); ``C`` is part
             of the program. With a window and several rows per user, ``C`` must be 32 or the window
             at least ``C + 31``.
+        return_lse: ``True``: also return each row's log-sum-exp (FlashInfer's ``return_lse``; FA3's
+            and FlashMLA's ``softmax_lse``): ``lse = log(sum_j e^(S_j) [+ e^(s_h)])``, natural log, over
+            the positions the row attends, ``S_j`` its FINAL scores (scale applied, then the logit cap,
+            then the causal / window / chunk / attention masks), plus the sink ``s_h`` when given, so
+            ``out = sum_j e^(S_j - lse) V_j``. Computed on the normalising core from the float32
+            running max and sum (``M + log L``; no bfloat16 step after the scores), so its error is the
+            bfloat16 scores' (``q``, ``k`` and ``scale * q`` rounded as the output sees them), not a
+            bfloat16 round-off of the LSE. Needs ``fp32_dest_acc_en`` (the default). Merge partial
+            results with :func:`~ttnn_flashdecode.merge_attention_states`. Default False.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
         ``q_layout="heads"`` ``[1, batch, n_q_heads, head_dim]``) and of its kind: a device tensor
         (bfloat16 TILE, in ``memory_config``), a host ``ttnn.Tensor`` (bfloat16 ROW_MAJOR), or a
-        numpy array of ``q``'s dtype.
+        numpy array of ``q``'s dtype. With ``return_lse=True`` a pair ``(out, lse)``: ``lse`` float32,
+        ``[1, 1, batch * R, n_q_heads]`` (row ``b * R + j``, Q head ``h``: the output row's) or, with
+        ``q_layout="heads"``, ``[1, batch, n_q_heads]``; a numpy float32 array for numpy inputs, a host
+        float32 ROW_MAJOR ``ttnn.Tensor`` for host ones, a device float32 ROW_MAJOR DRAM tensor on a
+        device. An idle slot's (position -1) rows are ``-inf`` (an empty softmax; its output rows are 0).
 
     Raises:
         TypeError: an input is neither a ttnn.Tensor nor a numpy array; none of ``cur_pos``,
@@ -268,7 +282,8 @@ def attention(
             negative, NaN, inf); ``attention_chunk_size`` <= 0 or not a multiple of 32, with ``is_causal=False``, or
             (several rows per user, a window) above 32 with a window below ``C + 31``; a
             ``logit_softcap`` that is not a number or an ``attention_chunk_size`` that is not an
-            int (bools neither) is a TypeError.
+            int (bools neither) is a TypeError. ``return_lse`` not a bool (TypeError), or True with
+            ``fp32_dest_acc_en=False``.
 
     Example:
         >>> import numpy as np
@@ -304,7 +319,8 @@ def attention(
                              attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
                              cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row,
                              batch_invariant=batch_invariant,
-                             logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size)
+                             logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
+                             return_lse=return_lse)
     launch = fast_path.lookup(key) if key is not None else None
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
@@ -321,6 +337,8 @@ def attention(
             raise TypeError(f"batch_invariant: expected a bool, got {type(batch_invariant).__name__}")
         inputs = dataclasses.replace(inputs, shape=dataclasses.replace(inputs.shape, batch_invariant=True))
     compute = ComputeOptions.from_config(compute_kernel_config)
+    if lse_option(return_lse, compute.fp32_dest_acc_en):
+        inputs = dataclasses.replace(inputs, shape=dataclasses.replace(inputs.shape, lse=True))
     if backend == "device" or (backend == "auto" and inputs.kind == "device"):
         if inputs.kind != "device":
             raise ValueError(f"backend: 'device' expects device tensors, got {inputs.kind} inputs")
@@ -330,13 +348,21 @@ def attention(
                                     max_split=max_split)
         if key is not None:
             fast_path.remember(key, launch)
-        return out if q_dtype is None else ttnn.typecast(out, q_dtype)
+        return _with_q_dtype(out, q_dtype, lambda o: ttnn.typecast(o, q_dtype))
     if memory_config is not None and memory_config != ttnn.DRAM_MEMORY_CONFIG:
         raise ValueError(f"memory_config: expected None or ttnn.DRAM_MEMORY_CONFIG on the emulator, got {memory_config}")
     out = run_on_emulator(q, k, v, inputs, scale, block_tiles, split, compute, grid=grid, max_split=max_split)
+    return _with_q_dtype(out, q_dtype, lambda o: ttnn.Tensor(to_numpy(o), q_dtype, layout=ttnn.TILE_LAYOUT))
+
+
+def _with_q_dtype(result, q_dtype, convert):
+    """``result`` (an output, or ``(output, lse)``) with the output converted back to a block-float
+    Q's dtype by ``convert`` (the LSE stays float32)."""
     if q_dtype is None:
-        return out
-    return ttnn.Tensor(to_numpy(out), q_dtype, layout=ttnn.TILE_LAYOUT)
+        return result
+    if isinstance(result, tuple):
+        return convert(result[0]), result[1]
+    return convert(result)
 
 
 _BLOCK_FLOAT_Q = (ttnn.bfloat8_b, ttnn.bfloat4_b)

@@ -70,7 +70,7 @@ MAX_REQUESTS_PER_CORE = protocol.MAX_REQUESTS_PER_CORE
 KERNEL_FILES = {"reader": "attention_reader.cpp", "compute": "attention_compute.cpp", "writer": "attention_writer.cpp"}
 """Kernel sources under :func:`ttnn_flashdecode.op.paths.kernel_dir`; names appear in profiler reports."""
 
-OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table", "mask", "work")
+OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table", "mask", "work", "lse")
 """Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args
 (``attention_dataflow.hpp``), and of their addresses in the common runtime args
 (:class:`~ttnn_flashdecode.op.protocol.CommonArg`). ``positions``: one int32 per user, a ROW_MAJOR
@@ -80,28 +80,32 @@ and the POSITIONS operand's args stand in (never used). ``mask``: a non-causal c
 mask ``[mask_users, 1, n_q_heads, capacity]`` (bfloat16 TILE); without one, the previous operand's
 args stand in. ``work``: the plan's work table (:func:`work_table`), a ROW_MAJOR DRAM-interleaved
 uint32 buffer like POSITIONS, whose TensorAccessorArgs are therefore POSITIONS' (the table is
-written after the plan it belongs to)."""
+written after the plan it belongs to). ``lse``: a ``return_lse`` call's LSE output, float32
+ROW_MAJOR DRAM interleaved (a page of ``n_q_heads`` values per output row), likewise POSITIONS'
+args; address 0 and never written without ``return_lse``."""
 
 
 def operand_accessor_args(per_operand: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
     """The TensorAccessorArgs lists of :data:`OPERANDS`, from those of the operands a call brings
     (Q .. POSITIONS, PAGE_TABLE when paged, MASK with an attention mask): a missing PAGE_TABLE or
     MASK takes the last given one's args, which the kernels never use for it (a contiguous cache
-    with a mask passes POSITIONS' args in PAGE_TABLE's place), and the WORK table POSITIONS' (a
-    buffer of the same kind).
+    with a mask passes POSITIONS' args in PAGE_TABLE's place), and the WORK table and the LSE
+    output POSITIONS' (buffers of the same kind).
 
     Raises:
-        ValueError: not 6 to 8 lists (or all 9).
+        ValueError: not 6 to 8 lists (or 9, through WORK, or all 10).
     """
-    brought = len(OPERANDS) - 1  # all but WORK, which the op makes
+    brought = len(OPERANDS) - 2  # all but WORK and LSE, which the op makes
     lists = tuple(tuple(int(a) for a in args) for args in per_operand)
     if len(lists) == len(OPERANDS):  # already complete (a plan's own)
         return lists
+    if len(lists) == len(OPERANDS) - 1:  # through WORK: LSE's stand-in
+        return lists + (lists[OPERANDS.index("positions")],)
     if not brought - 2 <= len(lists) <= brought:
         raise ValueError(f"accessor args: expected {brought - 2} to {brought} lists ({', '.join(OPERANDS[:brought])}), "
                          f"or all {len(OPERANDS)}, got {len(per_operand)}")
     positions = lists[OPERANDS.index("positions")]
-    return lists + lists[-1:] * (brought - len(lists)) + (positions,)
+    return lists + lists[-1:] * (brought - len(lists)) + (positions, positions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +186,7 @@ class Plan:
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
                 ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users),
-                ("attention_chunk", self.shape.attention_chunk), *self.shape.softcap_args]
+                ("attention_chunk", self.shape.attention_chunk), *self.shape.softcap_args, ("lse", int(self.shape.lse))]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -248,7 +252,7 @@ def plan_decode(
             (:func:`grid_cores`).
         arch: ``"wormhole_b0"`` or ``"blackhole"`` (for the L1 check).
         compute: compute-kernel options.
-        accessor_args: the TensorAccessorArgs compile-time args of :data:`OPERANDS` (6 to 8 lists:
+        accessor_args: the TensorAccessorArgs compile-time args of :data:`OPERANDS` (6 to 10 lists:
             :func:`operand_accessor_args` fills in missing trailing operands).
         schedule: slices per core (:func:`ttnn_flashdecode.op.schedule.schedule`), one request per
             (user, KV group) -- per (sequence, Q head) for chunk -- in user-major order.
@@ -315,14 +319,16 @@ class Addresses:
     page_table: int = 0
     mask: int = 0
     work: int = 0
+    lse: int = 0
 
     def common_args(self) -> list[int]:
-        """The words :class:`~ttnn_flashdecode.op.protocol.CommonArg` ``Q_BASE .. WORK_BASE``.
+        """The words :class:`~ttnn_flashdecode.op.protocol.CommonArg` ``Q_BASE .. LSE_BASE``.
 
         Raises:
             ValueError: an address does not fit 32 bits.
         """
-        words = [self.q, self.k, self.v, self.constants, self.out, self.positions, self.page_table, self.mask, self.work]
+        words = [self.q, self.k, self.v, self.constants, self.out, self.positions, self.page_table, self.mask, self.work,
+                 self.lse]
         for name, address in zip(OPERANDS, words):
             if not 0 <= address <= 0xFFFFFFFF:
                 raise ValueError(f"{name}: expected a uint32 byte address, got {address}")

@@ -130,7 +130,8 @@ class CommonArg(enum.IntEnum):
     PAGE_TABLE_BASE = 6  # 0 for a contiguous cache
     MASK_BASE = 7  # 0 without an attention mask
     WORK_BASE = 8
-    CORE_TABLE = 9
+    LSE_BASE = 9  # 0 without return_lse
+    CORE_TABLE = 10
 
 
 TILE_POSITIONS = 32
@@ -233,6 +234,8 @@ class CB(enum.IntEnum):
     WORK = 25  # this core's work row (WORK operand): reader -> compute
     READER_WORK = 26  # the same row, the reader's own copy
     WRITER_WORK = 27  # the same row, reader -> writer
+    LSE = 28  # return_lse only: a request's LSE tile (float32, column 0), compute -> writer
+    LSE_STAGE = 29  # return_lse only: the writer's staging page for the 4-byte LSE writes
 
 
 class Semaphore(enum.IntEnum):

@@ -40,7 +40,8 @@ def attention_reference(
     attn_mask=None,
     logit_softcap: float | None = None,
     attention_chunk_size: int | None = None,
-) -> np.ndarray:
+    return_lse: bool = False,
+):
     """GQA attention against a KV cache in float64, for the op's three request kinds.
 
     Shapes (``H`` = n_q_heads, ``G`` = n_kv_heads, ``D`` = head_dim, ``B`` = batch, ``S`` = capacity,
@@ -81,9 +82,13 @@ def attention_reference(
     Dtypes: float32, float64 or ``ml_dtypes.bfloat16`` inputs; all arithmetic is float64
     (bfloat16/float32 values are converted exactly). Values are unitless activations.
 
+    * ``return_lse``: also return each row's log-sum-exp, ``log(sum_j e^(S_j) [+ e^(s_h)])`` over its
+      final scores (the op's ``return_lse``): ``[1, 1, B*R, H]`` float64, ``-inf`` for idle rows.
+
     Returns:
         ``np.ndarray`` of dtype float64 in ``q``'s shape and layout:
-        ``out[row of b at p, h] = softmax(scale * q[row, h] . k[b,g,:p+1]) @ v[b,g,:p+1]``.
+        ``out[row of b at p, h] = softmax(scale * q[row, h] . k[b,g,:p+1]) @ v[b,g,:p+1]``; with
+        ``return_lse`` the pair ``(out, lse)``.
 
     Raises:
         ValueError: on any rank/shape mismatch, a ``q`` width that is not a multiple of ``D``, a head
@@ -180,6 +185,7 @@ def attention_reference(
     group = n_q // n_kv
     qh = q64.reshape(batch, per_user, n_kv, group, hd)  # row j of user b, head h = g*group + r -> kv head g
     out = np.zeros((batch, per_user, n_kv, group, hd), dtype=np.float64)  # an idle user's rows stay 0
+    lse = np.full((batch, per_user, n_kv, group), -np.inf)
     for b in range(batch):
         for j, p in enumerate(last[b]):
             live = p + 1
@@ -202,7 +208,9 @@ def attention_reference(
                 total += np.exp(sinks.reshape(n_kv, group, 1) - top)
             w /= total
             out[b, j] = np.einsum("grl,gld->grd", w, vb)
-    return out.reshape(1, 1, batch * per_user, n_q * hd)
+            lse[b, j] = (top + np.log(total))[..., 0]
+    out = out.reshape(1, 1, batch * per_user, n_q * hd)
+    return (out, lse.reshape(1, 1, batch * per_user, n_q)) if return_lse else out
 
 
 # ----------------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.
     MAX_INBOX  levels              split only (19): the children's subtree maxima, a slot per level
     MAX_OUT    1                   split only (20): this subtree's max (slice 0: the request's)
     MAX_GLOBAL 1                   split only (21): slices 1..'s copy of the request's max
+    LSE        1                   return_lse only (28): a request's LSE tile, float32
+    LSE_STAGE  1                   return_lse only (29): the writer's staging page (LSE_STAGE_BYTES)
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.O
 (with fp32 DST accumulation) they are not re-rounded to bfloat16 on every block, which is what
 keeps long contexts and many split-K partials accurate."""
 
+LSE_STAGE_BYTES = 32 * 64 + 64
+"""The LSE_STAGE CB's page: a 64-byte slot per stage row, plus the slack to align them to 64."""
+
 CONST_PAGES = 4
 """CONST pages of a program without a sliding window (``protocol.const_pages``)."""
 
@@ -111,6 +116,7 @@ class Residency:
             (:func:`~ttnn_flashdecode.op.protocol.const_pages`).
         sink: the call has attention sinks: CONST holds the sink page (page 6).
         mask: the call has an attention mask: CB MASK holds a block's mask tiles.
+        lse: the call returns the LSE (``return_lse``): CBs LSE and LSE_STAGE.
     """
 
     q_rows: int
@@ -126,6 +132,7 @@ class Residency:
     sink: bool = False
     mask: bool = False
     work_requests: int = 1
+    lse: bool = False
 
     @property
     def work_row_bytes(self) -> int:
@@ -173,7 +180,8 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
         CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
         CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
-    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | ({
+    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | (
+        {CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
         CB.MAX_INBOX: tree_levels(residency.max_split), CB.MAX_OUT: 1, CB.MAX_GLOBAL: 1,
@@ -202,6 +210,10 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, INT32, 4 * PAGE_TABLE_CHUNK_ENTRIES, pages)
         if cb in (CB.WORK, CB.READER_WORK, CB.WRITER_WORK):
             return CbSpec(int(cb), cb.name, INT32, residency.work_row_bytes, pages)
+        if cb == CB.LSE:  # float32 whatever fp32_stats says (return_lse needs fp32 DST accumulation)
+            return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
+        if cb == CB.LSE_STAGE:
+            return CbSpec(int(cb), cb.name, INT32, LSE_STAGE_BYTES, pages)
         if cb in (CB.K, CB.V):
             return CbSpec(int(cb), cb.name, residency.kv_format, residency.kv_tile_bytes, pages)
         if residency.fp32_stats and cb in STATS_CBS:
@@ -287,7 +299,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
                                   residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
                                   kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
-                                  mask=residency.mask)
+                                  mask=residency.mask, lse=residency.lse)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -299,7 +311,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
-    sink: bool = False, mask: bool = False,
+    sink: bool = False, mask: bool = False, lse: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -316,12 +328,13 @@ def max_block_tiles(
         windowed: a sliding-window program (two more CONST pages).
         sink: a call with attention sinks (CONST's sink page).
         mask: a call with an attention mask (CB MASK, a block's tiles).
+        lse: a call with ``return_lse`` (CBs LSE and LSE_STAGE).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask)
+    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

@@ -13,7 +13,7 @@ import numpy as np
 import ttnn
 
 __all__ = ["mask_values", "mask_users", "device_mask", "DEVICE_MASK_DTYPES", "sink_logits", "score_options", "check_chunk_rows", "SCALE_MAX",
-           "SOFTCAP_MIN", "SOFTCAP_MAX"]
+           "SOFTCAP_MIN", "SOFTCAP_MAX", "lse_option"]
 
 DEVICE_MASK_DTYPES = (ttnn.bfloat16, ttnn.bfloat8_b, ttnn.bfloat4_b)
 """A device ``attn_mask``'s dtypes (ttnn's tests pass bfloat4_b masks); the kernels read bfloat16."""
@@ -176,3 +176,20 @@ def check_chunk_rows(chunk: int, window: int, rows: int) -> None:
         raise ValueError(f"attention_chunk_size: expected 32, or a sliding_window_size of at least chunk + 31 = "
                          f"{chunk + 31}, with a window and {rows} rows per user (rows straddling a chunk edge would "
                          f"need a third mask tile), got chunk {chunk} with window {window}")
+
+
+def lse_option(return_lse, fp32_dest_acc_en: bool) -> bool:
+    """``return_lse`` checked: a bool, and True only with fp32 DST accumulation (the compute config's
+    ``fp32_dest_acc_en``, the default), which keeps the softmax statistics the LSE is made of (the
+    running max and sum, :data:`~ttnn_flashdecode.op.residency.STATS_CBS`) in float32.
+
+    Raises:
+        TypeError: ``return_lse`` is not a bool.
+        ValueError: ``return_lse=True`` with ``fp32_dest_acc_en=False`` (bfloat16 statistics).
+    """
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse: expected a bool, got {type(return_lse).__name__}")
+    if return_lse and not fp32_dest_acc_en:
+        raise ValueError("return_lse: expected a compute config with fp32_dest_acc_en=True (the LSE is made of the "
+                         "softmax statistics, which are float32 only then), got fp32_dest_acc_en=False")
+    return return_lse

@@ -79,6 +79,8 @@ class DecodeShape:
         batch_invariant: plan every request from its own shape alone (split-K slices of a fixed
             size, the block a batch of one would get), so a request's output bits do not depend on
             the batch it shares (:func:`~ttnn_flashdecode.op.plan.plan_program`).
+        lse: return the log-sum-exp of every row (``return_lse``): the named compile-time arg
+            ``lse``, CBs LSE / LSE_STAGE, and the LSE operand the writer fills.
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -105,6 +107,7 @@ class DecodeShape:
     batch_invariant: bool = False
     attention_chunk: int = 0
     softcap: float = 0.0
+    lse: bool = False
 
     def __post_init__(self):
         self._check_score_options()
@@ -174,10 +177,10 @@ class DecodeShape:
     @property
     def cache_fields(self) -> dict:
         """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache and the score
-        modifiers decide (``paged``, ``kv_format``, ``windowed``, ``sink``), as keywords for it and for
+        modifiers decide (``paged``, ``kv_format``, ``windowed``, ``sink``, ``mask``, ``lse``), as keywords for it and for
         ``max_block_tiles``."""
         return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0 or self.attention_chunk > 0, sink=self.sink,
-                    mask=self.mask_users > 0)
+                    mask=self.mask_users > 0, lse=self.lse)
 
     @property
     def window_tiles(self) -> int:
@@ -302,6 +305,14 @@ class DecodeShape:
     def head_row_tiles(self) -> int:
         """``"heads"`` layout: row tiles per user, ``ceil(n_q_heads / 32)`` (heads padded to 32 rows)."""
         return -(-self.n_q_heads // 32)
+
+    @property
+    def lse_shape(self) -> tuple[int, ...]:
+        """The LSE's shape (``return_lse``): ``[1, 1, batch * rows, n_q_heads]`` (Q's rows), or
+        ``[1, batch, n_q_heads]`` for the ``"heads"`` layout; on a device one ROW_MAJOR page a row."""
+        if self.q_layout == "heads":
+            return (1, self.batch, self.n_q_heads)
+        return (1, 1, self.q_height, self.n_q_heads)
 
     @property
     def q_tiled_shape(self) -> tuple[int, int, int, int]:

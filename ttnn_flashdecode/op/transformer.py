@@ -229,6 +229,7 @@ def scaled_dot_product_attention_decode(
     logit_softcap=None,
     attention_chunk_size=None,
     batch_invariant: bool = False,
+    return_lse: bool = False,
 ):
     """Flash-decode GQA attention with ``ttnn.transformer.scaled_dot_product_attention_decode``'s call.
 
@@ -268,10 +269,14 @@ def scaled_dot_product_attention_decode(
             (default): neither.
         batch_invariant: this op's extra keyword: ``True``, a user's output bits do not depend on
             its batch (:func:`ttnn_flashdecode.attention`); default False.
+        return_lse: this op's extra keyword: ``True`` returns ``(out, lse)``, ``lse`` float32
+            ``[1, b, nh]``, each row's natural-log softmax denominator (the sink included), as
+            :func:`ttnn_flashdecode.attention` defines it; idle users ``-inf``. Default False.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
-        or a host ``ttnn.Tensor`` bfloat16 ROW_MAJOR, or TILE in Q's block-float dtype).
+        or a host ``ttnn.Tensor`` bfloat16 ROW_MAJOR, or TILE in Q's block-float dtype); with
+        ``return_lse=True`` the pair ``(out, lse)``.
 
     Raises:
         ValueError, TypeError: as :func:`ttnn_flashdecode.attention` (``q_layout="heads"``), and
@@ -290,7 +295,8 @@ def scaled_dot_product_attention_decode(
                             sliding_window_size=_window(sliding_window_size),
                             attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale),
                             logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
-                            batch_invariant=batch_invariant)
+                            batch_invariant=batch_invariant,
+                            return_lse=return_lse)
 
 
 _shared_tables: dict = {}
@@ -347,6 +353,7 @@ def paged_scaled_dot_product_attention_decode(
     logit_softcap=None,
     attention_chunk_size=None,
     batch_invariant: bool = False,
+    return_lse: bool = False,
 ):
     """Flash-decode GQA attention on a paged KV cache, with
     ``ttnn.transformer.paged_scaled_dot_product_attention_decode``'s call.
@@ -379,8 +386,12 @@ def paged_scaled_dot_product_attention_decode(
             :func:`scaled_dot_product_attention_decode` (the page table's entries before a row's
             chunk are never read).
 
+        return_lse: this op's extra keyword, as :func:`scaled_dot_product_attention_decode`'s:
+            ``(out, lse)``, ``lse`` float32 ``[1, b, nh]`` (with ``spec_multi_pos_tiles``, Q's
+            ``[1, b, Tg * 32]`` rows: one value per candidate row).
+
     Returns:
-        ``[1, b, nh, dh]``, the kind of ``input_tensor_q``.
+        ``[1, b, nh, dh]``, the kind of ``input_tensor_q``; with ``return_lse=True`` ``(out, lse)``.
 
     Raises:
         TypeError: no ``cur_pos_tensor``, a ``paged_cache_geometry`` of another type.
@@ -409,8 +420,14 @@ def paged_scaled_dot_product_attention_decode(
                            attention_sink=_ttnn_sink(attention_sink, q, scale),
                            cache_position_modulo=cache_position_modulo, users_per_table_row=max(candidates, 1),
                            logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
-                           batch_invariant=batch_invariant)
-    return _reshape(out, tuple(int(d) for d in input_tensor_q.shape)) if candidates else out
+                           batch_invariant=batch_invariant,
+                           return_lse=return_lse)
+    if not candidates:
+        return out
+    shape = tuple(int(d) for d in input_tensor_q.shape)
+    if isinstance(out, tuple):  # (out, lse): the LSE's [1, B * Tg, 32] back to Q's [1, B, Tg * 32]
+        return _reshape(out[0], shape), _reshape(out[1], shape[:3])
+    return _reshape(out, shape)
 
 
 def _check_tensor_kinds(**tensors) -> None:

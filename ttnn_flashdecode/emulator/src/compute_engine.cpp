@@ -152,7 +152,7 @@ struct FpuCfg {
     RDim dim = RDim::Row;
 };
 
-enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar };
+enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd };
 
 struct SfpuCfg {
     SfpuKind kind = SfpuKind::None;
@@ -162,6 +162,7 @@ struct SfpuCfg {
     bool recip_fp32 = false;
     int recip_mode = 0;
     bool tanh_fp32 = false;
+    bool log_fp32 = false;
 };
 
 enum class SecState : uint8_t { Free, Math, Committed, Pack, Legacy };
@@ -1182,6 +1183,71 @@ void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
             if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
             dst_put(s, idst, i, sfpu_store(x * param));
+        }
+    }
+}
+
+// The LLK's accurate log, log_tile<fast_and_approx=false> (ckernel_sfpu_log.h calculate_log, Norbert
+// Juffa's log1p polynomial on the reduced mantissa plus e ln 2): fp32 DST path accurate to an ulp or
+// two, modelled as log in double rounded to fp32; its special cases kept: 0 (and -0, denormals)
+// -> -inf, +inf -> +inf, negative or NaN -> NaN. bfloat16 DST: the same, rounded to bfloat16.
+void log_tile_init(bool approx, bool is_fp32_dest_acc_en) {
+    const char* api = "log_tile_init";
+    enter(api);
+    check_dest_acc(api, is_fp32_dest_acc_en);
+    if (approx) failf(api, "fast_and_approx (the fast log) is not supported by the emulator");
+    SfpuCfg c;
+    c.kind = SfpuKind::Log;
+    c.log_fp32 = is_fp32_dest_acc_en;
+    c.desc = std::string("log_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()";
+    eng().sfpu = c;
+}
+
+void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
+    const char* api = "log_tile";
+    enter(api);
+    check_dest_acc(api, is_fp32_dest_acc_en);
+    if (approx) failf(api, "fast_and_approx (the fast log) is not supported by the emulator");
+    require_sfpu(api, SfpuKind::Log, eng().sfpu.log_fp32 == is_fp32_dest_acc_en,
+                 std::string("log_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()");
+    check_idst(api, idst);
+    Section& s = math_section(api);
+    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+        for (uint32_t k = 0; k < kFaceElems; ++k) {
+            uint32_t i = face * kFaceElems + k;
+            float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
+            if (std::fpclassify(x) == FP_SUBNORMAL || x == 0.0f) x = 0.0f;
+            float y = x == 0.0f ? -std::numeric_limits<float>::infinity()
+                                : static_cast<float>(std::log(static_cast<double>(x)));
+            dst_put(s, idst, i, is_fp32_dest_acc_en ? y : round_bf16(y));
+        }
+    }
+}
+
+void add_binary_tile_init() {
+    const char* api = "add_binary_tile_init";
+    enter(api);
+    SfpuCfg c;
+    c.kind = SfpuKind::BinaryAdd;
+    c.desc = "add_binary_tile_init()";
+    eng().sfpu = c;
+}
+
+// calculate_sfpu_binary<.., ADD, ..>: DST[odst] = DST[idst0] + DST[idst1], one fp32 add a datum.
+void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
+    const char* api = "add_binary_tile";
+    enter(api);
+    require_sfpu(api, SfpuKind::BinaryAdd, true, "add_binary_tile_init()");
+    check_idst(api, idst0, "idst0");
+    check_idst(api, idst1, "idst1");
+    check_idst(api, odst, "odst");
+    Section& s = math_section(api);
+    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+        for (uint32_t k = 0; k < kFaceElems; ++k) {
+            uint32_t i = face * kFaceElems + k;
+            float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
+            float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
+            dst_put(s, odst, i, sfpu_store(a + b));
         }
     }
 }

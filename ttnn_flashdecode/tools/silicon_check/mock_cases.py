@@ -103,6 +103,13 @@ CASES = (
     Case("drop-in paged: softcap 30 + chunk 2048, bf16 DST, Q height-sharded", 8, 32, 8, 128, 4096,
          dict(cur_pos=list(range(7, 4096, 512)), logit_softcap=30.0, attention_chunk_size=2048,
               compute_kernel_config="hifi2"), cache_block_size=64, drop_in=True),
+    # Issue 21 item 3: return_lse (the compute kernel's LSE stage, the writer's LSE operand).
+    Case("return_lse: ragged batch with an idle slot, sinks + softcap 50 + window 1024, scheduler split", 4, 16, 2,
+         128, 8192, dict(cur_pos=[-1, 70, 3000, 8191], attention_sink=[0.5] * 16, logit_softcap=50.0,
+                         sliding_window_size=1024, return_lse=True)),
+    Case("drop-in paged return_lse, bfloat8_b, Q height-sharded, scheduler split", 8, 32, 8, 128, 4096,
+         dict(cur_pos=list(range(7, 4096, 512)), return_lse=True), cache_block_size=64, kv_dtype="bfloat8_b",
+         drop_in=True),
 )
 
 
@@ -294,6 +301,9 @@ def _run_cases(device, close, cases, runner) -> int:
             record = {"name": case.name}
             try:
                 out = runner(device, case, rng)
+                if isinstance(out, tuple):  # return_lse: (out, lse)
+                    out, lse = out
+                    record["lse_shape"] = list(lse.shape)
                 record.update(ok=True, shape=list(out.shape))
             except Exception as error:  # reported, not raised: the other cases still run
                 failed += 1

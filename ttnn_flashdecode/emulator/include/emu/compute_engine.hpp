@@ -104,6 +104,12 @@ void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst);
 float tanh_poly_llk(float x);
 void binop_with_scalar_tile_init();
 void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits);
+// The LSE stage's SFPU passes: log (compute_kernel_api.h log_tile; fast_and_approx refused) and the
+// binary SFPU add of two DST tiles (eltwise_binary_sfpu.h).
+void log_tile_init(bool approx, bool is_fp32_dest_acc_en);
+void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst);
+void add_binary_tile_init();
+void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst);
 
 // Pack (pack.h).
 void pack_tile(bool out_of_order, bool is_fp32_dest_acc_en, uint32_t idst, uint32_t cb, uint32_t tile_index);

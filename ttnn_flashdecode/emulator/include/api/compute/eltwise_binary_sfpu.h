@@ -1,0 +1,16 @@
+// Emulator host version of api/compute/eltwise_binary_sfpu.h: the SFPU add of two DST tiles only.
+#pragma once
+#ifndef COMPILE_FOR_TRISC
+#error "api/compute/eltwise_binary_sfpu.h is for compute kernels only (COMPILE_FOR_TRISC is not defined)"
+#endif
+
+#include "api/compute/common_globals.h"
+
+namespace ckernel {
+
+// DST[odst] = DST[idst0] + DST[idst1] (fp32 in DST with fp32_dest_acc_en).
+ALWI void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) { emu::compute::add_binary_tile(idst0, idst1, odst); }
+
+ALWI void add_binary_tile_init() { emu::compute::add_binary_tile_init(); }
+
+}  // namespace ckernel
