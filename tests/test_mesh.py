@@ -232,3 +232,16 @@ def test_mesh_one_chip_keeps_the_plain_program_descriptor(mock_device, monkeypat
     assert device_count(mock_device) == 1 and check_device_operands(q, {"k": k, "cur_pos_tensor": positions}) == 1
     program = object()
     assert program_for_device(mock_device, program) is program
+
+
+def test_mesh_return_lse_per_device_heads():
+    """return_lse on the emulated mesh: each device returns its own heads' LSE (float32), sharded
+    like Q, equal to the float64 LSE of those heads."""
+    rng = np.random.default_rng(9)
+    q, k, v = _model(rng, 2, 16, 4, 64, 256)
+    qs, ks, vs = shard_kv_heads(q, k, v, 4)
+    out, lse = attention(*(host_mesh_tensor(s) for s in (qs, ks, vs)), cur_pos=[7, 255], return_lse=True)
+    _, want = attention_reference(q, k, v, cur_pos=[7, 255], return_lse=True)
+    got = np.concatenate([np.asarray(s.to_list(), np.float64) for s in ttnn_shards(lse)], axis=-1)
+    assert got.shape == want.shape and np.abs(got - want).max() < 2e-2
+    assert_close(mesh_to_numpy(out, 3), attention_reference(q, k, v, cur_pos=[7, 255]), "mesh with lse")

@@ -156,7 +156,8 @@ def run_host_mesh(call: Callable, q, k, v, keywords: dict):
 
     Returns:
         A host multi-device tensor of ``D`` shards (bfloat16 ROW_MAJOR, each Q's shard's shape), in
-        Q's mesh shape and with Q's distribution (sharded like Q). :func:`~ttnn_flashdecode.last_report`
+        Q's mesh shape and with Q's distribution (sharded like Q); with ``return_lse`` a pair of
+        them, the output and the LSE (each device's heads' LSE, float32). :func:`~ttnn_flashdecode.last_report`
         then describes the last device's run.
 
     Raises:
@@ -184,7 +185,14 @@ def run_host_mesh(call: Callable, q, k, v, keywords: dict):
         except (ValueError, TypeError) as error:
             raise type(error)(f"mesh device {i} of {devices}: {error}") from error
         outputs.append(out)
-    result = ttnn.from_host_shards(outputs, _mesh_shape(q))
+    if isinstance(outputs[0], tuple):  # return_lse: (out, lse) per device, each sharded like Q
+        return tuple(_like_q([o[j] for o in outputs], q) for j in range(2))
+    return _like_q(outputs, q)
+
+
+def _like_q(shards: list, q):
+    """``shards`` (one host tensor per device) as one host multi-device tensor distributed like ``q``."""
+    result = ttnn.from_host_shards(shards, _mesh_shape(q))
     result.update_tensor_topology(q.tensor_topology())
     return result
 

@@ -303,14 +303,7 @@ def attention(
         (1, 1, 7, 256)
     """
     if mesh.is_host_mesh(q):  # an emulated mesh: every device's shards through the emulator (op/mesh.py)
-        keywords = dict(cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
-                        chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
-                        compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
-                        max_split=max_split, grid=grid, backend=backend, sliding_window_size=sliding_window_size,
-                        attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
-                        cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row,
-                        batch_invariant=batch_invariant, logit_softcap=logit_softcap,
-                        attention_chunk_size=attention_chunk_size)
+        keywords = {name: value for name, value in locals().items() if name not in ("q", "k", "v")}  # the keywords only
         return mesh.run_host_mesh(attention, q, k, v, keywords)
     key = fast_path.call_key(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
                              chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
