@@ -43,6 +43,11 @@ def run_quiet(op, *args, **kwargs):
     return out
 
 
+CONSTANT_ROWS_BYTES = 3 * 2 * 64
+"""DRAM bytes of the constants a normalising request reads for its scaler and scale tiles: their
+three distinct rows (scaler rows 0 and 16, the scale's row 0), each as two 64-byte chunks; the
+reader makes the rest of both tiles in L1 (``attention_reader.cpp`` ``fetch_constants``)."""
+
 WORK_ROW_READS = 1
 """DRAM reads of a core's work row per launch: the reader's (compute's and the writer's copies are
 copied from it in L1; ``attention_reader.cpp`` ``hand_over_work_row``)."""

@@ -20,7 +20,7 @@ import pytest
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op import kv_walk
 from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
-from bars import work_row_bytes
+from bars import CONSTANT_ROWS_BYTES, work_row_bytes
 
 from bars import run_quiet
 
@@ -108,7 +108,7 @@ def test_attention_reads_only_live_kv_tiles():
     live_tiles = -(-1000 // 32)
     kv_bytes = 2 * live_tiles * 4 * 2048
     q_bytes = 8 * 4 * 2 * 64  # two 64-byte chunks per (head, dim tile): only the query row
-    const_bytes = 3 * 2048  # scaler, scale, tail mask
+    const_bytes = CONSTANT_ROWS_BYTES + 2048  # scaler's and scale's rows, tail mask
     positions_bytes = 4 * 1
     assert totals.dram_read_bytes == kv_bytes + q_bytes + const_bytes + positions_bytes + work_row_bytes(1)
     assert totals.dram_write_bytes == 8 * 4 * 64  # one 64-byte row per (head, dim tile)
@@ -187,7 +187,7 @@ def test_attention_split_reads_dram_once_on_most_of_the_grid(record_property):
     assert minimum <= read <= 1.02 * minimum
     # + per request: query rows, scaler and scale; + per core: the POSITIONS page (4 bytes per user)
     # and its work row
-    assert read == minimum + 2 * (8 * 4 * 2 * 64 + 2 * 2048) + 4 * len(report.cores) + work_row_bytes(len(report.cores))
+    assert read == minimum + 2 * (8 * 4 * 2 * 64 + CONSTANT_ROWS_BYTES) + 4 * len(report.cores) + work_row_bytes(len(report.cores))
 
 
 def test_attention_numpy_float32_in_float32_out():

@@ -22,7 +22,7 @@ import pytest
 
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
-from bars import work_row_bytes
+from bars import CONSTANT_ROWS_BYTES, work_row_bytes
 
 from bars import run_quiet
 
@@ -86,7 +86,7 @@ def test_chunk_reads_kv_once_per_q_head():
     row and dim tile), scaler and scale, and per masked tile its C mask rows (two chunks each)."""
     run_case("chunk traffic", n_q=2, n_kv=1, head_dim=128, capacity=1024, chunk_start=45, chunk=32, split=1)
     live_tiles = -(-(45 + 32) // 32)
-    per_head = 2 * live_tiles * 4 * 2048 + 32 * 4 * 128 + 2 * 2048 + 2 * 32 * 128
+    per_head = 2 * live_tiles * 4 * 2048 + 32 * 4 * 128 + CONSTANT_ROWS_BYTES + 2 * 32 * 128
     # + each core's POSITIONS page and work row
     assert last_report().totals.dram_read_bytes == 2 * per_head + 2 * 4 + work_row_bytes(2)
     assert last_report().totals.dram_write_bytes == 2 * 32 * 4 * 64  # one 64-byte row per (head, row, dim tile)
@@ -95,7 +95,8 @@ def test_chunk_reads_kv_once_per_q_head():
 def test_tile_aligned_chunk_reads_the_causal_tile_whole():
     run_case("chunk traffic aligned", n_q=1, n_kv=1, head_dim=64, capacity=1024, chunk_start=64, chunk=20, split=1)
     # K/V, query rows, scaler, scale, causal mask 20, POSITIONS page, work row
-    assert last_report().totals.dram_read_bytes == 2 * 3 * 2 * 2048 + 20 * 2 * 128 + 3 * 2048 + 4 + work_row_bytes(1)
+    assert last_report().totals.dram_read_bytes == (2 * 3 * 2 * 2048 + 20 * 2 * 128 + CONSTANT_ROWS_BYTES + 2048 + 4
+                                                    + work_row_bytes(1))
 
 
 # ----------------------------------------------------------------------------------------- ROWS
@@ -130,5 +131,5 @@ def test_rows_read_kv_once_for_every_row():
     q_bytes = 32 * 4 * 128  # 8 heads x 4 rows, two 64-byte chunks per (row, dim tile)
     mask_bytes = 32 * 128  # rows 996..999 end in tile 31: one gathered mask, 32 stage rows
     # + POSITIONS and the work row
-    assert last_report().totals.dram_read_bytes == kv_bytes + q_bytes + 2 * 2048 + mask_bytes + 4 + work_row_bytes(1)
+    assert last_report().totals.dram_read_bytes == kv_bytes + q_bytes + CONSTANT_ROWS_BYTES + mask_bytes + 4 + work_row_bytes(1)
     assert last_report().totals.zones["fd-compute-scores"] == 2  # two blocks of 16 tiles, read once

@@ -1,5 +1,6 @@
 """The mutation check runs in CI: every deliberate one-line mutation (kernel or host module) turns its slice red."""
 
+import concurrent.futures
 import importlib.util
 import pathlib
 import sys
@@ -13,9 +14,19 @@ sys.modules["mutation_check"] = mutation_check  # dataclasses look their module 
 spec.loader.exec_module(mutation_check)
 
 
+@pytest.fixture(scope="module")
+def mutation_results():
+    """Every mutation's (caught, seconds, tail), run two at a time: each run is its own pytest
+    subprocess on its own mutated kernel copy (emulator builds are atomic renames), so two share the
+    machine's two cores without sharing state. Started on first use, read by each test."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {m.name: pool.submit(mutation_check.run, m) for m in mutation_check.MUTATIONS}
+        yield futures
+
+
 @pytest.mark.parametrize("mutation", mutation_check.MUTATIONS, ids=lambda m: m.name)
-def test_mutation_turns_attention_tests_red(mutation, record_property):
-    caught, seconds, tail = mutation_check.run(mutation)
+def test_mutation_turns_attention_tests_red(mutation, mutation_results, record_property):
+    caught, seconds, tail = mutation_results[mutation.name].result()
     record_property("figure", f"mutation {mutation.name}: {'caught' if caught else 'MISSED'} in {seconds:.1f}s")
     assert caught, f"mutation {mutation.name} ({mutation.bug}) left the attention tests green:\n{tail}"
 
