@@ -434,8 +434,9 @@ def format_report(r: dict) -> str:
         f"KV bytes read per token (all layers/users): minimum {_fmt_bytes(b['min_per_token_mean'])} "
         f"(each live K and V tile once), "
         + (f"measured {_fmt_bytes(sum(meas) / len(meas))} ({sum(meas) / sum(b['min_per_token']):.2f}x minimum; the rest is "
-           f"each call's query rows and constants tiles: scaler, scale and mask, 3 x 2 KiB per (layer, user, KV "
-           f"group), as much as a short request's own K/V, and each core's 128-byte work row)" if meas
+           f"each call's query rows, the scaler's and scale's three constant rows (384 B) and a partial last tile's "
+           f"2 KiB mask per (layer, user, KV group), as much as a short request's own K/V, and each core's 128-byte "
+           f"work row)" if meas
            else "measured: not reported (device run)")
     )
     t = r["timing_s"]
