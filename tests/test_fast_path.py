@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from ttnn_flashdecode import attention
-from ttnn_flashdecode.op import fast_path, protocol
+from ttnn_flashdecode.op import fast_path, operation, protocol
+from ttnn_flashdecode.op.operation import cached_launch
 
 BATCH, N_Q, N_KV, HEAD_DIM, CAPACITY = 2, 8, 2, 64, 1024
 
@@ -33,11 +34,8 @@ def _inputs(device, batch=BATCH):
     return q, k, v, positions
 
 
-def _key(q, k, v, positions, **options):
-    defaults = dict(cur_pos=None, cur_pos_tensor=positions, page_table_tensor=None, chunk_start=None, rows=None,
-                    scale=None, block_tiles=None, q_layout="rows", compute_kernel_config=None, memory_config=None,
-                    split=None, backend="auto")
-    return fast_path.call_key(q, k, v, **(defaults | options))
+def _launch(q, k, v, positions, **options):
+    return cached_launch(q, k, v, cur_pos_tensor=positions, **options)
 
 
 @pytest.fixture
@@ -54,7 +52,7 @@ def test_a_call_like_a_validated_one_skips_validation_and_writes_its_own_address
     fast_path.clear()
     q, k, v, positions = _inputs(mock_device)
     first = attention(q, k, v, cur_pos_tensor=positions)
-    launch = fast_path.lookup(_key(q, k, v, positions))
+    launch = _launch(q, k, v, positions)
     assert launch is not None and tuple(first.shape) == tuple(q.shape)
     refuse_validation()
     q2 = _tensor(mock_device, tuple(q.shape))  # a new Q of the same spec: another address, the same plan
@@ -84,13 +82,60 @@ def test_another_spec_or_option_is_validated_again(mock_device, refuse_validatio
 
 
 def test_host_visible_values_are_never_on_the_fast_path(mock_device):
+    fast_path.clear()
     q, k, v, positions = _inputs(mock_device)
-    assert _key(q, k, v, positions) is not None
-    assert _key(q, k, v, None, cur_pos=[5, 900]) is None  # a list: validated on every call
-    assert _key(q, k, v, positions, backend="emulator") is None
-    host_positions = np.array([5, 900], np.int32)
-    assert _key(q, k, v, host_positions) is None
-    assert _key(np.zeros((1, 1, 2, 512), np.float32), k, v, positions) is None
+    attention(q, k, v, cur_pos_tensor=positions)
+    assert _launch(q, k, v, positions) is not None
+    assert cached_launch(q, k, v, cur_pos=[5, 900]) is None  # a list: validated on every call
+    assert _launch(q, k, v, positions, backend="emulator") is None
+    assert _launch(q, k, v, np.array([5, 900], np.int32)) is None
+    assert _launch(np.zeros((1, 1, 2, 512), np.float32), k, v, positions) is None
+    assert _launch(q, k, v, positions, attn_mask=np.zeros((2, 1, 8, CAPACITY), np.float32), is_causal=False) is None
+
+
+def test_positions_of_another_spec_are_validated_again(mock_device, refuse_validation):
+    import ttnn
+
+    fast_path.clear()
+    q, k, v, positions = _inputs(mock_device)
+    attention(q, k, v, cur_pos_tensor=positions)
+    column = _tensor(mock_device, (BATCH, 1), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT, np.array([[5], [900]], np.int32))
+    assert _launch(q, k, v, column) is None
+    # [batch, 1] positions are reshaped by the validated path (a ttnn op the mock cannot build), so a
+    # launch prepared from them is never kept: the tensor it binds is not the caller's.
+    key = fast_path.options_key(operation._ARGUMENT_DEFAULTS | dict(q=q, k=k, v=v, cur_pos_tensor=column))
+    fast_path.remember(key, q, k, v, column, None, _launch(q, k, v, positions))
+    assert fast_path.lookup(key, q, k, v, column, None) is None
+    refuse_validation()
+    with pytest.raises(AssertionError, match="validate_inputs ran"):
+        attention(q, k, v, cur_pos_tensor=column)
+    attention(q, k, v, cur_pos_tensor=positions)  # the first spec still hits
+
+
+def test_address_writer_writes_changed_words_only_and_refuses_wide_addresses():
+    import ttnn
+
+    from ttnn_flashdecode.op.program_factory import AddressWriter
+
+    kernels = [ttnn.KernelDescriptor() for _ in range(3)]
+    for kernel in kernels:
+        kernel.common_runtime_args = [0] * (protocol.CommonArg.CORE_TABLE + 4)
+    program = ttnn.ProgramDescriptor(kernels=kernels, semaphores=[], cbs=[])
+    write = AddressWriter(program)
+    words = list(range(1, protocol.CommonArg.CORE_TABLE + 1))
+    write(words)
+    reader, writer = program.kernels[0].common_runtime_args, program.kernels[2].common_runtime_args
+    assert list(reader)[:len(words)] == words and list(writer) == list(reader)
+    assert list(program.kernels[1].common_runtime_args) == [0] * (protocol.CommonArg.CORE_TABLE + 4)  # compute
+    reader[protocol.CommonArg.K_BASE] = 999  # not the writer's: an unchanged word is not rewritten
+    words[protocol.CommonArg.Q_BASE] = 77
+    write(words)
+    assert reader[protocol.CommonArg.Q_BASE] == 77 and writer[protocol.CommonArg.Q_BASE] == 77
+    assert reader[protocol.CommonArg.K_BASE] == 999
+    with pytest.raises(ValueError, match="uint32 byte address"):
+        write([2 ** 32] + words[1:])
+    write(words)  # the refused word is written again once valid
+    assert reader[protocol.CommonArg.Q_BASE] == 77
 
 
 def test_a_reopened_device_gets_fresh_operands(mock_device, monkeypatch, tmp_path):
@@ -100,13 +145,13 @@ def test_a_reopened_device_gets_fresh_operands(mock_device, monkeypatch, tmp_pat
     fast_path.clear()
     q, k, v, positions = _inputs(mock_device)
     attention(q, k, v, cur_pos_tensor=positions)
-    stale = fast_path.lookup(_key(q, k, v, positions))
+    stale = _launch(q, k, v, positions)
     ttnn.close_device(mock_device)
     reopened = ttnn.open_device(device_id=0)
     try:
         q, k, v, positions = _inputs(reopened)
         attention(q, k, v, cur_pos_tensor=positions)
-        fresh = fast_path.lookup(_key(q, k, v, positions))
+        fresh = _launch(q, k, v, positions)
         assert fresh is not None and fresh is not stale
         assert fresh.work is not stale.work and fresh.constants is not stale.constants
         assert fresh.work.device() is reopened and fresh.constants.device() is reopened

@@ -171,7 +171,7 @@ def test_reader_never_follows_an_entry_outside_the_cache():
     work_buffer = emu.allocate_dram(work.shape[0], work.shape[1] * 4)
     emu.write_pages(work_buffer, work)
     program = program_for(plan)
-    set_addresses(program, plan, Addresses(*(b.address for b in buffers), work=work_buffer.address))
+    set_addresses(program, Addresses(*(b.address for b in buffers), work=work_buffer.address))
     report = emu.run(program)
     assert any("page table [0][1] = 1048576 is not a block of the cache (4 blocks)" in e for e in report.errors), report.errors
     out = tiles.from_tile_bytes(emu.read_pages(buffers[4]), q.shape)

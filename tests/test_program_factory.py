@@ -21,7 +21,7 @@ HEADER = protocol.ROW_HEADER  # [request count] before a work row's blocks
 
 def _build(plan, addresses=ADDRESSES):
     program = build_program(plan)
-    set_addresses(program, plan, addresses)
+    set_addresses(program, addresses)
     return program
 
 

@@ -95,7 +95,7 @@ class Replay:
         self.buffers["work"] = self.emu.allocate_dram(table.shape[0], table.shape[1] * 4)
         self.emu.write_pages(self.buffers["work"], table)
         self.program = program_for(plan)
-        set_addresses(self.program, plan, Addresses(**{name: b.address for name, b in self.buffers.items()}))
+        set_addresses(self.program, Addresses(**{name: b.address for name, b in self.buffers.items()}))
         self.identity = None
 
     def write_token(self, user, position):

@@ -2,17 +2,20 @@
 
 A decode loop calls the op with tensors whose specs never change (only their contents and, for Q
 and the output, their addresses): the first call validates everything and prepares a
-:class:`~ttnn_flashdecode.op.launch.DeviceLaunch`; later calls whose tensor specs and options
+:class:`~ttnn_flashdecode.op.launch.DeviceLaunch`; later calls whose options and tensor specs
 match skip validation and planning and only launch. Only calls whose every input the host never
-reads are eligible: device Q/K/V, positions as a device ``cur_pos_tensor``, a device page table
-(a ``cur_pos`` list or a chunk's starts are values the host validates on every call).
+reads are eligible: device Q/K/V, positions as a device ``cur_pos_tensor``, a device page table (a
+``cur_pos`` list, a chunk's starts, a mask or sinks are values the host validates on every call).
 
-The key holds each tensor's shape, dtype, layout and memory config (not its identity or address: a
-new Q tensor of the same kind hits). Measured on this project's machines: those four attributes
-cost ~1 us a tensor with the shape as its text (0.7 us; ``tuple(shape)`` costs 2-4 us). ttnn 0.81's
-``Shape`` and ``TensorSpec`` hashes are not value hashes (two equal shapes hash differently, two
-different ones may collide), so neither object may sit in a dict key; a ``TensorSpec`` equality
-test costs ~6 us.
+Two steps, each priced for a per-layer call (measured on a mock Wormhole, this project's machines):
+
+* the **options key**: every keyword of the call but the tensors, plus Q's device; hashable values
+  only (a CoreRangeSet grid, a list: not eligible).
+* the **tensor specs**: each tensor's ``ttnn.TensorSpec`` (shape, dtype, layout, memory config;
+  ~0.6 us to read) compared with ``==`` (~0.4 us) against the specs of the call that was
+  validated. ttnn 0.81's ``TensorSpec`` and ``Shape`` hashes are not value hashes (equal specs may
+  hash differently), so specs are compared, never hashed; the address is not part of a spec, so a
+  new Q of the same kind hits.
 """
 
 from __future__ import annotations
@@ -23,69 +26,105 @@ import ttnn
 
 from ttnn_flashdecode.op.shape import ComputeOptions
 
-__all__ = ["call_key", "lookup", "remember", "clear"]
+__all__ = ["options_key", "lookup", "remember", "clear"]
 
 MAX_ENTRIES = 256
-"""Keys kept; past that the oldest is dropped (a model has a handful per layer type)."""
+"""Option keys kept; past that the oldest is dropped (a model has a handful per layer type)."""
+MAX_SPECS_PER_KEY = 8
+"""Tensor-spec sets kept per options key (e.g. one per batch size a server serves)."""
 
 _entries: dict = {}
 _lock = threading.Lock()
+_DEVICE = ttnn.StorageType.DEVICE
+#: attention()'s tensor keywords: compared by spec, never part of the options key.
+_TENSORS = frozenset(("q", "k", "v", "cur_pos_tensor", "page_table_tensor"))
 
 
-def _device_spec(tensor):
-    """``(shape text, dtype, layout, memory config)`` of a device ttnn.Tensor, else None (not eligible)."""
-    if type(tensor) is not ttnn.Tensor or tensor.storage_type() != ttnn.StorageType.DEVICE:
-        return None
-    # Enum values, not the enums: a ttnn enum's hash runs in Python (~1 us), its value is an int.
-    return str(tensor.shape), tensor.dtype.value, tensor.layout.value, tensor.memory_config()
-
-
-def call_key(q, k, v, *, cur_pos, cur_pos_tensor, page_table_tensor, chunk_start, rows, scale, block_tiles, q_layout,
-             compute_kernel_config, memory_config, split, backend, grid=None, max_split=None, sliding_window_size=None,
-             attention_sink=None, is_causal=True, attn_mask=None, cache_position_modulo=None,
-             users_per_table_row=1, batch_invariant=False, logit_softcap=None, attention_chunk_size=None,
-             return_lse=False):
-    """The fast-path key of an :func:`~ttnn_flashdecode.attention` call, or None when the call is not
+def options_key(call: dict) -> tuple | None:
+    """The options key of an :func:`~ttnn_flashdecode.attention` call, given as its keywords by name
+    (``locals()`` at its entry: ``q``, ``k``, ``v`` and every keyword), or None when the call is not
     eligible (see the module docstring). Never raises: anything unexpected makes the call take the
     validated path, which raises what it must."""
-    if cur_pos is not None or chunk_start is not None or backend == "emulator":
+    if call["cur_pos"] is not None or call["chunk_start"] is not None or call["backend"] == "emulator":
         return None
-    if attention_sink is not None or attn_mask is not None or is_causal is not True:  # values: validated each call
-        return None
-    if not isinstance(return_lse, bool):  # validated (and refused) the long way
-        return None
-    if grid is not None and not isinstance(grid, tuple):  # a CoreRangeSet: no value hash to key on
+    if call["attention_sink"] is not None or call["attn_mask"] is not None or call["is_causal"] is not True:
+        return None  # values the host validates on every call
+    q = call["q"]
+    if type(q) is not ttnn.Tensor or call["cur_pos_tensor"] is None or type(call["return_lse"]) is not bool:
         return None
     try:
-        specs = (_device_spec(q), _device_spec(k), _device_spec(v), _device_spec(cur_pos_tensor))
-        if None in specs or q.dtype != ttnn.bfloat16:  # a block-float Q is typecast first: the validated path
-            return None
-        if len(cur_pos_tensor.shape) != 1:  # [b, 1] positions are reshaped first: the validated path
-            return None
-        table = None if page_table_tensor is None else _device_spec(page_table_tensor)
-        if page_table_tensor is not None and table is None:
-            return None
-        compute = ComputeOptions.from_config(compute_kernel_config)
-        # The device object's id: the entry holds the device (its operands do), so the id is never
-        # reused, and a device closed and opened again is a new object with a new key.
-        return (id(q.device()), specs, table, rows, scale, block_tiles, q_layout, compute, memory_config, split, backend,
-                grid, max_split, sliding_window_size, cache_position_modulo,
-                users_per_table_row, batch_invariant, logit_softcap, attention_chunk_size, return_lse is True)
-    except (TypeError, AttributeError, RuntimeError, ValueError):  # unhashable or odd inputs: validate them the long way
+        values = list(call.values())
+        last_values, key, tensor_slots = _last
+        for slot in tensor_slots:  # tensors compare by spec in lookup, never here (== on ttnn tensors is an op)
+            values[slot] = None
+        device = id(q.device())
+        if device != key[0] or values != last_values:  # a decode loop repeats its options: one list comparison
+            key = _remember_options(call, device)
+        return key
+    except (TypeError, AttributeError, RuntimeError, ValueError):  # unhashable or odd inputs: the long way
         return None
 
 
-def lookup(key):
-    """The launch remembered for ``key`` (None: a miss)."""
-    return _entries.get(key)
+_last: tuple = ([], (None,), ())
+"""(the last options' values with None for its tensors, their key, the tensor keywords' slots): a
+decode loop's next call compares its values with these instead of building and hashing a key."""
 
 
-def remember(key, launch) -> None:
-    """Keep ``launch`` for ``key`` (the validated call that prepared it)."""
+def _remember_options(call: dict, device: int) -> tuple:
+    """Build the options key of ``call`` on device ``device`` (an id) and keep it for the next call."""
+    global _last
+    tensor_slots = tuple(slot for slot, name in enumerate(call) if name in _TENSORS)
+    values = [None if name in _TENSORS else value for name, value in call.items()]
+    compute = ComputeOptions.from_config(call["compute_kernel_config"])
+    options = tuple(compute if name == "compute_kernel_config" else value for name, value in zip(call, values))
+    # The device object's id: an entry's launch holds the device (its operands do), so the id is
+    # never reused, and a device closed and opened again is a new object with a new key.
+    key = (device, options)
+    hash(key)
+    _last = values, key, tensor_slots
+    return key
+
+
+def _specs(q, k, v, positions, page_table) -> tuple | None:
+    """The specs of a call's tensors (None for a missing page table), or None when one is not a
+    device ttnn.Tensor."""
+    specs = []
+    for tensor in (q, k, v, positions, page_table):
+        if tensor is None and page_table is None and len(specs) == 4:
+            specs.append(None)
+        elif type(tensor) is not ttnn.Tensor or tensor.storage_type() != _DEVICE:
+            return None
+        else:
+            specs.append(tensor.spec)
+    return tuple(specs)
+
+
+def lookup(key, q, k, v, positions, page_table):
+    """The launch remembered for options ``key`` and these tensors' specs (None: a miss)."""
+    remembered = _entries.get(key)
+    if not remembered:
+        return None
+    specs = _specs(q, k, v, positions, page_table)
+    if specs is None:
+        return None
+    for known, launch in remembered:
+        if known == specs:
+            return launch
+    return None
+
+
+def remember(key, q, k, v, positions, page_table, launch) -> None:
+    """Keep ``launch`` for options ``key`` and these tensors' specs (the validated call that
+    prepared it). A call the op rewrote before launching (a block-float Q typecast to bfloat16,
+    ``[batch, 1]`` positions reshaped) is not kept: its tensors are not what the launch binds."""
+    specs = _specs(q, k, v, positions, page_table)
+    if specs is None or q.dtype != ttnn.bfloat16 or len(positions.shape) != 1:
+        return
     with _lock:
+        remembered = _entries.pop(key, [])
         if len(_entries) >= MAX_ENTRIES:
             _entries.pop(next(iter(_entries)))
-        _entries[key] = launch
+        _entries[key] = [(specs, launch)] + [entry for entry in remembered if entry[0] != specs][:MAX_SPECS_PER_KEY - 1]
 
 
 def clear() -> None:

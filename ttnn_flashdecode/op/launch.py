@@ -15,7 +15,8 @@ import ttnn
 from ttnn_flashdecode.op import constants, tiles
 from ttnn_flashdecode.op.mesh import PerDeviceSinks, device_count, program_for_device
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, program_for
-from ttnn_flashdecode.op.program_factory import Addresses, Plan, operand_accessor_args, set_addresses, work_table
+from ttnn_flashdecode.op.program_factory import (Addresses, AddressWriter, Plan, build_program, operand_accessor_args,
+                                                 set_addresses, work_table)
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import device_cb_budget_bytes
 from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1, resolve_grid
@@ -162,7 +163,7 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
                               lse=0 if lse_buffer is None else lse_buffer.address)
         program = program_for(plan)
         with _launch_lock:
-            set_addresses(program, plan, addresses)
+            set_addresses(program, addresses)
             report = emu.run(program)
         report.plan = plan
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
@@ -185,28 +186,43 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
 
 # ---------------------------------------------------------------- device backend
 
-@dataclasses.dataclass(frozen=True)
 class DeviceLaunch:
     """Everything a device call of one plan needs beyond its tensors, prepared once: the plan's
-    descriptor, its constants and WORK operands on the device, and the output's spec. Calling it
-    launches: allocate the output, write the tensors' addresses into the descriptor's common
-    runtime args, ``ttnn.generic_op``. Nothing here depends on positions or tensor contents, so a
-    decode loop (and :mod:`ttnn_flashdecode.op.fast_path`) reuses it for every call whose tensor
-    specs and options match."""
+    descriptor (this launch's own copy: only it writes the addresses there), its constants and WORK
+    operands on the device, and the output's spec. Calling it launches: allocate the output, write
+    the tensors' addresses into the descriptor's common runtime args (the changed words only),
+    ``ttnn.generic_op``. Nothing here depends on positions or tensor contents, so a decode loop (and
+    :mod:`ttnn_flashdecode.op.fast_path`) reuses it for every call whose tensor specs and options
+    match.
 
-    plan: Plan
-    program: object  #: the plan's ttnn.ProgramDescriptor (shared: program_for's)
-    constants: object  #: the constants operand on the device
-    work: object  #: the plan's WORK operand on the device
-    out_spec: object  #: ttnn.TensorSpec of the output
-    signpost: str  #: the Tracy message naming the call in ops_perf_results
-    #: q's device when it is a multi-chip ttnn.MeshDevice (the program goes out as a MeshProgramDescriptor), else None
-    mesh: object = None
-    lse_spec: object = None  #: return_lse: ttnn.TensorSpec of the LSE (float32 ROW_MAJOR DRAM), else None
+    Attributes: ``plan``; ``program`` (its ttnn.ProgramDescriptor); ``device`` (the device or mesh it
+    was prepared on); ``constants`` and ``work`` (the device operands); ``out_spec`` and ``lse_spec``
+    (ttnn.TensorSpec of the output and, with return_lse, of the LSE: float32 ROW_MAJOR DRAM, else
+    None); ``signpost`` (the Tracy message naming the call in ops_perf_results); ``mesh`` (the
+    device when it is a multi-chip ttnn.MeshDevice: the program goes out as a MeshProgramDescriptor,
+    else None).
+    """
+
+    __slots__ = ("plan", "program", "device", "constants", "work", "out_spec", "signpost", "mesh", "lse_spec",
+                 "_write_addresses", "_fixed_addresses")
+
+    def __init__(self, plan: Plan, device, constants_tensor, work, out_spec, signpost: str, *, mesh=None,
+                 lse_spec=None):
+        self.plan = plan
+        self.program = build_program(plan)  # not program_for's shared one: the address memo needs a private copy
+        self.device = device
+        self.constants = constants_tensor
+        self.work = work
+        self.out_spec = out_spec
+        self.signpost = signpost
+        self.mesh = mesh
+        self.lse_spec = lse_spec
+        self._write_addresses = AddressWriter(self.program)
+        self._fixed_addresses = constants_tensor.buffer_address(), work.buffer_address()
 
     def __call__(self, q, k, v, positions, page_table=None, mask=None):
-        """Launch on ``q``'s device; returns the output tensor (``out_spec``), or with ``lse_spec``
-        ``(output, lse)``.
+        """Launch on this launch's device; returns the output tensor (``out_spec``), or with
+        ``lse_spec`` ``(output, lse)``.
 
         ``positions``: the POSITIONS operand (a device int32 tensor); ``page_table``: a paged
         cache's device page table, else None; ``mask``: a non-causal call's device attention mask."""
@@ -225,17 +241,24 @@ class DeviceLaunch:
         """Allocate an output and write this call's operand addresses into the descriptor; returns
         ``generic_op``'s tensor list (inputs, then the output). The caller holds ``_launch_lock``
         until ``generic_op`` has read the descriptor."""
-        out = ttnn.allocate_tensor_on_device(self.out_spec, q.device())
-        lse = None if self.lse_spec is None else ttnn.allocate_tensor_on_device(self.lse_spec, q.device())
-        addresses = Addresses(q.buffer_address(), k.buffer_address(), v.buffer_address(), self.constants.buffer_address(),
-                              out.buffer_address(), positions.buffer_address(),
-                              0 if page_table is None else page_table.buffer_address(),
-                              0 if mask is None else mask.buffer_address(), self.work.buffer_address(),
-                              0 if lse is None else lse.buffer_address())
-        set_addresses(self.program, self.plan, addresses)
-        extra = [t for t in (page_table, mask, lse) if t is not None]
+        out = _allocate(self.out_spec, self.device)
+        lse = None if self.lse_spec is None else _allocate(self.lse_spec, self.device)
+        constants_address, work_address = self._fixed_addresses
+        self._write_addresses((q.buffer_address(), k.buffer_address(), v.buffer_address(), constants_address,
+                               out.buffer_address(), positions.buffer_address(),
+                               0 if page_table is None else page_table.buffer_address(),
+                               0 if mask is None else mask.buffer_address(), work_address,
+                               0 if lse is None else lse.buffer_address()))
+        if page_table is None and mask is None and lse is None:
+            return [q, k, v, self.constants, positions, self.work, out]
+        extra = [t for t in (page_table, mask) if t is not None]
         return [q, k, v, self.constants, positions, *extra, self.work, out] if lse is None else \
-            [q, k, v, self.constants, positions, *extra[:-1], self.work, lse, out]
+            [q, k, v, self.constants, positions, *extra, self.work, lse, out]
+
+
+# ttnn's Python wrapper of the op (graph recording, queue ids) costs ~1-2 us a call; its C++ function is
+# the same allocation.
+_allocate = getattr(ttnn.allocate_tensor_on_device, "function", ttnn.allocate_tensor_on_device)
 
 
 def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions,
@@ -281,7 +304,7 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
     if shape.lse:  # float32 ROW_MAJOR DRAM interleaved, a page a row: its accessor args are POSITIONS' kind's
         lse_spec = ttnn.TensorSpec(ttnn.Shape(shape.lse_shape), ttnn.float32, ttnn.ROW_MAJOR_LAYOUT,
                                    buffer_type=ttnn.BufferType.DRAM)
-    return DeviceLaunch(plan, program_for(plan), constants_tensor, _device_work_table(device, plan), out_spec, signpost,
+    return DeviceLaunch(plan, device, constants_tensor, _device_work_table(device, plan), out_spec, signpost,
                         mesh=device if device_count(device) > 1 else None, lse_spec=lse_spec)
 
 

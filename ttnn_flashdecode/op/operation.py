@@ -26,6 +26,7 @@ the same tensor.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 from collections.abc import Sequence
 
@@ -38,7 +39,7 @@ from ttnn_flashdecode.op.score_inputs import lse_option, score_options
 from ttnn_flashdecode.op.shape import ComputeOptions
 from ttnn_flashdecode.op.validate import IDLE, validate_inputs, validate_options
 
-__all__ = ["attention", "last_report", "to_numpy", "plan_program", "program_for", "DEFAULT_BLOCK_TILES",
+__all__ = ["attention", "cached_launch", "last_report", "to_numpy", "plan_program", "program_for", "DEFAULT_BLOCK_TILES",
            "DEFAULT_ARCH", "IDLE"]
 
 
@@ -302,19 +303,11 @@ def attention(
         >>> chunk.shape
         (1, 1, 7, 256)
     """
+    call = locals()  # every argument by name, in signature order (nothing else is bound yet)
     if mesh.is_host_mesh(q):  # an emulated mesh: every device's shards through the emulator (op/mesh.py)
-        keywords = {name: value for name, value in locals().items() if name not in ("q", "k", "v")}  # the keywords only
-        return mesh.run_host_mesh(attention, q, k, v, keywords)
-    key = fast_path.call_key(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, page_table_tensor=page_table_tensor,
-                             chunk_start=chunk_start, rows=rows, scale=scale, block_tiles=block_tiles, q_layout=q_layout,
-                             compute_kernel_config=compute_kernel_config, memory_config=memory_config, split=split,
-                             backend=backend, grid=grid, max_split=max_split, sliding_window_size=sliding_window_size,
-                             attention_sink=attention_sink, is_causal=is_causal, attn_mask=attn_mask,
-                             cache_position_modulo=cache_position_modulo, users_per_table_row=users_per_table_row,
-                             batch_invariant=batch_invariant,
-                             logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
-                             return_lse=return_lse)
-    launch = fast_path.lookup(key) if key is not None else None
+        return mesh.run_host_mesh(attention, q, k, v, {name: call[name] for name in call if name not in ("q", "k", "v")})
+    key = fast_path.options_key(call)
+    launch = None if key is None else fast_path.lookup(key, q, k, v, cur_pos_tensor, page_table_tensor)
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
     window = validate_options(backend=backend, split=split, scale=scale, max_split=max_split,
@@ -340,12 +333,25 @@ def attention(
         out, launch = run_on_device(q, k, v, inputs, scale, block_tiles, split, compute, memory_config, grid=grid,
                                     max_split=max_split)
         if key is not None:
-            fast_path.remember(key, launch)
+            fast_path.remember(key, q, k, v, cur_pos_tensor, page_table_tensor, launch)
         return _with_q_dtype(out, q_dtype, lambda o: ttnn.typecast(o, q_dtype))
     if memory_config is not None and memory_config != ttnn.DRAM_MEMORY_CONFIG:
         raise ValueError(f"memory_config: expected None or ttnn.DRAM_MEMORY_CONFIG on the emulator, got {memory_config}")
     out = run_on_emulator(q, k, v, inputs, scale, block_tiles, split, compute, grid=grid, max_split=max_split)
     return _with_q_dtype(out, q_dtype, lambda o: ttnn.Tensor(to_numpy(o), q_dtype, layout=ttnn.TILE_LAYOUT))
+
+
+def cached_launch(q, k, v, **keywords):
+    """The :class:`~ttnn_flashdecode.op.launch.DeviceLaunch` that ``attention(q, k, v, **keywords)``
+    would take from the fast path (:mod:`~ttnn_flashdecode.op.fast_path`), or None: for tests and
+    the host bench. Keywords not given take attention()'s defaults."""
+    call = _ARGUMENT_DEFAULTS | keywords | {"q": q, "k": k, "v": v}  # attention()'s order: the key's
+    key = fast_path.options_key(call)
+    return None if key is None else fast_path.lookup(key, q, k, v, call["cur_pos_tensor"], call["page_table_tensor"])
+
+
+_ARGUMENT_DEFAULTS = {name: None if parameter.default is inspect.Parameter.empty else parameter.default
+                      for name, parameter in inspect.signature(attention).parameters.items()}
 
 
 def _with_q_dtype(result, q_dtype, convert):

@@ -53,6 +53,7 @@ __all__ = [
     "operand_accessor_args",
     "work_table",
     "set_addresses",
+    "AddressWriter",
     "grid_cores",
     "grid_size",
     "grid_text",
@@ -478,15 +479,45 @@ def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
 _DATAFLOW_KERNELS = tuple(i for i, role in enumerate(KERNEL_FILES) if role != "compute")
 
 
-def set_addresses(program: ttnn.ProgramDescriptor, plan: Plan, addresses: Addresses) -> None:
+class AddressWriter:
+    """Writes a call's operand addresses (:meth:`Addresses.common_args` order) into a descriptor's
+    common runtime args, in place, for the reader and the writer: only the words that changed since
+    this writer's last call (a decode loop changes Q's and the output's), each one element of the
+    descriptor's ``VectorUInt32``, so a call costs a few ``__setitem__`` and no list conversion. The
+    descriptor must be written by this writer alone, else its memo of the last words is stale."""
+
+    __slots__ = ("_views", "_last")
+
+    def __init__(self, program: ttnn.ProgramDescriptor):
+        kernels = program.kernels
+        self._views = tuple(kernels[i].common_runtime_args for i in _DATAFLOW_KERNELS)
+        self._last = [None] * protocol.CommonArg.CORE_TABLE
+
+    def __call__(self, words: Sequence[int]) -> None:
+        """Write ``words`` (``CORE_TABLE`` addresses).
+
+        Raises:
+            ValueError: an address does not fit 32 bits (nothing after it is written).
+        """
+        last = self._last
+        for index, word in enumerate(words):
+            if word != last[index]:
+                try:
+                    for view in self._views:
+                        view[index] = word
+                except TypeError:  # nanobind's conversion to uint32 refuses it
+                    last[index] = None
+                    raise ValueError(f"{OPERANDS[index]}: expected a uint32 byte address, got {word}") from None
+                last[index] = word
+
+
+def set_addresses(program: ttnn.ProgramDescriptor, addresses: Addresses) -> None:
     """Write this call's operand addresses into ``program``'s common runtime args (reader and
     writer), in place: the per-call half of the descriptor. ttnn's program cache re-applies
-    common args on every hit, so this is all a new set of tensors costs (~1 us).
+    common args on every hit. A launch that writes its own descriptor on every call keeps an
+    :class:`AddressWriter` instead (it skips the unchanged words).
 
     Raises:
         ValueError: as :meth:`Addresses.common_args`.
     """
-    args = addresses.common_args() + list(plan.noc_table)
-    kernels = program.kernels
-    for index in _DATAFLOW_KERNELS:
-        kernels[index].common_runtime_args = args
+    AddressWriter(program)(addresses.common_args())

@@ -49,7 +49,8 @@ def measure(device, batch: int, calls: int = 200, warmup: int = 5) -> dict[str, 
     import ttnn
 
     from ttnn_flashdecode import attention
-    from ttnn_flashdecode.op import fast_path, launch
+    from ttnn_flashdecode.op import launch
+    from ttnn_flashdecode.op.operation import cached_launch
 
     rng = np.random.default_rng(0)
 
@@ -72,10 +73,7 @@ def measure(device, batch: int, calls: int = 200, warmup: int = 5) -> dict[str, 
         launch.ttnn.generic_op = real_generic_op
     results["ours, with generic_op"] = _time_calls(lambda: attention(q, k, v, cur_pos_tensor=positions), calls, warmup)
     # generic_op's own floor on this op's cached descriptor: the launch alone, inputs bound once.
-    key = fast_path.call_key(q, k, v, cur_pos=None, cur_pos_tensor=positions, page_table_tensor=None, chunk_start=None,
-                             rows=None, scale=None, block_tiles=None, q_layout="rows", compute_kernel_config=None,
-                             memory_config=None, split=None, backend="auto")
-    prepared = fast_path.lookup(key)
+    prepared = cached_launch(q, k, v, cur_pos_tensor=positions)
     bound = prepared.bind(q, k, v, positions)
     results["generic_op alone, our descriptor"] = _time_calls(lambda: ttnn.generic_op(bound, prepared.program), calls, warmup)
     scale = HEAD_DIM ** -0.5
