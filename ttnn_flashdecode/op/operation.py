@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import ttnn
 
-from ttnn_flashdecode.op import fast_path, mesh
+from ttnn_flashdecode.op import fast_path, latent, mesh
 from ttnn_flashdecode.op.launch import last_report, run_on_device, run_on_emulator, to_numpy
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, DEFAULT_BLOCK_TILES, plan_program, program_for
 from ttnn_flashdecode.op.score_inputs import lse_option, score_options
@@ -72,6 +72,7 @@ def attention(
     logit_softcap: float | None = None,
     attention_chunk_size: int | None = None,
     return_lse: bool = False,
+    head_dim_v: int | None = None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -243,6 +244,11 @@ def attention(
             bfloat16 scores' (``q``, ``k`` and ``scale * q`` rounded as the output sees them), not a
             bfloat16 round-off of the LSE. Needs ``fp32_dest_acc_en`` (the default). Merge partial
             results with :func:`~ttnn_flashdecode.merge_attention_states`. Default False.
+        head_dim_v: multi-head latent attention (MLA, DeepSeek-V3): V's head_dim, ``1..head_dim``.
+            ``v`` None: V is ``k``'s first ``head_dim_v`` columns (the latent cache, K ``[b, 1, s,
+            576]``, V its first 512); else ``v`` ``[..., head_dim_v]`` like ``k``. Each head's output
+            is then ``head_dim_v`` wide (:mod:`~ttnn_flashdecode.op.latent`: how it runs and what it
+            reads). ``None`` (default): V is ``v``, as wide as K.
 
     Returns:
         The shape of ``q`` (``[1, 1, batch * R, n_q_heads * head_dim]``, row for row; with
@@ -304,6 +310,11 @@ def attention(
         (1, 1, 7, 256)
     """
     call = locals()  # every argument by name, in signature order (nothing else is bound yet)
+    if head_dim_v is not None:  # MLA: V = the latent's first head_dim_v columns (op/latent.py)
+        out = attention(q, k, latent.values_for(k, v, head_dim_v),
+                        **{name: call[name] for name in call if name not in ("q", "k", "v", "head_dim_v")})
+        heads = None if q_layout == "heads" else int(q.shape[-1]) // int(k.shape[-1])
+        return latent.keep_value_columns(out, int(head_dim_v), heads=heads)
     if mesh.is_host_mesh(q):  # an emulated mesh: every device's shards through the emulator (op/mesh.py)
         return mesh.run_host_mesh(attention, q, k, v, {name: call[name] for name in call if name not in ("q", "k", "v")})
     key = fast_path.options_key(call)

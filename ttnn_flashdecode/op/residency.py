@@ -87,7 +87,7 @@ LSE_STAGE_BYTES = 32 * 64 + 64
 CONST_PAGES = 4
 """CONST pages of a program without a sliding window (``protocol.const_pages``)."""
 
-MAX_DIM_TILES = 16
+MAX_DIM_TILES = 18
 """Largest head_dim in tiles (512 elements): the range the op is built and tested for. The reader's
 row gather lands 16 tile rows per round in CB Q's one page (``attention_reader.cpp``), so it does
 not depend on it."""
