@@ -26,3 +26,10 @@ def test_readme_example_runs_and_matches_the_reference():
     assert pcc(np.asarray(namespace["prefill"], np.float64), chunk_ref) >= 0.9999
     mesh_ref = attention_reference(namespace["mq"], namespace["mk"], namespace["mv"], cur_pos=[5, 1000])
     assert pcc(np.asarray(namespace["mesh_full"], np.float64), mesh_ref) >= 0.9999  # the emulated mesh example
+    lq, latent = (np.asarray(namespace[name], np.float64) for name in ("lq", "latent"))  # the MLA example
+    mla_ref = np.zeros((1, 2, 128, 512))
+    for user, position in enumerate([100, 1023]):
+        scores = 576 ** -0.5 * lq[0, user] @ latent[user, 0, :position + 1].T
+        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+        mla_ref[0, user] = weights / weights.sum(axis=1, keepdims=True) @ latent[user, 0, :position + 1, :512]
+    assert pcc(np.asarray(namespace["mla"], np.float64), mla_ref) >= 0.9999
