@@ -110,6 +110,12 @@ CASES = (
     Case("drop-in paged return_lse, bfloat8_b, Q height-sharded, scheduler split", 8, 32, 8, 128, 4096,
          dict(cur_pos=list(range(7, 4096, 512)), return_lse=True), cache_block_size=64, kv_dtype="bfloat8_b",
          drop_in=True),
+    # Issue 22: MLA's shapes (DeepSeek-V3: 128 Q heads on one 576-wide latent, K = V = the latent; the
+    # MLA drop-in cuts the output to 512 columns with ttnn.slice, which the mock cannot build).
+    Case("MLA DeepSeek-V3: 128 Q heads on one d576 latent (K = V), paged bfloat8_b, scheduler split", 1, 128, 1, 576,
+         4096, dict(cur_pos=[4095]), cache_block_size=64, kv_dtype="bfloat8_b"),
+    Case("MLA DeepSeek-V3: batch 4, 128 Q heads on one d576 latent, bfloat16", 4, 128, 1, 576, 2048,
+         dict(cur_pos=[0, 31, 32, 2047])),
 )
 
 
