@@ -101,9 +101,13 @@ def _specs(q, k, v, positions, page_table) -> tuple | None:
 
 def lookup(key, q, k, v, positions, page_table):
     """The launch remembered for options ``key`` and these tensors' specs (None: a miss)."""
-    remembered = _entries.get(key)
-    if not remembered:
-        return None
+    global _last_lookup
+    last_key, remembered = _last_lookup
+    if key is not last_key:  # options_key returns the same key object while the options repeat
+        remembered = _entries.get(key)
+        if remembered is None:
+            return None
+        _last_lookup = key, remembered
     specs = _specs(q, k, v, positions, page_table)
     if specs is None:
         return None
@@ -124,10 +128,19 @@ def remember(key, q, k, v, positions, page_table, launch) -> None:
         remembered = _entries.pop(key, [])
         if len(_entries) >= MAX_ENTRIES:
             _entries.pop(next(iter(_entries)))
-        _entries[key] = [(specs, launch)] + [entry for entry in remembered if entry[0] != specs][:MAX_SPECS_PER_KEY - 1]
+        # In place: lookup's memo may hold this list.
+        remembered[:] = [(specs, launch)] + [entry for entry in remembered if entry[0] != specs][:MAX_SPECS_PER_KEY - 1]
+        _entries[key] = remembered
+
+
+_last_lookup: tuple = (None, [])
+"""(the options key lookup saw last, its remembered list): no dict lookup (a hash of the whole key)
+while the options repeat."""
 
 
 def clear() -> None:
     """Forget every launch (e.g. after closing a device)."""
+    global _last_lookup
     with _lock:
         _entries.clear()
+        _last_lookup = (None, [])
