@@ -26,3 +26,5 @@ def test_readme_example_runs_and_matches_the_reference():
     assert pcc(np.asarray(namespace["prefill"], np.float64), chunk_ref) >= 0.9999
     mesh_ref = attention_reference(namespace["mq"], namespace["mk"], namespace["mv"], cur_pos=[5, 1000])
     assert pcc(np.asarray(namespace["mesh_full"], np.float64), mesh_ref) >= 0.9999  # the emulated mesh example
+    cp_ref = attention_reference(namespace["mq"], namespace["mk"], namespace["mv"], cur_pos=[5, 1000])
+    assert pcc(np.asarray(namespace["cp_full"], np.float64), cp_ref) >= 0.9999  # the context-parallel example

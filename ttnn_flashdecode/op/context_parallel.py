@@ -363,15 +363,15 @@ _BOUNDS_CACHE: dict = {}
 
 
 def _bounds_on_device(device, axis: int, starts: list[int], lengths: list[int], batch: int):
-    """Two int32 ROW_MAJOR DRAM tensors ``[batch]`` sharded over the mesh (one address, each device
-    its own values): every entry device ``i``'s ``start_i`` and ``length_i - 1``. Uploaded once per
-    (mesh, split): constants of the layout, so the local positions stay trace-safe."""
+    """Three int32 ROW_MAJOR DRAM tensors ``[batch]`` on the mesh: every entry device ``i``'s ``start_i``,
+    its ``length_i - 1`` (both sharded over the mesh: one address, each device its own values) and -1.
+    Uploaded once per (mesh, split): constants of the layout, so the local positions stay trace-safe."""
     key = (device.id(), axis, tuple(starts), tuple(lengths), batch)
     if key not in _BOUNDS_CACHE:
         rows, cols = (int(d) for d in device.shape)
         line = [(r, c)[axis] for r in range(rows) for c in range(cols)]
         tensors = []
-        for values in (starts, [n - 1 for n in lengths]):
+        for values in (starts, [n - 1 for n in lengths], [IDLE] * len(starts)):
             shards = [ttnn.Tensor(np.full(batch, values[i], np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT)
                       for i in line]
             tensors.append(ttnn.from_host_shards(shards, ttnn.MeshShape(rows, cols)).to(device, ttnn.DRAM_MEMORY_CONFIG))
@@ -380,16 +380,15 @@ def _bounds_on_device(device, axis: int, starts: list[int], lengths: list[int], 
 
 
 def _local_positions_on_device(q, cur_pos, cur_pos_tensor, axis: int, starts: list[int], lengths: list[int]):
-    """:func:`local_positions` in ttnn ops on the mesh: ``clamp(p - start_i, -1, last_i)`` with the
-    per-device start / last tensors (:func:`_bounds_on_device`); the host never reads ``p``."""
+    """:func:`local_positions` in ttnn ops on the mesh: ``max(min(p - start_i, last_i), -1)``, three binary
+    ops against the per-device constant tensors (:func:`_bounds_on_device`); the host never reads ``p``."""
     device = q.device()
     if cur_pos is not None:
         cur_pos_tensor = ttnn.Tensor(np.asarray(cur_pos, np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT,
                                      device=device, mem_config=ttnn.DRAM_MEMORY_CONFIG)  # replicated
     batch = int(cur_pos_tensor.shape[-1])
-    start, last = _bounds_on_device(device, axis, starts, lengths, batch)
-    local = ttnn.subtract(cur_pos_tensor, start)
-    local = ttnn.maximum(ttnn.minimum(local, last), IDLE)
+    start, last, idle = _bounds_on_device(device, axis, starts, lengths, batch)
+    local = ttnn.maximum(ttnn.minimum(ttnn.subtract(cur_pos_tensor, start), last), idle)
     if local.layout != ttnn.ROW_MAJOR_LAYOUT:
         local = ttnn.to_layout(local, ttnn.ROW_MAJOR_LAYOUT)
     return ttnn.reshape(local, ttnn.Shape([batch]))

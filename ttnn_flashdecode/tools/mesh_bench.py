@@ -219,8 +219,8 @@ def legend() -> str:
         "  one decode step, every user at the full context. attn: ttnn_flashdecode.tools.cost_model on one Wormhole",
         "  chip (n150 model: 8x8 grid, 288 GB/s, 1.0 GHz) for the device's heads and positions; DRAM/dev: its DRAM",
         "  reads (K/V, Q, constants); roof: minimum bytes / 288 GB/s; bound: what bounds the call.",
-        f"  gather: bytes each device receives in the all-gather of the partials (out [1, b, nh, 128] bfloat16 TILE, heads
-  padded to 32 rows, + LSE float32: the heads layout, q_layout="heads", as tt-transformers holds decode Q);",
+        "  gather: bytes each device receives in the all-gather of the partials (out [1, b, nh, 128] bfloat16 TILE, heads",
+        "  padded to 32 rows, + LSE float32: the heads layout, q_layout='heads', as tt-transformers holds decode Q);",
         f"  gath: (D-1) hops x {ETH_HOP_S * 1e6:.1f} us + those bytes through one link at {ETH_LINK_GBPS} GB/s (Wormhole",
         "  ethernet per link per direction; tt-metal tech_reports/EthernetMultichip/BasicEthernetGuide.md).",
         f"  ops / merge: the merge's ttnn ops x {OP_LAUNCH_S * 1e6:.0f} us [U: assumed per-op cost in a trace, not sourced]",

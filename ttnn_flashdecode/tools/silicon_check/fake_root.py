@@ -103,10 +103,6 @@ def build_root(root: Path | None = None) -> Path:
     wrapper_path(root).chmod(0o755)
     for path in CXX_CONFIG_BITS.iterdir():
         shutil.copy(path, sfpi / "cxxcfg" / "bits" / path.name)
-    # No futex on a bare-metal RISC-V core: C++20's <atomic> (ttnn's own ops' kernels compile as C++20 here,
-    # see the wrapper) would otherwise include <syscall.h> for std::atomic::wait.
-    config = sfpi / "cxxcfg/bits/c++config.h"
-    config.write_text(config.read_text().replace("#define _GLIBCXX_HAVE_LINUX_FUTEX 1", "/* no _GLIBCXX_HAVE_LINUX_FUTEX */"))
     (sfpi / "cxxcfg/bits/os_defines.h").write_text("#ifndef _GLIBCXX_OS_DEFINES\n#define _GLIBCXX_OS_DEFINES 1\n#endif\n")
     shutil.copy(sfpi / "cxxcfg/bits/gthr-single.h", sfpi / "cxxcfg/bits/gthr-default.h")  # no threads
     shutil.copy(HERE / "lltt.h", sfpi / "include" / "lltt.h")
