@@ -313,3 +313,22 @@ def test_context_parallel_local_positions_and_refusals():
         context_parallel_attention(mq, mk, mv, cur_pos=[1] * B, mesh_axis=2)
     with pytest.raises(ValueError, match="mesh device 0 of 2: .*scale"):  # a device's call refused, named
         context_parallel_attention(mq, mk, mv, cur_pos=[1] * B, scale=-1.0)
+
+
+def test_context_parallel_merge_false_returns_the_gathered_partials():
+    """``merge=False`` stops after the all-gather: every device holds the line's partials stacked on a
+    leading dim (what ``ttnn.all_gather(x, dim=0)`` gives on a device mesh); merged, they are the call."""
+    from ttnn_flashdecode import merge_attention_states
+
+    q, k, v = _model(95, 256)
+    ks, vs = shard_sequence(k, v, [0, 64, 128, 192], 64)
+    positions = [3, 100, 255, -1]
+    outs, lses = context_parallel_attention(host_mesh_tensor([q] * 4), host_mesh_tensor(ks), host_mesh_tensor(vs),
+                                            cur_pos=positions, merge=False)
+    out0 = np.asarray(ttnn.get_device_tensors(outs)[2].to_list(), np.float32)
+    lse0 = np.asarray(ttnn.get_device_tensors(lses)[2].to_numpy(), np.float32)
+    assert out0.shape == (4, 1, B, NQ * D) and lse0.shape == (4, 1, B, NQ)
+    assert np.isneginf(lse0[1:, 0, 0]).all() and not out0[1:, 0, 0].any()  # user 0 (position 3): devices 1.. empty
+    merged, _ = merge_attention_states([o[None] for o in out0], [s[None] for s in lse0])
+    want = attention_reference(q, k, v, cur_pos=positions)
+    assert_close(merged[0, 0, :3], want[0, 0, :3], "gathered, merged by the caller")

@@ -169,6 +169,7 @@ def context_parallel_attention(
     logit_softcap: float | None = None,
     q_layout: str = "rows",
     return_lse: bool = False,
+    merge: bool = True,
     compute_kernel_config=None,
     block_tiles: int | None = None,
     split: int | None = None,
@@ -220,6 +221,11 @@ def context_parallel_attention(
             batch_invariant: as ``attention()``'s, for every device's call (``fp32_dest_acc_en`` must
             stay on: the partials need their LSE).
         return_lse: also return the merged LSE (float32, natural log, score units).
+        merge: ``False``: stop after the all-gather and return ``(outs, lses)``, every device holding its
+            line's partials stacked on a new leading dim in line order (``[D, 1, batch, width]`` /
+            ``[D, 1, batch, n_q_heads]``; heads layout ``[D, batch, n_q_heads, head_dim]`` /
+            ``[D, 1, batch, n_q_heads]``), for a caller that merges them itself (e.g. fused into the next
+            op; :func:`~ttnn_flashdecode.merge_attention_states` merges them). Default True.
         sliding_window_size, attention_chunk_size, rows: refused (module docstring); ``None``.
 
     Returns:
@@ -227,6 +233,7 @@ def context_parallel_attention(
         tensor of ``q``'s kind and mesh, each device's shard ``q``'s shard's shape. Device mesh: out
         bfloat16 TILE DRAM, lse float32 ROW_MAJOR DRAM (``[1, 1, batch, n_q_heads]``, heads layout
         ``[1, batch, n_q_heads]``). Emulated mesh: host tensors, out bfloat16 ROW_MAJOR, lse float32.
+        With ``merge=False`` the gathered partials instead (``merge`` above).
 
     Raises:
         TypeError: neither or both of ``cur_pos`` / ``cur_pos_tensor`` (both: ValueError), a
@@ -286,12 +293,12 @@ def context_parallel_attention(
     if on_device:
         positions = _local_positions_on_device(q, cur_pos, cur_pos_tensor, mesh_axis, starts, lengths)
         out, lse = attention(q, k, v, cur_pos_tensor=positions, **options)
-        return _merge_on_device(out, lse, mesh_axis, devices, return_lse)
+        return _merge_on_device(out, lse, mesh_axis, devices, return_lse, merge)
     global_positions = _host_positions(cur_pos, cur_pos_tensor, starts[-1] + lengths[-1])
     positions = mesh.host_mesh_tensor([local_positions(global_positions, starts[i], lengths[i]) for i in line_index],
                                       mesh_shape=ttnn.MeshShape(*shape))
     out, lse = attention(q, k, v, cur_pos_tensor=positions, **options)
-    return _merge_on_host(out, lse, q, shape, mesh_axis, return_lse)
+    return _merge_on_host(out, lse, q, shape, mesh_axis, return_lse, merge)
 
 
 def _local_capacity(k, page_table_tensor) -> int:
@@ -342,18 +349,27 @@ def _host_positions(cur_pos, cur_pos_tensor, capacity: int) -> np.ndarray:
     return values
 
 
-def _merge_on_host(out, lse, q, shape: tuple[int, int], axis: int, return_lse: bool):
+def _as_4d(shape: Sequence[int]) -> list[int]:
+    """A partial's shape with a leading 1 to 4 dims (the heads layout's LSE is 3-d): what is gathered."""
+    return [1] * (4 - len(shape)) + [int(d) for d in shape]
+
+
+def _merge_on_host(out, lse, q, shape: tuple[int, int], axis: int, return_lse: bool, merge: bool):
     """The collective on the emulated mesh: an all-gather of every device's partial (out, lse) along
-    ``axis`` (:func:`all_gather_host`, dim 0), then each device merges what it received."""
-    outs = [to_numpy(s)[None] for s in ttnn.get_device_tensors(out)]
-    lses = [to_numpy(s)[None] for s in ttnn.get_device_tensors(lse)]
-    merged_out, merged_lse = [], []
-    for gathered_out, gathered_lse in zip(all_gather_host(outs, shape, axis), all_gather_host(lses, shape, axis)):
-        o, s = merge_attention_states(list(gathered_out.astype(np.float32)), list(gathered_lse))
-        merged_out.append(ttnn.Tensor(np.ascontiguousarray(o, np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT))
-        merged_lse.append(ttnn.Tensor(np.ascontiguousarray(s, np.float32), ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT))
-    result = mesh._like_q(merged_out, q)
-    return (result, mesh._like_q(merged_lse, q)) if return_lse else result
+    ``axis`` (:func:`all_gather_host`, dim 0 of their 4-d views: ``[D, ...]``), then each device merges
+    what it received (or, ``merge=False``, keeps it)."""
+    parts = [[to_numpy(s) for s in ttnn.get_device_tensors(t)] for t in (out, lse)]
+    out_shape, lse_shape = parts[0][0].shape, parts[1][0].shape
+    gathered = [all_gather_host([a.reshape(_as_4d(a.shape)) for a in arrays], shape, axis) for arrays in parts]
+    results = ([], [])
+    for g_out, g_lse in zip(*gathered):
+        if merge:
+            g_out, g_lse = merge_attention_states([o.reshape(out_shape) for o in g_out.astype(np.float32)],
+                                                  [s.reshape(lse_shape) for s in g_lse])
+        results[0].append(ttnn.Tensor(np.ascontiguousarray(g_out, np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT))
+        results[1].append(ttnn.Tensor(np.ascontiguousarray(g_lse, np.float32), ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT))
+    result = tuple(mesh._like_q(r, q) for r in results)
+    return result if return_lse or not merge else result[0]
 
 
 # ----------------------------------------------------------------------------------- device mesh
@@ -394,17 +410,18 @@ def _local_positions_on_device(q, cur_pos, cur_pos_tensor, axis: int, starts: li
     return ttnn.reshape(local, ttnn.Shape([batch]))
 
 
-def _merge_on_device(out, lse, axis: int, devices: int, return_lse: bool):
-    """All-gather the partials along ``axis`` (dim 0: ``[D, ...]`` on every device) and merge them in
-    ttnn ops (:func:`~ttnn_flashdecode.op.merge.merge_attention_states`' device form)."""
+def _merge_on_device(out, lse, axis: int, devices: int, return_lse: bool, merge: bool):
+    """All-gather the partials along ``axis`` (dim 0 of their 4-d views: ``[D, ...]`` on every device)
+    and merge them in ttnn ops (:func:`~ttnn_flashdecode.op.merge.merge_attention_states`' device form),
+    or (``merge=False``) return what was gathered."""
     if out.memory_config() != ttnn.DRAM_MEMORY_CONFIG:  # the heads layout's L1 height-sharded output
         out = ttnn.to_memory_config(out, ttnn.DRAM_MEMORY_CONFIG)
-    out_shape, lse_shape = [int(d) for d in out.shape], [int(d) for d in lse.shape]
-    # both as 4-d (the heads layout's LSE is 3-d), gathered on a new leading dim: [D, ...] on every device
-    gathered = [ttnn.all_gather(ttnn.reshape(t, ttnn.Shape([1] * (4 - len(s)) + s)), dim=0, cluster_axis=axis)
-                for t, s in ((out, out_shape), (lse, lse_shape))]
-    parts = [[ttnn.reshape(ttnn.slice(g, [i, 0, 0, 0], [i + 1, *[int(d) for d in g.shape[1:]]]), ttnn.Shape(s))
-              for i in range(devices)] for g, s in zip(gathered, (out_shape, lse_shape))]
+    shapes = [[int(d) for d in t.shape] for t in (out, lse)]
+    gathered = [ttnn.all_gather(t if len(s) == 4 else ttnn.reshape(t, ttnn.Shape(_as_4d(s))), dim=0, cluster_axis=axis)
+                for t, s in zip((out, lse), shapes)]
+    if not merge:
+        return tuple(gathered)
+    parts = [[ttnn.reshape(ttnn.slice(g, [i, 0, 0, 0], [i + 1, *_as_4d(s)[1:]]), ttnn.Shape(s)) for i in range(devices)]
+             for g, s in zip(gathered, shapes)]
     merged_out, merged_lse = merge_attention_states(*parts)
     return (merged_out, merged_lse) if return_lse else merged_out
-
