@@ -332,3 +332,20 @@ def test_context_parallel_merge_false_returns_the_gathered_partials():
     merged, _ = merge_attention_states([o[None] for o in out0], [s[None] for s in lse0])
     want = attention_reference(q, k, v, cur_pos=positions)
     assert_close(merged[0, 0, :3], want[0, 0, :3], "gathered, merged by the caller")
+
+
+def test_context_parallel_heads_layout():
+    """``q_layout="heads"`` (ttnn's decode layout, what tt-transformers holds): Q and the merged output
+    ``[1, batch, n_q_heads, head_dim]``, the LSE ``[1, batch, n_q_heads]``."""
+    q, k, v = _model(96, 128)
+    ks, vs = shard_sequence(k, v, [0, 64], 64)
+    heads = q.reshape(1, B, NQ, D)
+    out, lse = context_parallel_attention(host_mesh_tensor([heads] * 2), host_mesh_tensor(ks), host_mesh_tensor(vs),
+                                          cur_pos=[0, 64, 127, -1], q_layout="heads", return_lse=True)
+    got = np.asarray(ttnn.get_device_tensors(out)[1].to_list(), np.float64)
+    got_lse = np.asarray(ttnn.get_device_tensors(lse)[1].to_numpy(), np.float64)
+    want, want_lse = attention_reference(q, k, v, cur_pos=[0, 64, 127, -1], return_lse=True)
+    assert got.shape == (1, B, NQ, D) and got_lse.shape == (1, B, NQ)
+    assert_close(got.reshape(1, 1, B, NQ * D)[0, 0, :3], want[0, 0, :3], "heads layout")
+    assert np.abs(got_lse[0, :3] - want_lse[0, 0, :3]).max() <= 2e-3 + _score_bound(q, k) * 2.0**-7
+    assert np.isneginf(got_lse[0, 3]).all() and not got[0, 3].any()

@@ -245,6 +245,7 @@ def context_parallel_attention(
 
     Example:
         >>> import numpy as np
+        >>> import ttnn
         >>> from ttnn_flashdecode import context_parallel_attention
         >>> from ttnn_flashdecode.op.mesh import host_mesh_tensor
         >>> from ttnn_flashdecode.op.context_parallel import shard_sequence
@@ -252,8 +253,9 @@ def context_parallel_attention(
         >>> q = rng.standard_normal((1, 1, 2, 4 * 64), dtype=np.float32)      # 2 users, 4 Q heads
         >>> k = rng.standard_normal((2, 2, 512, 64), dtype=np.float32)        # 2 KV heads, 512 positions
         >>> ks, vs = shard_sequence(k, k, [0, 128, 256, 384], 128)           # 4 devices, 128 positions each
-        >>> out = context_parallel_attention(host_mesh_tensor([q] * 4), host_mesh_tensor(ks),
-        ...                                  host_mesh_tensor(vs), cur_pos=[5, 300])
+        >>> rm = ttnn.ROW_MAJOR_LAYOUT                                    # host tensors need no device context
+        >>> out = context_parallel_attention(host_mesh_tensor([q] * 4, layout=rm), host_mesh_tensor(ks, layout=rm),
+        ...                                  host_mesh_tensor(vs, layout=rm), cur_pos=[5, 300])
         >>> len(ttnn.get_device_tensors(out)), list(ttnn.get_device_tensors(out)[0].shape)
         (4, [1, 1, 2, 256])
     """
