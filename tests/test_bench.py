@@ -95,3 +95,28 @@ def test_bench_window_rows_read_the_window_not_the_context():
     assert row.dram_read_bytes <= 1.05 * row.min_dram_bytes
     assert row.min_dram_bytes == 2 * 2 * 16 * 4 * 2048  # 2 KV heads, K and V, the 16 tiles W=512 touches at 8191
     assert row.dram_read_bytes * 10 < full.dram_read_bytes and row.time_s < full.time_s
+
+
+def test_bench_mesh_prints_tensor_and_context_parallel_rows(capsys):
+    """``bench --mesh``: Llama-3.1-70B tensor parallel on a T3K and context parallel at 128k and 1M over 8
+    and 32 devices, the merge's all-gather and ops next to the attention; all MODELLED."""
+    from ttnn_flashdecode.tools import mesh_bench
+
+    assert cli.main(["bench", "--mesh", "--batches", "1", "--kv-dtypes", "bfloat8_b"]) == 0
+    out = capsys.readouterr().out
+    assert "MODELLED, NOT MEASURED" in out and "12.5 GB/s" in out and "BasicEthernetGuide" in out
+    lines = out.splitlines()
+    for layout, devices, contexts in (("TP8 T3K", 8, (8192, 131072)), ("CP8 T3K", 8, (131072, 1048576)),
+                                      ("CP32", 32, (131072, 1048576)), ("TP8xCP4 Galaxy", 32, (131072, 1048576))):
+        for context in contexts:
+            assert any(line.startswith(layout) and f" {devices} " in line and f" {context} " in line and " bfp8 " in line
+                       for line in lines), (layout, context)
+    rows = {(r.layout, r.context): r for r in mesh_bench.run(batches=[1], kv_dtypes=["bfloat16"])}
+    tp, cp8, cp32 = rows["TP8 T3K", 131072], rows["CP8 T3K", 131072], rows["CP32", 1048576]
+    assert tp.gather_bytes == 0 and tp.merge_ops == 0 and tp.total_s == tp.attention_s  # no collective
+    partial, received = mesh_bench.gather_bytes(1, 64, 8)
+    assert cp8.gather_bytes == received == 7 * partial == 7 * (64 * 128 * 2 + 64 * 4)
+    assert cp8.gather_s > 7 * mesh_bench.ETH_HOP_S and cp8.merge_ops == mesh_bench.merge_op_count(8) > 0
+    # the same K/V bytes per device: 8 KV heads x 16k positions (CP8) = 1 KV head x 128k (TP8)
+    assert abs(cp8.dram_read_bytes - tp.dram_read_bytes) < 0.01 * tp.dram_read_bytes
+    assert cp32.local_positions == 32768 and cp32.total_s > cp32.attention_s

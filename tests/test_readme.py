@@ -33,3 +33,5 @@ def test_readme_example_runs_and_matches_the_reference():
         weights = np.exp(scores - scores.max(axis=1, keepdims=True))
         mla_ref[0, user] = weights / weights.sum(axis=1, keepdims=True) @ latent[user, 0, :position + 1, :512]
     assert pcc(np.asarray(namespace["mla"], np.float64), mla_ref) >= 0.9999
+    cp_ref = attention_reference(namespace["mq"], namespace["mk"], namespace["mv"], cur_pos=[5, 1000])
+    assert pcc(np.asarray(namespace["cp_full"], np.float64), cp_ref) >= 0.9999  # the context-parallel example

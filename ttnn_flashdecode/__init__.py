@@ -8,11 +8,12 @@ float64 golden function (:func:`ttnn_flashdecode.op.reference.attention_referenc
 
 import ttnn as _ttnn
 
+from ttnn_flashdecode.op.context_parallel import context_parallel_attention
 from ttnn_flashdecode.op.merge import merge_attention_states
 from ttnn_flashdecode.op.operation import attention, last_report
 from ttnn_flashdecode.op.reference import attention_reference
 
-__all__ = ["attention", "attention_reference", "last_report", "merge_attention_states"]
+__all__ = ["attention", "attention_reference", "context_parallel_attention", "last_report", "merge_attention_states"]
 
 
 def _golden(q, k, v, *, cur_pos=None, chunk_start=None, rows=None, scale=None, **_):

@@ -334,6 +334,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk", type=_positive, default=0,
                         help="attention chunk (positions, a multiple of 32) for every call: DRAM bytes and time follow "
                              "the chunk's tiles, not the position")
+    parser.add_argument("--mesh", action="store_true",
+                        help="instead: Llama-3.1-70B on a mesh, tensor parallel (T3K) and context parallel (8 and 32 "
+                             "devices, 128k and 1M), the merge's all-gather and ops next to the attention "
+                             "(tools/mesh_bench.py; --batches and --kv-dtypes apply)")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
     parser.add_argument("--plot", metavar="PATH.png", help="write modelled time vs context with the roofline")
     return parser
@@ -351,6 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bad:
             _parser().error(f"{name}: expected names from {', '.join(allowed)}, got {', '.join(bad)}")
     started = time.monotonic()
+    if args.mesh:
+        return _mesh(args, kv_dtypes, started)
     if set(kv_dtypes) - {"bfloat16"}:
         from ttnn_flashdecode.op.devices import ensure_host_context
 
@@ -379,6 +385,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot:
         write_plot(rows, args.plot)
         print(f"wrote {args.plot}")
+    print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def _mesh(args, kv_dtypes, started) -> int:
+    """``--mesh``: :mod:`ttnn_flashdecode.tools.mesh_bench`'s rows (analytic: no emulator run)."""
+    from ttnn_flashdecode.tools import mesh_bench
+
+    batches = args.batches if args.batches != list(BATCHES) else [1, 32]
+    kv = [d for d in kv_dtypes if d != "bfloat4_b"] if kv_dtypes == list(KV_SHORT) else kv_dtypes
+    rows = mesh_bench.run(batches=batches, kv_dtypes=kv)
+    print("ttnn_flashdecode bench --mesh -- device times are MODELLED, NOT MEASURED")
+    print(mesh_bench.format_table(rows))
+    print(mesh_bench.legend())
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"note": mesh_bench.legend(), "eth_link_gbps": mesh_bench.ETH_LINK_GBPS,
+                       "eth_hop_s": mesh_bench.ETH_HOP_S, "op_launch_s": mesh_bench.OP_LAUNCH_S,
+                       "rows": [dataclasses.asdict(r) | {"total_s": r.total_s} for r in rows]}, handle, indent=1)
+        print(f"wrote {args.json}")
     print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
     return 0
 

@@ -42,6 +42,7 @@ class Case:
     drop_in: bool = False  # through ttnn_flashdecode.transformer, Q [1, b, nh, dh] height-sharded in L1
     mask: bool = False  # is_causal=False with a device attn_mask [b, 1, nh, capacity] (bfloat16 TILE)
     mesh_shape: tuple[int, int] = (1, 8)  # MESH_CASES: the mock T3K's mesh; rows > 1: the batch split over rows
+    context_parallel: bool = False  # MESH_CASES: the cache split by sequence over the chips (needs the fabric)
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -198,6 +199,12 @@ MESH_CASES = (
          q_rows_per_user=4),
     Case("t3k 2x4 mesh: batch 16 over the rows (data parallel), 32/8 heads over the columns", 16, 32, 8, 128, 2048,
          dict(cur_pos=list(range(0, 2048, 128))), mesh_shape=(2, 4)),
+    # Context parallel (FABRIC_1D): the local positions on device, the op with return_lse, the all-gathers.
+    # The merge's ttnn ops are not in the case: their kernels do not JIT-build with this check's stand-in
+    # compiler (docs/multi_chip.md, "Context parallel on the mock T3K").
+    Case("t3k 1x8 mesh: context parallel partials + all_gather, Llama-3.1-70B 64/8 heads, 8 x 4096 positions bfp8",
+         8, 64, 8, 128, 4096, dict(cur_pos=[0, 100, 4095, 4096, 9000, 20000, 32767, -1]), kv_dtype="bfloat8_b",
+         context_parallel=True),
 )
 
 
@@ -210,6 +217,8 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
     from ttnn_flashdecode import attention
     from ttnn_flashdecode.op import transformer
 
+    if case.context_parallel:
+        return _context_parallel_case(mesh, case, rng)
     chips = mesh.get_num_devices()
     padded = -(-case.head_dim // 32) * 32
     data_parallel = case.mesh_shape[0] > 1
@@ -281,18 +290,64 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
     return out
 
 
+def _context_parallel_case(mesh, case: Case, rng: np.random.Generator):
+    """Each chip ``case.capacity`` positions of every user (the cache sharded by SEQUENCE, dim 2), Q and
+    the GLOBAL positions replicated; :func:`~ttnn_flashdecode.context_parallel_attention` with
+    ``merge=False`` twice (the second through the op's fast path): local positions in ttnn ops, ONE
+    ``generic_op`` per call, ``ttnn.all_gather`` of out and lse. Returns the gathered outputs."""
+    import ttnn
+
+    from ttnn_flashdecode import context_parallel_attention
+
+    chips = mesh.get_num_devices()
+    padded = -(-case.head_dim // 32) * 32
+    k = rng.standard_normal((case.batch, case.n_kv_heads, case.capacity * chips, case.head_dim), dtype=np.float32)
+    host = ttnn.Tensor(k, getattr(ttnn, case.kv_dtype), layout=ttnn.TILE_LAYOUT)
+    cache = ttnn.distribute_tensor(host, ttnn.shard_tensor_to_mesh_mapper(mesh, 2), mesh).to(mesh, ttnn.DRAM_MEMORY_CONFIG)
+    q = ttnn.Tensor(rng.standard_normal((1, 1, case.batch, case.n_q_heads * padded), dtype=np.float32), ttnn.bfloat16,
+                    layout=ttnn.TILE_LAYOUT, device=mesh, mem_config=ttnn.DRAM_MEMORY_CONFIG)  # replicated
+    positions = ttnn.Tensor(np.asarray(case.call["cur_pos"], np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT,
+                            device=mesh, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    launched = []
+    generic_op = ttnn.generic_op
+
+    def counting(tensors, program):
+        launched.append(type(program).__name__)
+        return generic_op(tensors, program)
+
+    ttnn.generic_op = counting
+    try:
+        (outs, lses), _ = (context_parallel_attention(q, cache, cache, cur_pos_tensor=positions, merge=False)
+                           for _ in range(2))
+    finally:
+        ttnn.generic_op = generic_op
+    if launched != ["MeshProgramDescriptor"] * 2:
+        raise AssertionError(f"expected one generic_op with a MeshProgramDescriptor per call, got {launched}")
+    for name, tensor, width in (("outs", outs, case.n_q_heads * padded), ("lses", lses, case.n_q_heads)):
+        shards = ttnn.get_device_tensors(tensor)
+        want = [chips, 1, case.batch, width]
+        if len(shards) != chips or any(list(s.shape) != want for s in shards):
+            raise AssertionError(f"{name}: expected {chips} shards of {want}, got {[list(s.shape) for s in shards]}")
+    return outs, lses
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run :data:`CASES` on a one-chip mock device, or with ``--mesh`` :data:`MESH_CASES` on a
     mock meshes of their ``mesh_shape`` (1x8, 2x4: the mock T3K, ``t3k.yaml``), one open at a time."""
     import ttnn
 
     mesh = "--mesh" in (sys.argv[1:] if argv is None else argv)
-    if mesh:  # one mesh open at a time, each shape's cases together
-        shapes = list(dict.fromkeys(case.mesh_shape for case in MESH_CASES))
+    if mesh:  # one mesh open at a time, each (shape, fabric) group's cases together, the fabric's last
+        groups = list(dict.fromkeys((case.mesh_shape, case.context_parallel) for case in MESH_CASES))
         failed = 0
-        for shape in shapes:
+        for shape, fabric in sorted(groups, key=lambda group: group[1]):
+            if fabric:  # ttnn.all_gather needs the fabric, configured before the mesh opens
+                ttnn.set_fabric_config(ttnn.FabricConfig.FABRIC_1D)
             failed += _run_cases(ttnn.open_mesh_device(ttnn.MeshShape(*shape)), ttnn.close_mesh_device,
-                                 [case for case in MESH_CASES if case.mesh_shape == shape], run_mesh_case)
+                                 [case for case in MESH_CASES if (case.mesh_shape, case.context_parallel) == (shape, fabric)],
+                                 run_mesh_case)
+            if fabric:
+                ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
         return 1 if failed else 0
     return 1 if _run_cases(ttnn.open_device(device_id=0), ttnn.close_device, CASES, run_case) else 0
 
