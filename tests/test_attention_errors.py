@@ -82,10 +82,39 @@ def test_attention_refuses_bad_options(kwargs, words):
         assert word in str(info.value)
 
 
-def test_attention_refuses_head_dim_past_512():
-    q, k, v = _good(n_q=2, n_kv=2, head_dim=544, capacity=64)
-    with pytest.raises(ValueError, match="head_dim: expected <= 512, got 544"):
+def test_attention_refuses_head_dim_past_576():
+    q, k, v = _good(n_q=2, n_kv=2, head_dim=608, capacity=64)
+    with pytest.raises(ValueError, match="head_dim: expected <= 576, got 608"):
         attention(q, k, v, cur_pos=[0, 0])
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(scale="0.1"), "scale: expected None or a number, got str"),
+    (dict(scale=True), "scale: expected None or a number, got bool"),
+    (dict(sliding_window_size=2.5), "sliding_window_size: expected None or an int, got float"),
+    (dict(sliding_window_size=True), "sliding_window_size: expected None or an int, got bool"),
+    (dict(rows=4.0), "rows: expected None or an int"),
+    (dict(split=2.0), "split: expected None or an int, got float"),
+    (dict(max_split=1.5), "max_split: expected None or an int, got float"),
+    (dict(block_tiles=2.0), "block_tiles: expected None or an int, got float"),
+    (dict(grid=(1.0, 1.0)), "grid: expected None, (x, y)"),
+    (dict(backend=None), "backend: expected a str, one of"),
+    (dict(q_layout=None), "q_layout: expected a str, one of"),
+    (dict(memory_config="L1"), "memory_config: expected None or a ttnn.MemoryConfig, got str 'L1'"),
+    (dict(is_causal=0), "is_causal: expected a bool, got int"),
+    (dict(batch_invariant="yes"), "batch_invariant: expected a bool, got str"),
+])
+def test_attention_wrong_types_are_type_errors(kwargs, words):
+    with pytest.raises(TypeError) as info:
+        attention(*_good(), cur_pos=[0, 0], **kwargs)
+    assert words in str(info.value)
+
+
+def test_attention_takes_numpy_bools():
+    q, k, v = _good()
+    out, lse = run_quiet(attention, q, k, v, cur_pos=[3, 9], is_causal=np.bool_(True), batch_invariant=np.bool_(False),
+                         return_lse=np.bool_(True))
+    assert lse.shape == (1, 1, 2, 8) and np.isfinite(lse).all()
 
 
 def test_attention_refuses_block_tiles_that_do_not_fit_l1():
@@ -155,7 +184,7 @@ def test_attention_refuses_device_tensors_mixed_with_host_ones(mock_device):
         attention(q, device_k, v, cur_pos=[0, 0])
 
 
-@pytest.mark.parametrize("scale", [0, -0.5, True])
+@pytest.mark.parametrize("scale", [0, -0.5])
 def test_attention_refuses_non_positive_scale_like_its_reference(scale):
     with pytest.raises(ValueError, match="scale: expected a finite positive number"):
         attention(*_good(), cur_pos=[0, 0], scale=scale)

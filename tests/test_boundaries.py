@@ -40,7 +40,7 @@ from ttnn_flashdecode.op.plan import DEFAULT_ARCH, plan_program
 from ttnn_flashdecode.op.program_factory import OPERANDS
 from ttnn_flashdecode.op.residency import Residency, l1_bytes
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
-from ttnn_flashdecode.op.validate import validate_options
+from ttnn_flashdecode.op.options import validate_options
 
 from bars import assert_close, assert_quiet
 
@@ -454,9 +454,9 @@ BOUNDARIES = [
              lambda n: attend(n_q=n, n_kv=1, cur_pos=[40, 100], rows=1), 32, 64, r"GQA ratio: .* got 64 \(rows\)$"),
     Boundary("GQA ratio a whole number", "GQA ratio: expected n_q_heads (", lambda n: attend(n_q=n, n_kv=2), 4, 5,
              r"GQA ratio: expected n_q_heads \(5\) to be a multiple of n_kv_heads \(2\)$"),
-    Boundary("head_dim <= 16 tiles", "head_dim: expected <=",
-             lambda d: attend(batch=1, n_q=1, n_kv=1, head_dim=d, capacity=64, cur_pos=[40]), 512, 513,
-             r"head_dim: expected <= 512, got 513$"),
+    Boundary("head_dim <= 18 tiles (MLA's 576)", "head_dim: expected <=",
+             lambda d: attend(batch=1, n_q=1, n_kv=1, head_dim=d, capacity=64, cur_pos=[40]), 576, 577,
+             r"head_dim: expected <= 576, got 577$"),
     Boundary("head_dim >= 1 (every k dimension)", "k: expected every dimension >= 1",
              lambda d: attend(head_dim=d), 1, 0, r"k: expected every dimension >= 1, got \[2, 2, 128, 0\]$"),
     Boundary("q width: whole heads", "q: expected a width that is a multiple of",
@@ -709,7 +709,19 @@ _CIRCULAR = "test_circular_cache.py::"
 
 _SPEC = "test_spec_multi_pos.py::"
 
+_TYPES = _ERRORS + "test_attention_wrong_types_are_type_errors"
+
 NO_NUMERIC_BOUNDARY = [
+    NoBoundary("{name}: expected a bool", _TYPES, "is_causal: expected a bool", "a type"),
+    NoBoundary("memory_config: expected None or a ttnn.MemoryConfig", _TYPES, "memory_config: expected None or a",
+               "a type"),
+    NoBoundary("{name}: expected None or an int, got", _TYPES, "split: expected None or an int", "a type"),
+    NoBoundary("backend: expected a str", _TYPES, "backend: expected a str", "a type"),
+    NoBoundary("scale: expected None or a number", _TYPES, "scale: expected None or a number", "a type"),
+    NoBoundary("rows: expected None or an int", _TYPES, "rows: expected None or an int", "a type"),
+    NoBoundary("q_layout: expected a str", _TYPES, "q_layout: expected a str", "a type"),
+    NoBoundary("share_cache: expected None or a bool", _DROPIN + "test_share_cache_must_be_a_bool",
+               "share_cache: expected None or a bool", "a type"),
     NoBoundary("return_lse: expected a bool", "test_lse.py::test_return_lse_needs_fp32_statistics",
                "return_lse: expected a bool", "a type"),
     NoBoundary("return_lse: expected a compute config with fp32_dest_acc_en=True",
@@ -925,7 +937,7 @@ def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
 
 # ------------------------------------------------------------------- the completeness check
 
-REFUSING_MODULES = ("ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/score_inputs.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
+REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/score_inputs.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
 
 
 @dataclasses.dataclass(frozen=True)

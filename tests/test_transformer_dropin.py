@@ -251,3 +251,10 @@ def test_drop_in_refusals_name_the_drop_in_arguments():
         transformer.scaled_dot_product_attention_decode(q, k_cache, v_cache, cur_pos=[1, 2, 3], program_config=object())
     with pytest.raises(ValueError, match=r"input_tensor_q: expected shape \[1, b, nh, dh\] \(dh = the cache's head_dim 64\)"):
         transformer.scaled_dot_product_attention_decode(q.reshape(1, 1, B, NQ * D), k_cache, v_cache, cur_pos=[1, 2, 3])
+
+
+def test_share_cache_must_be_a_bool():
+    q = np.zeros((1, 2, 8, 64), np.float32)
+    k = np.zeros((1, 2, 128, 64), np.float32)
+    with pytest.raises(TypeError, match="share_cache: expected None or a bool, got str 'yes'"):
+        transformer.scaled_dot_product_attention_decode(q, k, k, cur_pos=[3, 4], share_cache="yes")

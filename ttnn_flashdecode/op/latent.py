@@ -28,7 +28,7 @@ def _dims(tensor) -> tuple[int, ...]:
     return tuple(int(d) for d in tensor.shape)
 
 
-def values_for(k, v, head_dim_v):
+def values_for(k, v, head_dim_v, v_name: str = "input_tensor_v"):
     """The V operand of an MLA call: ``k`` itself when ``v`` is None (V = the latent's first
     ``head_dim_v`` columns, cut from the output afterwards), else ``v`` zero-padded from
     ``head_dim_v`` to ``k``'s head_dim columns.
@@ -37,6 +37,7 @@ def values_for(k, v, head_dim_v):
         k: the latent cache ``[b, nkv, s, dh]`` (paged: ``[blocks, nkv, block_size, dh]``).
         v: None, or ``[..., head_dim_v]`` like ``k`` but ``head_dim_v`` wide.
         head_dim_v: V's head_dim, ``1 <= head_dim_v <= dh``.
+        v_name: ``v``'s name in messages (``attention()``'s ``v``, the drop-ins' ``input_tensor_v``).
 
     Raises:
         TypeError: ``head_dim_v`` is not an int.
@@ -52,7 +53,7 @@ def values_for(k, v, head_dim_v):
         return k
     v_dims = _dims(v)
     if v_dims != k_dims[:-1] + (head_dim_v,):
-        raise ValueError(f"input_tensor_v: expected {list(k_dims[:-1] + (head_dim_v,))} (K's shape with head_dim_v "
+        raise ValueError(f"{v_name}: expected {list(k_dims[:-1] + (head_dim_v,))} (K's shape with head_dim_v "
                          f"columns), got {list(v_dims)}")
     if head_dim_v == head_dim:
         return v

@@ -4,7 +4,6 @@ operand, the POSITIONS and PAGE_TABLE operands)."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 from collections.abc import Sequence
@@ -19,7 +18,8 @@ from ttnn_flashdecode.op.program_factory import (Addresses, AddressWriter, Plan,
                                                  set_addresses, work_table)
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import device_cb_budget_bytes
-from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1, resolve_grid
+from ttnn_flashdecode.op.options import resolve_grid
+from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1
 
 __all__ = ["last_report", "to_numpy", "run_on_emulator", "run_on_device", "prepare_device_launch", "DeviceLaunch"]
 

@@ -48,9 +48,10 @@ def merge_attention_states(outputs: Sequence, lses: Sequence):
         ``(out, lse)``: ``out`` in ``outputs``' shape, ``lse`` in ``lses``' shape.
 
     Raises:
-        TypeError: ``outputs`` or ``lses`` is not a non-string sequence, or mixes kinds.
+        TypeError: ``outputs`` or ``lses`` is not a non-string sequence, or mixes kinds; numpy
+            LSEs that are not float arrays.
         ValueError: no partial, different counts, different shapes, or an ``lse`` shape that is
-            not the output's per head.
+            not the output's per head; a host LSE holding NaN or +inf (device LSEs are not read).
     """
     if isinstance(outputs, (str, bytes, np.ndarray, ttnn.Tensor)) or not isinstance(outputs, Sequence) or \
             isinstance(lses, (str, bytes, np.ndarray, ttnn.Tensor)) or not isinstance(lses, Sequence):
@@ -61,8 +62,9 @@ def merge_attention_states(outputs: Sequence, lses: Sequence):
                          f"{len(lses)}")
     kinds = {_kind(t) for t in (*outputs, *lses)}
     if len(kinds) != 1 or None in kinds:
+        got = sorted({_kind(t) or type(t).__name__ for t in (*outputs, *lses)})
         raise TypeError(f"outputs, lses: expected all numpy arrays, all host ttnn.Tensors or all device ttnn.Tensors, "
-                        f"got {sorted(str(k) for k in kinds)}")
+                        f"got {got}")
     out_shape, lse_shape = tuple(outputs[0].shape), tuple(lses[0].shape)
     for name, items, shape in (("outputs", outputs, out_shape), ("lses", lses, lse_shape)):
         if any(tuple(t.shape) != shape for t in items):
@@ -72,7 +74,11 @@ def merge_attention_states(outputs: Sequence, lses: Sequence):
     if kind == "device":
         return _merge_on_device(outputs, lses, heads_view, out_shape, lse_shape)
     o = np.stack([_host_values(t) for t in outputs]).reshape(len(outputs), *heads_view)
+    if kind == "numpy" and any(not np.issubdtype(t.dtype, np.floating) for t in lses):
+        raise TypeError(f"lses: expected float arrays, got dtypes {sorted({str(t.dtype) for t in lses})}")
     s = np.stack([_host_values(t) for t in lses]).astype(np.float64)
+    if np.isnan(s).any() or np.isposinf(s).any():
+        raise ValueError("lses: expected finite values or -inf (an empty partial), got NaN or +inf")
     out, lse = _merge(o, s)
     out = out.reshape(out_shape)
     if kind == "host":

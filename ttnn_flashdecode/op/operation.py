@@ -37,7 +37,8 @@ from ttnn_flashdecode.op.launch import last_report, run_on_device, run_on_emulat
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, DEFAULT_BLOCK_TILES, plan_program, program_for
 from ttnn_flashdecode.op.score_inputs import lse_option, score_options
 from ttnn_flashdecode.op.shape import ComputeOptions
-from ttnn_flashdecode.op.validate import IDLE, validate_inputs, validate_options
+from ttnn_flashdecode.op.options import as_bool, validate_options
+from ttnn_flashdecode.op.validate import IDLE, validate_inputs
 
 __all__ = ["attention", "cached_launch", "last_report", "to_numpy", "plan_program", "program_for", "DEFAULT_BLOCK_TILES",
            "DEFAULT_ARCH", "IDLE"]
@@ -311,7 +312,7 @@ def attention(
     """
     call = locals()  # every argument by name, in signature order (nothing else is bound yet)
     if head_dim_v is not None:  # MLA: V = the latent's first head_dim_v columns (op/latent.py)
-        out = attention(q, k, latent.values_for(k, v, head_dim_v),
+        out = attention(q, k, latent.values_for(k, v, head_dim_v, "v"),
                         **{name: call[name] for name in call if name not in ("q", "k", "v", "head_dim_v")})
         heads = None if q_layout == "heads" else int(q.shape[-1]) // int(k.shape[-1])
         return latent.keep_value_columns(out, int(head_dim_v), heads=heads)
@@ -322,16 +323,15 @@ def attention(
     if launch is not None:  # a device call like one already validated and planned: launch only
         return launch(q, k, v, cur_pos_tensor, page_table_tensor)
     window = validate_options(backend=backend, split=split, scale=scale, max_split=max_split,
-                              sliding_window_size=sliding_window_size)
+                              sliding_window_size=sliding_window_size, block_tiles=block_tiles,
+                              memory_config=memory_config)
     score = score_options(logit_softcap, attention_chunk_size)
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
+    is_causal, batch_invariant, return_lse = (as_bool(name, value) for name, value in (
+        ("is_causal", is_causal), ("batch_invariant", batch_invariant), ("return_lse", return_lse)))
     q, q_dtype = _bfloat16_q(q)
     inputs = validate_inputs(q, k, v, cur_pos, chunk_start, rows, cur_pos_tensor, page_table_tensor, q_layout, window,
                              attention_sink, is_causal, attn_mask, cache_position_modulo, users_per_table_row, score)
     if batch_invariant is not False:
-        if not isinstance(batch_invariant, bool):
-            raise TypeError(f"batch_invariant: expected a bool, got {type(batch_invariant).__name__}")
         inputs = dataclasses.replace(inputs, shape=dataclasses.replace(inputs.shape, batch_invariant=True))
     compute = ComputeOptions.from_config(compute_kernel_config)
     if lse_option(return_lse, compute.fp32_dest_acc_en):

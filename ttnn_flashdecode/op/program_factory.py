@@ -208,7 +208,7 @@ def grid_cores(grid) -> tuple[tuple[int, int], ...]:
         grid: a rectangle ``(x, y)`` (cores ``(0, 0) .. (x - 1, y - 1)``; table index ``i`` is core
             ``(i % x, i // x)``, row by row), or a core set: a tuple of distinct logical ``(x, y)``
             pairs, used in the order given (``ttnn.CoreRangeSet``'s, from
-            :func:`ttnn_flashdecode.op.validate.resolve_grid`).
+            :func:`ttnn_flashdecode.op.options.resolve_grid`).
     """
     if _is_rectangle(grid):
         return tuple((i % grid[0], i // grid[0]) for i in range(grid[0] * grid[1]))

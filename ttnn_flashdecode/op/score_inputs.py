@@ -187,8 +187,9 @@ def lse_option(return_lse, fp32_dest_acc_en: bool) -> bool:
         TypeError: ``return_lse`` is not a bool.
         ValueError: ``return_lse=True`` with ``fp32_dest_acc_en=False`` (bfloat16 statistics).
     """
-    if not isinstance(return_lse, bool):
+    if not isinstance(return_lse, (bool, np.bool_)):
         raise TypeError(f"return_lse: expected a bool, got {type(return_lse).__name__}")
+    return_lse = bool(return_lse)
     if return_lse and not fp32_dest_acc_en:
         raise ValueError("return_lse: expected a compute config with fp32_dest_acc_en=True (the LSE is made of the "
                          "softmax statistics, which are float32 only then), got fp32_dest_acc_en=False")

@@ -28,7 +28,7 @@ import ttnn
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.operation import DEFAULT_ARCH, attention
 from ttnn_flashdecode.op.shape import ComputeOptions
-from ttnn_flashdecode.op.validate import resolve_grid
+from ttnn_flashdecode.op.options import resolve_grid
 
 __all__ = ["scaled_dot_product_attention_decode", "paged_scaled_dot_product_attention_decode"]
 
@@ -288,6 +288,8 @@ def scaled_dot_product_attention_decode(
                                  cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor)
     if is_causal and cur_pos is None and cur_pos_tensor is None:
         raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
+    if share_cache is not None and not isinstance(share_cache, (bool, np.bool_)):
+        raise TypeError(f"share_cache: expected None or a bool, got {type(share_cache).__name__} {share_cache!r}")
     shared = _shared_cache_table(input_tensor_q, input_tensor_k) if share_cache else None
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             **positions, scale=scale, page_table_tensor=shared,

@@ -17,14 +17,14 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import kv_walk, protocol
+from ttnn_flashdecode.op.options import is_int
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, WRAPPED_POSITIONS, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
-from ttnn_flashdecode.op.score_inputs import (SCALE_MAX, check_chunk_rows, device_mask, mask_users, mask_values,
+from ttnn_flashdecode.op.score_inputs import (check_chunk_rows, device_mask, mask_users, mask_values,
                                               sink_logits)
 
-__all__ = ["IDLE", "BACKENDS", "Inputs", "validate_inputs", "validate_options", "height_sharded_l1", "resolve_grid"]
+__all__ = ["IDLE", "Inputs", "validate_inputs", "height_sharded_l1"]
 
-BACKENDS = ("auto", "device", "emulator")
 
 IDLE = -1
 """A position that marks an idle batch slot (as in ttnn's ``cur_pos_tensor``): no K/V read, zero output rows."""
@@ -71,10 +71,6 @@ def _kind(tensor, name: str) -> str:
     raise TypeError(f"{name}: expected a ttnn.Tensor or numpy.ndarray, got {type(tensor).__name__}")
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
     """``"decode"``, ``"rows"`` or ``"chunk"`` from which of the arguments are given (``cur_pos``
     and ``cur_pos_tensor`` are the same positions, as a list or a tensor)."""
@@ -95,7 +91,9 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
         raise TypeError("attention() needs cur_pos= or cur_pos_tensor= (decode; with rows=, ROWS) or chunk_start= (a causal chunk)")
     if rows is None:
         return "decode"
-    if not _is_int(rows) or rows < 1:
+    if not is_int(rows):
+        raise TypeError(f"rows: expected None or an int (query rows per user), got {type(rows).__name__} {rows!r}")
+    if rows < 1:
         raise ValueError(f"rows: expected None or a positive int (query rows per user), got {rows!r}")
     return "rows"
 
@@ -128,6 +126,8 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
             f"q, k, v: expected device tensors for all three or none (host tensors and numpy arrays mix), got {sorted(kinds)}"
         )
     q_shape, k_shape, v_shape = _shape_of(q), _shape_of(k), _shape_of(v)
+    if not isinstance(q_layout, str):
+        raise TypeError(f"q_layout: expected a str, one of {Q_LAYOUTS}, got {type(q_layout).__name__} {q_layout!r}")
     if q_layout not in Q_LAYOUTS:
         raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {q_layout!r}")
     if q_layout == "heads":
@@ -380,7 +380,7 @@ def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: 
             states the bound).
     """
     what = "an int or one int per sequence" if broadcast else "one position per user (a sequence of ints)"
-    if _is_int(value):
+    if is_int(value):
         if not broadcast:
             raise TypeError(f"{name}: expected {what}, got a single int")
         value = (value,) * batch
@@ -390,7 +390,7 @@ def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: 
     if len(values) != batch:
         raise ValueError(f"{name}: expected {batch} {noun}, got {len(values)}")
     for user, item in enumerate(values):
-        if not _is_int(item):
+        if not is_int(item):
             raise TypeError(f"{name}[{user}]: expected an int, got {type(item).__name__}")
         if not (0 <= item <= high or (idle and item == IDLE)):
             raise ValueError(f"{name}[{user}]: expected {rule}, got {item}")
@@ -405,8 +405,10 @@ def _positions(cur_pos, cur_pos_tensor, batch: int, capacity: int, kind: str) ->
         cur_pos = _positions_tensor_values(cur_pos_tensor, batch, kind)
         if cur_pos is None:
             return None
+    limit = (f"2**29 (a circular cache's logical positions)" if capacity == WRAPPED_POSITIONS
+             else f"capacity {capacity}")
     return _per_user_ints(name, cur_pos, batch, capacity - 1, noun="positions (one per user)",
-                          rule=f"0 <= position < capacity {capacity}, or {IDLE} for an idle slot", broadcast=False,
+                          rule=f"0 <= position < {limit}, or {IDLE} for an idle slot", broadcast=False,
                           idle=True)
 
 
@@ -444,83 +446,3 @@ def _validate_device_tensors(q, k, v, q_layout: str = "rows") -> None:
 
 def height_sharded_l1(config) -> bool:
     return config.buffer_type == ttnn.BufferType.L1 and config.memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
-
-
-
-def validate_options(*, backend: str, split, scale, max_split=None, sliding_window_size=None) -> int:
-    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``, ``max_split``,
-    ``sliding_window_size``; returns the window (0: none).
-
-    Raises:
-        ValueError: a backend outside :data:`BACKENDS`, a split or max_split outside
-            ``1..MAX_SPLIT``, a scale that is not a positive number of at most :data:`SCALE_MAX`, a
-            sliding window that is not a positive int.
-    """
-    if sliding_window_size is not None and (isinstance(sliding_window_size, bool) or not isinstance(
-            sliding_window_size, (int, np.integer)) or not 1 <= sliding_window_size < 2**31):
-        raise ValueError(f"sliding_window_size: expected None or a positive int (positions each row attends, "
-                         f"its own included), got {sliding_window_size!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-    for name, value in (("split", split), ("max_split", max_split)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                  or not 1 <= value <= protocol.MAX_SPLIT):
-            raise ValueError(f"{name}: expected None or an int in 1..{protocol.MAX_SPLIT}, got {value!r}")
-    if scale is not None and not (
-        isinstance(scale, (int, float, np.floating)) and not isinstance(scale, bool) and 0 < scale <= SCALE_MAX
-    ):
-        raise ValueError(f"scale: expected a finite positive number, at most {SCALE_MAX:.6g} (the kernels hold it in "
-                         f"bfloat16), got {scale!r}")
-    return int(sliding_window_size or 0)
-
-
-def resolve_grid(grid, full: tuple[int, int], name: str = "grid"):
-    """The cores a call may use, as the planner takes them: a rectangle ``(x, y)`` (cores ``(0, 0)
-    .. (x - 1, y - 1)``) or a core set (a tuple of logical ``(x, y)`` cores, in order).
-
-    Args:
-        grid: ``None`` (the device's whole grid, ``full``); ``(x, y)`` or a ``ttnn.CoreCoord``: that
-            rectangle from core ``(0, 0)`` (ttnn's ``compute_with_storage_grid_size``); a
-            ``ttnn.CoreRangeSet`` (ttnn's ``sub_core_grids``) or a sequence of ``(x, y)`` cores:
-            exactly those cores (a range set's ranges in order, each row by row). A core set that
-            is a rectangle from ``(0, 0)`` in that order plans as the rectangle.
-        full: the device's compute grid ``(x, y)`` (on the emulator, the emulated device's).
-        name: the argument's name in messages.
-
-    Raises:
-        ValueError: a rectangle not within ``full`` or with a side below 1, an empty core set, a
-            core outside ``full`` or given twice, or anything else.
-    """
-    fx, fy = full
-    if grid is None:
-        return (int(fx), int(fy))
-    if isinstance(grid, ttnn.CoreCoord):
-        grid = (grid.x, grid.y)
-    if isinstance(grid, ttnn.CoreRangeSet):
-        cores = [(x, y) for r in grid.ranges()
-                 for y in range(r.start.y, r.end.y + 1) for x in range(r.start.x, r.end.x + 1)]
-    elif isinstance(grid, (tuple, list)) and len(grid) == 2 and all(_is_int(n) for n in grid):
-        x, y = (int(n) for n in grid)
-        if not (1 <= x <= fx and 1 <= y <= fy):
-            raise ValueError(f"{name}: expected a grid within the device's {fx}x{fy} compute grid (1 <= x <= {fx}, "
-                             f"1 <= y <= {fy}), got {x}x{y}")
-        return (x, y)
-    elif isinstance(grid, (tuple, list)) and all(
-            isinstance(c, (tuple, list)) and len(c) == 2 and all(_is_int(n) for n in c) for c in grid):
-        cores = [(int(x), int(y)) for x, y in grid]
-    else:
-        raise ValueError(f"{name}: expected None, (x, y), a ttnn.CoreCoord, a ttnn.CoreRangeSet or a sequence of "
-                         f"(x, y) cores, got {grid!r}")
-    if not cores:
-        raise ValueError(f"{name}: expected at least one core, got an empty set")
-    outside = [c for c in cores if not (0 <= c[0] < fx and 0 <= c[1] < fy)]
-    if outside:
-        raise ValueError(f"{name}: expected cores within the device's {fx}x{fy} compute grid (0..{fx - 1}, "
-                         f"0..{fy - 1}), got core {outside[0]}")
-    if len(set(cores)) != len(cores):
-        twice = next(c for i, c in enumerate(cores) if c in cores[:i])
-        raise ValueError(f"{name}: expected each core once, got core {twice} twice")
-    width = max(x for x, _ in cores) + 1
-    if len(cores) % width == 0 and cores == [(i % width, i // width) for i in range(len(cores))]:
-        return (width, len(cores) // width)
-    return tuple(cores)
