@@ -286,6 +286,14 @@ def test_merge_of_host_tensors_and_errors():
         merge_attention_states([np.zeros((1, 1, 2, 8)), o[0]], [np.zeros((1, 1, 2, 2))] * 2)
     with pytest.raises(TypeError, match="expected sequences"):
         merge_attention_states(np.zeros((1, 1, 2, 8)), [np.zeros((1, 1, 2, 2))])
+    with pytest.raises(TypeError, match=r"got \['list'\]"):  # lists, not arrays: named as such
+        merge_attention_states([[0.0] * 8], [[0.0] * 2])
+    partial, lse = np.ones((1, 1, 2, 8)), np.zeros((1, 1, 2, 2))
+    for bad in (np.inf, np.nan):  # an LSE is finite or -inf (an empty partial); these would give NaN everywhere
+        with pytest.raises(ValueError, match="lses: expected finite values or -inf"):
+            merge_attention_states([partial, partial], [lse, np.full_like(lse, bad)])
+    with pytest.raises(TypeError, match="lses: expected float arrays"):
+        merge_attention_states([partial], [lse.astype(np.int32)])
 
 
 def test_return_lse_needs_fp32_statistics():
