@@ -146,3 +146,19 @@ def test_mla_like_128_heads_per_kv_head(feature):
     assert _row_tiles() == 4
     got = assert_close(out, want, f"128 heads, {feature}")
     assert not got[..., 1, :].any(), "an idle user's rows are zero"
+
+
+def test_row_tile_program_is_the_same_for_every_position():
+    """Trace-safe: whether a group is one request of several row tiles depends on shapes only, so
+    one program (hash and runtime args) serves every position vector, idle slots included."""
+    q, k, v = _inputs(4, 2, 64, 1, 64, 512)
+    identities = set()
+    for positions in ([0, 511], [300, -1], [31, 32]):
+        out = run_quiet(attention, q, k, v, cur_pos=positions, split=1)
+        report = last_report()
+        assert report.plan.shape.row_tiles == 2
+        identities.add((report.program_hash, report.runtime_args_sha256))
+        want = attention_reference(q, k, v, cur_pos=positions)
+        live = [user for user, position in enumerate(positions) if position >= 0]
+        assert_close(np.asarray(out)[:, :, live], want[:, :, live], f"positions {positions}")
+    assert len(identities) == 1, identities
