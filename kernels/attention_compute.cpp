@@ -15,12 +15,14 @@
 //
 // Compile-time args: named dim_tiles, block_tiles, dst_tiles (DST tiles per acquire for this
 // compute config), exp_approx (approximate exp), window, attention_chunk, sink, mask_users,
-// softcap and softcap_recip (fp32 bits; 0: no cap), inbox_slots, lse (1: return_lse). Runtime args: none.
+// softcap and softcap_recip (fp32 bits; 0: no cap), inbox_slots, lse (1: return_lse), row_tiles (R,
+// Q row tiles per request: attention_protocol.hpp "Q row tiles"). Runtime args: none.
 // CBs in (from the reader): WORK 1 page once (this core's work row: the request count, then 16
 // parameter-block words per request), POSITIONS 1 page once (an int32 per user: each request's kv_positions,
-// attention_protocol.hpp kv_positions_at), then per request QSTAGE dim_tiles, CONST 4, K and V
-// block_tiles*dim_tiles per block.
-// CB out (to the writer): OUT dim_tiles (and, with lse, LSE 1 before it). The rest are internal (residency.py lists them).
+// attention_protocol.hpp kv_positions_at), then per request QSTAGE R*dim_tiles, CONST 4 (const_pages), K and V
+// block_tiles*dim_tiles per block; every block serves the R row tiles in turn, each with its own
+// running state (M, L: R pages; O: R*dim_tiles), kept in row-tile order.
+// CB out (to the writer): OUT dim_tiles per row tile (and, with lse, LSE 1 before it). The rest are internal (residency.py lists them).
 // Row statistics (M, L, LSUM, C) live in column 0 of their tile, where REDUCE_ROW leaves them; the
 // other columns hold whatever the packer leaves there, and every step either broadcasts column 0
 // or works element by element, so they never reach column 0.
@@ -64,7 +66,12 @@ constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
 // a start like the window's, through the same CONST pages and window_page.
 constexpr uint32_t kChunk = get_named_compile_time_arg_val("attention_chunk");
 constexpr bool kWindowed = kWindow != 0 || kChunk != 0;
-constexpr uint32_t kConstPages = const_pages(kWindowed, kSink);
+// Q row tiles per request (attention_protocol.hpp "Q row tiles"): one running state (M, L, O) per
+// row tile, every K/V block serving them all; 1 normally.
+constexpr uint32_t kRowTiles = get_named_compile_time_arg_val("row_tiles");
+constexpr uint32_t kConstPages = const_pages(kWindowed, kSink, kRowTiles);
+// QSTAGE / QS pages per request: row tile r's query at pages r * dim_tiles ...
+constexpr uint32_t kQsPages = kRowTiles * kDimTiles;
 // Logit softcap c (FA3's softcap, Gemma 2's attn_logit_softcapping) as fp32 bits, 0 for none, and
 // 1 / c (fp32 bits, computed on the host: the kernel divides nothing): S = c tanh(S / c).
 constexpr uint32_t kSoftcap = get_named_compile_time_arg_val("softcap");
@@ -78,6 +85,7 @@ constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
 constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
 static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
+static_assert(kRowTiles == 1 || kMaskUsers == 0, "an attention mask's rows are one row tile's: one row tile per request");
 
 // Points the SrcA / SrcB unpackers at the formats of `srca` / `srcb` and the packer at `out`'s,
 // before a step whose CBs differ in format (statistics CBs may be float32, data CBs bfloat16).
@@ -121,15 +129,17 @@ void per_dim_chunk(TileOp tile_op, Finish finish) {
     }
 }
 
-// QS = QSTAGE * scale (scale = CONST page 1, broadcast as a scalar).
+// QS = QSTAGE * scale (scale = CONST page 1, broadcast as a scalar), every row tile.
 void scale_query() {
-    cb_wait_front(kCbQStage, kDimTiles);
+    cb_wait_front(kCbQStage, kQsPages);
     formats(kCbQStage, kCbConst, kCbQs);
     mul_bcast_scalar_init(kCbQStage, kCbConst);
-    per_dim_chunk([](uint32_t d, uint32_t i) { mul_tiles_bcast_scalar(kCbQStage, kCbConst, d, kConstPageScale, i); },
-                  [](uint32_t count) { pack_to(kCbQs, count); });
-    cb_pop_front(kCbQStage, kDimTiles);
-    cb_wait_front(kCbQs, kDimTiles);
+    for (uint32_t q = 0; q < kQsPages; q += kDimTiles) {
+        per_dim_chunk([q](uint32_t d, uint32_t i) { mul_tiles_bcast_scalar(kCbQStage, kCbConst, q + d, kConstPageScale, i); },
+                      [](uint32_t count) { pack_to(kCbQs, count); });
+    }
+    cb_pop_front(kCbQStage, kQsPages);
+    cb_wait_front(kCbQs, kQsPages);
 }
 
 // Score modifier "logit softcap": S = c tanh(S / c) on the scaled scores (DST tile 0), before every
@@ -173,9 +183,10 @@ void add_attn_mask(uint32_t t) {
     }
 }
 
-// S = QS . K^T for the block's `live` tiles, the first of them window tile `first_tile`; a masked
-// tile (the last live one and, with several rows per head, the one before) gets its CONST mask page.
-void scores(const Params& p, uint32_t live, uint32_t first_tile) {
+// S = QS . K^T for the block's `live` tiles, the first of them window tile `first_tile`, QS from page
+// `qs` (row tile qs / dim_tiles); a masked tile (the last live one and, with several rows per head,
+// the one before) gets its CONST mask page.
+void scores(const Params& p, uint32_t live, uint32_t first_tile, uint32_t qs) {
     DeviceZoneScopedN("fd-compute-scores");
     cb_reserve_back(kCbS, kBlockTiles);
     if constexpr (kMaskUsers != 0) {
@@ -186,7 +197,7 @@ void scores(const Params& p, uint32_t live, uint32_t first_tile) {
     for (uint32_t t = 0; t < live; ++t) {
         tile_regs_acquire();
         for (uint32_t d = 0; d < kDimTiles; ++d) {
-            matmul_tiles(kCbQs, kCbK, d, t * kDimTiles + d, 0);
+            matmul_tiles(kCbQs, kCbK, qs + d, t * kDimTiles + d, 0);
         }
         cap_scores();
         const uint32_t mask_page = p.mask_page(first_tile + t);
@@ -241,16 +252,17 @@ void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
     pack_to(m_new, 1);
 }
 
-// P = exp(S - M_NEW) into SCRATCH; frees S.
-void probabilities(uint32_t live, uint32_t m_new) {
-    cb_wait_front(m_new, 1);
+// P = exp(S - M_NEW) into SCRATCH, M_NEW page `row` (row tile `row`'s: M_NEW holds one page per row
+// tile done so far this block); frees S.
+void probabilities(uint32_t live, uint32_t m_new, uint32_t row = 0) {
+    cb_wait_front(m_new, row + 1);
     cb_reserve_back(kCbScratch, kBlockTiles);
     formats(kCbS, m_new, kCbScratch);
     sub_bcast_cols_init(kCbS, m_new);
     exp_tile_init<kExpApprox>();
     for (uint32_t t = 0; t < live; ++t) {
         tile_regs_acquire();
-        sub_tiles_bcast_cols(kCbS, m_new, t, 0, 0);
+        sub_tiles_bcast_cols(kCbS, m_new, t, row, 0);
         exp_tile<kExpApprox>(0);
         tile_regs_commit();
         tile_regs_wait();
@@ -261,16 +273,16 @@ void probabilities(uint32_t live, uint32_t m_new) {
     cb_pop_front(kCbS, kBlockTiles);
 }
 
-// C = exp(M_OLD - M_NEW); frees M_OLD. `reconfigure`: false when the unpackers and packer are
-// already set for statistics CBs (the combine passes).
-void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true) {
+// C = exp(M_OLD - M_NEW), M_NEW page `row` (as probabilities); frees M_OLD's front page. `reconfigure`:
+// false when the unpackers and packer are already set for statistics CBs (the combine passes).
+void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true, uint32_t row = 0) {
     if (reconfigure) {
         formats(m_old, m_new, kCbC);
     }
     sub_init(m_old, m_new);
     exp_tile_init<kExpApprox>();
     tile_regs_acquire();
-    sub_tiles(m_old, m_new, 0, 0, 0);
+    sub_tiles(m_old, m_new, 0, row, 0);
     exp_tile<kExpApprox>(0);
     pack_to(kCbC, 1);
     cb_pop_front(m_old, 1);
@@ -351,12 +363,14 @@ void rescale_output() {
 }
 
 // Score modifier "attention sink" (attention_protocol.hpp "Attention sink"), on the normalising
-// core just before O / L: M' = max(M, sink) (into the free one of M_A / M_B), C = exp(M - M'),
-// L = C * L + exp(sink - M'), O = C * O. `m_final` (M) stays for normalise to free; so does M' with
-// return_lse (the LSE is M' + log L). Returns M''s CB.
-uint32_t fold_sink(uint32_t m_final) {
+// core just before O / L, for the row tile at the front of the state CBs (row tile `row`): M' =
+// max(M, sink) (sink: CONST page kConstPageSink + row) appended to `m_sink` (the free one of M_A /
+// M_B, holding `row` pages before), C = exp(M - M'), L = C * L + exp(sink - M'), O = C * O. Frees
+// M; L and O move to the back (after all row tiles they are in order again), M' stays for the LSE
+// and normalise.
+void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
     DeviceZoneScopedN("fd-compute-sink");
-    const uint32_t m_sink = m_final == kCbMA ? kCbMB : kCbMA;
+    const uint32_t sink = kConstPageSink + row;
     cb_wait_front(m_final, 1);
     formats(m_final, kCbConst, m_sink);
     copy_init(m_final);
@@ -364,28 +378,26 @@ uint32_t fold_sink(uint32_t m_final) {
     copy_tile(m_final, 0, 0);
     reconfig_data_format_srca(kCbConst);
     copy_init(kCbConst);
-    copy_tile(kCbConst, kConstPageSink, 1);
+    copy_tile(kCbConst, sink, 1);
     binary_max_tile_init();
     binary_max_tile(0, 1, 0);
     pack_to(m_sink, 1);
-    cb_wait_front(m_sink, 1);
+    cb_wait_front(m_sink, row + 1);
     formats(m_final, m_sink, kCbC);  // C = exp(M - M')
     sub_init(m_final, m_sink);
     exp_tile_init<kExpApprox>();
     tile_regs_acquire();
-    sub_tiles(m_final, m_sink, 0, 0, 0);
+    sub_tiles(m_final, m_sink, 0, row, 0);
     exp_tile<kExpApprox>(0);
     pack_to(kCbC, 1);
+    cb_pop_front(m_final, 1);
     formats(kCbConst, m_sink, kCbLsum);  // LSUM = exp(sink - M')
     sub_init(kCbConst, m_sink);
     exp_tile_init<kExpApprox>();
     tile_regs_acquire();
-    sub_tiles(kCbConst, m_sink, kConstPageSink, 0, 0);
+    sub_tiles(kCbConst, m_sink, sink, row, 0);
     exp_tile<kExpApprox>(0);
     pack_to(kCbLsum, 1);
-    if constexpr (!kLse) {
-        cb_pop_front(m_sink, 1);
-    }
     update_sum();  // L = C * L + LSUM
     cb_wait_front(kCbO, kDimTiles);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {  // O = C * O, a chunk at a time
@@ -400,7 +412,6 @@ uint32_t fold_sink(uint32_t m_final) {
         pack_to(kCbO, count);
     }
     cb_pop_front(kCbC, 1);
-    return m_sink;
 }
 
 // Output stage "log-sum-exp" (attention_protocol.hpp "Log-sum-exp output"): LSE = M + log(L) per
@@ -427,21 +438,10 @@ void log_sum_exp(uint32_t m) {
     }
 }
 
-// OUT = O * (1 / L) (and, with return_lse, the LSE first); frees O, L and the final running max.
-void normalise(uint32_t m_final, bool idle) {
-    DeviceZoneScopedN("fd-compute-normalise");
-    uint32_t m_lse = m_final;
-    if constexpr (kSink) {
-        if (!(kLse && idle)) {  // with return_lse an idle slot keeps L = 0: its LSE is -inf, its output 0 either way
-            m_lse = fold_sink(m_final);
-        }
-    }
-    log_sum_exp(m_lse);
-    if constexpr (kSink && kLse) {
-        if (m_lse != m_final) {
-            cb_pop_front(m_lse, 1);  // M' = max(M, sink), kept by fold_sink for the LSE
-        }
-    }
+// OUT = O * (1 / L) (and, with return_lse, the LSE first) for the row tile at the front of the
+// state CBs; frees its O, L and running max (`m`'s front page).
+void normalise_row(uint32_t m, bool idle) {
+    log_sum_exp(m);
     cb_wait_front(kCbL, 1);
     formats(kCbL, kCbL, kCbLsum);
     copy_init(kCbL);
@@ -464,8 +464,27 @@ void normalise(uint32_t m_final, bool idle) {
     cb_push_back(kCbOut, kDimTiles);
     cb_pop_front(kCbO, kDimTiles);
     cb_pop_front(kCbLsum, 1);
-    cb_wait_front(m_final, 1);
-    cb_pop_front(m_final, 1);
+    cb_wait_front(m, 1);
+    cb_pop_front(m, 1);
+}
+
+// The end of a request on its normalising core, every row tile in order (the writer takes OUT a row
+// tile at a time): the sinks folded into each row tile's state first (a whole cycle of the state
+// CBs, so they are back in order), then OUT per row tile. `m_final` holds the final running maxima.
+void normalise(uint32_t m_final, bool idle) {
+    DeviceZoneScopedN("fd-compute-normalise");
+    uint32_t m = m_final;
+    if constexpr (kSink) {
+        if (!(kLse && idle)) {  // with return_lse an idle slot keeps L = 0: its LSE is -inf, its output 0 either way
+            m = m_final == kCbMA ? kCbMB : kCbMA;
+            for (uint32_t row = 0; row < kRowTiles; ++row) {
+                fold_sink(m_final, m, row);
+            }
+        }
+    }
+    for (uint32_t row = 0; row < kRowTiles; ++row) {
+        normalise_row(m, idle);
+    }
 }
 
 // Copies `count` pages of `cb` from page `first` into `out`'s reserved pages, chunked by DST size.
@@ -482,20 +501,22 @@ void copy_pages(uint32_t cb, uint32_t first, uint32_t count, uint32_t out) {
     }
 }
 
-// The running state of a slice that holds no live position: O = 0, L = 0, M = MASK_VALUE (CONST
-// page 2 holds the kill mask), so the combine weighs it by exp(MASK_VALUE - M) = 0.
+// The running state of a slice that holds no live position, every row tile: O = 0, L = 0, M =
+// MASK_VALUE (CONST page 2 holds the kill mask), so the combine weighs it by exp(MASK_VALUE - M) = 0.
 void empty_state(uint32_t m_state) {
-    formats(kCbConst, kCbConst, kCbO);
-    sub_init(kCbConst, kCbConst);
-    per_dim_chunk([](uint32_t, uint32_t i) { sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, i); },
-                  [](uint32_t count) { pack_to(kCbO, count); });  // scale - scale = 0
-    tile_regs_acquire();  // (L has O's statistics format: no packer reconfig)
-    sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, 0);
-    pack_to(kCbL, 1);
-    cb_reserve_back(m_state, 1);
-    copy_pages(kCbConst, kConstPageMask, 1, m_state);
-    cb_push_back(m_state, 1);
-    cb_wait_front(m_state, 1);  // as a block leaves its running max: waited, ready to read
+    for (uint32_t row = 0; row < kRowTiles; ++row) {
+        formats(kCbConst, kCbConst, kCbO);
+        sub_init(kCbConst, kCbConst);
+        per_dim_chunk([](uint32_t, uint32_t i) { sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, i); },
+                      [](uint32_t count) { pack_to(kCbO, count); });  // scale - scale = 0
+        tile_regs_acquire();  // (L has O's statistics format: no packer reconfig)
+        sub_tiles(kCbConst, kCbConst, kConstPageScale, kConstPageScale, 0);
+        pack_to(kCbL, 1);
+        cb_reserve_back(m_state, 1);
+        copy_pages(kCbConst, kConstPageMask, 1, m_state);
+        cb_push_back(m_state, 1);
+    }
+    cb_wait_front(m_state, kRowTiles);  // as a block leaves its running maxima: waited, ready to read
 }
 
 // Combine pass 1 (attention_protocol.hpp, above partial_pages): this subtree's max = max(own M,
@@ -640,7 +661,7 @@ void attend_max_first(const Params& p) {
     const bool root = p.reducer();
     const uint32_t children = p.tree_children();
     cb_wait_front(kCbK, kBlockPages);
-    scores(p, live, p.block_first_tile(0));
+    scores(p, live, p.block_first_tile(0), 0);
     cb_pop_front(kCbK, kBlockPages);
     running_max(live, /*first=*/true, kCbMB, kCbMA);  // this slice's M in M_A
     cb_wait_front(kCbMA, 1);
@@ -672,6 +693,38 @@ void attend_max_first(const Params& p) {
     }
 }
 
+// One K/V block's live tiles against row tile `row`'s query (QS pages row * dim_tiles ..) and
+// running state, at the front of the state CBs (attention_protocol.hpp "Q row tiles"): the online
+// softmax step. M_NEW gains the row tile's new max at the back; M_OLD, L and O drop its old state
+// from the front and L and O take the new one at the back, so after every row tile the state is in
+// row-tile order again. K and V are freed after the last row tile's use of them (one read serves all).
+void attend_block(const Params& p, uint32_t block, uint32_t live, uint32_t row, uint32_t m_old, uint32_t m_new) {
+    const bool first = block == 0;
+    const bool last_row = row + 1 == kRowTiles;
+    cb_wait_front(kCbK, kBlockPages);
+    scores(p, live, p.block_first_tile(block), row * kDimTiles);
+    if (last_row) {
+        cb_pop_front(kCbK, kBlockPages);
+    }
+    DeviceZoneScopedN("fd-compute-softmax");
+    running_max(live, first, m_old, m_new);
+    probabilities(live, m_new, row);
+    if (!first) {
+        correction(m_old, m_new, /*reconfigure=*/true, row);
+    }
+    running_sum(live, first);
+    cb_wait_front(kCbV, kBlockPages);
+    const uint32_t out = first ? kCbO : kCbPv;
+    weighted_values(live, [out](uint32_t count) { pack_to(out, count); });
+    if (last_row) {
+        cb_pop_front(kCbV, kBlockPages);
+    }
+    cb_pop_front(kCbScratch, kBlockTiles);
+    if (!first) {
+        rescale_output();
+    }
+}
+
 void attend(Params p) {
     p.window = kWindow;  // the program's, not on the wire
     p.attention_chunk = kChunk;
@@ -679,7 +732,7 @@ void attend(Params p) {
     scale_query();
     if (p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {
         attend_max_first(p);
-        cb_pop_front(kCbQs, kDimTiles);
+        cb_pop_front(kCbQs, kQsPages);
         cb_pop_front(kCbConst, kConstPages);
         return;
     }
@@ -691,24 +744,8 @@ void attend(Params p) {
             skip_block();
             continue;
         }
-        const bool first = block == 0;
-        cb_wait_front(kCbK, kBlockPages);
-        scores(p, live, p.block_first_tile(block));
-        cb_pop_front(kCbK, kBlockPages);
-        DeviceZoneScopedN("fd-compute-softmax");
-        running_max(live, first, m_old, m_new);
-        probabilities(live, m_new);
-        if (!first) {
-            correction(m_old, m_new);
-        }
-        running_sum(live, first);
-        cb_wait_front(kCbV, kBlockPages);
-        const uint32_t out = first ? kCbO : kCbPv;
-        weighted_values(live, [out](uint32_t count) { pack_to(out, count); });
-        cb_pop_front(kCbV, kBlockPages);
-        cb_pop_front(kCbScratch, kBlockTiles);
-        if (!first) {
-            rescale_output();
+        for (uint32_t row = 0; row < kRowTiles; ++row) {
+            attend_block(p, block, live, row, m_old, m_new);
         }
         const uint32_t swap = m_old;  // M_NEW becomes next block's M_OLD
         m_old = m_new;
@@ -722,7 +759,7 @@ void attend(Params p) {
     } else {
         normalise(m_old, p.idle());
     }
-    cb_pop_front(kCbQs, kDimTiles);
+    cb_pop_front(kCbQs, kQsPages);
     cb_pop_front(kCbConst, kConstPages);
 }
 
@@ -736,7 +773,7 @@ void kernel_main() {
     cb_wait_front(kCbPositions, 1);
     for (uint32_t r = 0; r < requests; ++r) {
         Params p = read_request([](uint32_t i) { return read_tile_value(kCbWork, 0, i); }, r);
-        if (!p.valid_layout(kDimTiles, kBlockTiles)) {
+        if (!p.valid_layout(kDimTiles, kBlockTiles, kRowTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
         // The same value the reader read (UNPACK reads it and shares it with MATH and PACK).

@@ -41,7 +41,9 @@ constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
 // it is a start like the window's, so it takes the window's CONST pages.
 constexpr uint32_t kChunk = get_named_compile_time_arg_val("attention_chunk");
 constexpr bool kWindowed = kWindow != 0 || kChunk != 0;
-constexpr uint32_t kConstPages = const_pages(kWindowed, kSink);
+// Q row tiles per request (attention_protocol.hpp "Q row tiles"): 1 normally.
+constexpr uint32_t kRowTiles = get_named_compile_time_arg_val("row_tiles");
+constexpr uint32_t kConstPages = const_pages(kWindowed, kSink, kRowTiles);
 // Attention mask (attention_protocol.hpp "Attention mask"): users of the mask (1: broadcast over
 // the batch), 0 without one; its TensorAccessorArgs follow PAGE_TABLE's.
 constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");

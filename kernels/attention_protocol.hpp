@@ -206,11 +206,21 @@ constexpr uint32_t kConstPageMaskBefore = 3;
 constexpr uint32_t kConstPageWindow = 4;
 constexpr uint32_t kConstPageWindowNext = 5;
 constexpr uint32_t kConstPageSink = 6;
-// CONST pages per request: 4; 6 in a windowed program (named compile-time arg window != 0); 7 with
-// attention sinks (named compile-time arg sink != 0; pages 4-5 unused without a window).
-constexpr uint32_t const_pages(bool windowed, bool sink) {
-    return sink ? kConstPageSink + 1 : windowed ? kConstPageWindowNext + 1 : kConstPageMaskBefore + 1;
+// CONST pages per request: 4; 6 in a windowed program (named compile-time arg window != 0); 6 +
+// row_tiles with attention sinks (named compile-time arg sink != 0; pages 4-5 unused without a
+// window): page kConstPageSink + r holds Q row tile r's sinks (see "Q row tiles" below).
+constexpr uint32_t const_pages(bool windowed, bool sink, uint32_t row_tiles) {
+    return sink ? kConstPageSink + row_tiles : windowed ? kConstPageWindowNext + 1 : kConstPageMaskBefore + 1;
 }
+
+// Q row tiles (named compile-time arg row_tiles = R, 1 normally): a decode KV group of more than 32
+// Q heads (64, or MLA's 128, per KV head) is one request of R = heads / 32 row tiles, so each K/V
+// block that reaches L1 serves every row tile and the group's K/V is read once. The request's words
+// describe row tile 0 (q_rows 32, its Q / output first page); row tile r is row_tile(r): the same
+// request with Q and the output r * row_tile_pages() pages on (its 32 heads). Compute keeps one
+// running state (M, L, O) per row tile; the reader stages R tiles of Q (QSTAGE r * dim_tiles..)
+// and the writer writes R tiles of output. Unsplit decode only (valid_layout): a split group keeps
+// one request per row tile (the host plans it so).
 
 // Attention sink (gpt-oss): per Q head h a logit s_h that joins every row's softmax denominator
 // and has no value: out = sum_j exp(S_j - M) V_j / (sum_j exp(S_j - M) + exp(s_h - M)), with the
@@ -561,6 +571,16 @@ struct Params {
         const uint32_t tile = page_mask_tile(page);
         return tile >= slice_begin() && tile < slice_end() ? mask_tile(tile) : kNoMask;
     }
+    // Pages between Q's (and the output's) consecutive row tiles of this request's heads: 32 heads
+    // on (their tile columns), or HEAD_ROWS the user's next row tile (see "Q row tiles" above).
+    constexpr uint32_t row_tile_pages() const { return head_rows() ? dim_tiles : kTilePositions * dim_tiles; }
+    // Row tile r of this request: Q and the output moved r * row_tile_pages() pages on.
+    constexpr Params row_tile(uint32_t r) const {
+        Params t = *this;
+        t.q.coord += r * row_tile_pages();
+        t.out.coord += r * row_tile_pages();
+        return t;
+    }
     // The checks every kernel repeats before touching a request; the host refuses the same cases.
     // valid_layout needs no position, so the writer (which never reads positions) and the two
     // kernels that do skip exactly the same requests; kv_positions_at() keeps every position valid.
@@ -571,10 +591,13 @@ struct Params {
     }
     // capacity_tiles a whole number of double blocks: the longest padded read window (at the
     // cache's last position) stays inside the cache.
-    constexpr bool valid_layout(uint32_t residency_dim_tiles, uint32_t residency_block_tiles) const {
+    // Several row tiles (residency_row_tiles > 1): unsplit decode of whole row tiles only.
+    constexpr bool valid_layout(uint32_t residency_dim_tiles, uint32_t residency_block_tiles,
+                                uint32_t residency_row_tiles = 1) const {
         return q_rows >= 1 && q_rows <= 32 && query_row <= 31 && dim_tiles == residency_dim_tiles &&
                block_tiles == residency_block_tiles && block_tiles != 0 && capacity_tiles != 0 &&
-               capacity_tiles % (2 * block_tiles) == 0 && split_index < slices() && valid_kind();
+               capacity_tiles % (2 * block_tiles) == 0 && split_index < slices() && valid_kind() &&
+               (residency_row_tiles == 1 || (!split() && (flags & ~kFlagHeadRows) == 0 && q_rows == kTilePositions));
     }
     // The position-dependent half, true for every kv_positions_at() result of a valid layout.
     constexpr bool valid_positions() const {

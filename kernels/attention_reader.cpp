@@ -4,7 +4,7 @@
 //
 // Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS, PAGE_TABLE, WORK
 // (chained, in that order, same list for all three kernels); named = dim_tiles, block_tiles,
-// tile_bytes, q_width_tiles (tiles per row tile of Q and the output), inbox_slots,
+// tile_bytes, q_width_tiles (tiles per row tile of Q and the output), row_tiles, inbox_slots,
 // positions_bytes, work_row_bytes, grid_x, and the cache layout (cache_block_tiles, cache_block_pages, cache_blocks,
 // cache_wrap_tiles,
 // page_table_entries; attention_protocol.hpp "Paged KV cache").
@@ -14,8 +14,8 @@
 // First, once: this core's work row from the WORK operand (its request count and 16 parameter-block
 // words per request), kept in READER_WORK and copied (L1 to L1) into WORK for compute and WRITER_WORK
 // for the writer; the POSITIONS operand's one page (an int32 per user) into POSITIONS, pushed for
-// compute; the reader keeps each of its requests' kv_positions. Then per request it pushes: QSTAGE dim_tiles pages (the request's stage rows, attention_protocol.hpp
-// "Request kinds"); CONST 4 pages (scaler, scale and the masks it needs); then for each block of the
+// compute; the reader keeps each of its requests' kv_positions. Then per request it pushes: QSTAGE row_tiles*dim_tiles pages (the request's stage rows, attention_protocol.hpp
+// "Request kinds", per Q row tile: "Q row tiles"); CONST const_pages (scaler, scale and the masks it needs); then for each block of the
 // slice's window (its live tiles rounded up to whole double blocks), K and V
 // block_tiles*dim_tiles pages each; and for a split slice, its children's subtree maxima as they
 // land (MAX_INBOX, inbox_slots pages), on slices 1.. the request's max (MAX_GLOBAL, 1 page), and
@@ -121,15 +121,20 @@ void gather_rows(const Accessor& reader, uint32_t count, const CopyAt& copy_at) 
 }
 
 // QSTAGE stage row s, dim tile d = Q row query_row_of(s) of Q head (first head + stage_head(s)),
-// dim tile d (attention_protocol.hpp "Request kinds"), into the reserved QSTAGE pages at `stage`.
+// dim tile d (attention_protocol.hpp "Request kinds"), into the reserved QSTAGE pages at `stage`;
+// row tile r (attention_protocol.hpp "Q row tiles") into pages r * dim_tiles.., from row_tile(r).
 template <typename Accessor>
 void gather_query(const Params& p, const Accessor& q_reader, uint32_t stage) {
     DeviceZoneScopedN("fd-reader-query");
-    gather_rows(q_reader, p.stage_rows() * kDimTiles, [&](uint32_t j) {
-        const uint32_t s = j / kDimTiles, d = j % kDimTiles;
-        return RowCopy{p.q.first_page() + p.query_page(s, d, kQWidthTiles), p.query_row_of(s) % kTilePositions,
-                       stage + d * kTileBytes, s};
-    });
+    for (uint32_t r = 0; r < kRowTiles; ++r) {
+        const Params tile = p.row_tile(r);
+        const uint32_t pages = stage + r * kDimTiles * kTileBytes;
+        gather_rows(q_reader, tile.stage_rows() * kDimTiles, [&](uint32_t j) {
+            const uint32_t s = j / kDimTiles, d = j % kDimTiles;
+            return RowCopy{tile.q.first_page() + tile.query_page(s, d, kQWidthTiles), tile.query_row_of(s) % kTilePositions,
+                           pages + d * kTileBytes, s};
+        });
+    }
 }
 
 // CONST pages kConstPageWindow / kConstPageWindowNext of a windowed program: the window masks of
@@ -155,18 +160,21 @@ void fill_window_masks(const Params& p, uint32_t pages) {
     }
 }
 
-// CONST page kConstPageSink (attention sinks): stage row s takes its Q head's row of the sink
-// tiles (column 0 its logit), attention_protocol.hpp "Attention sink". Only the normalising slice
-// (slice 0, or an unsplit request's core) folds the sink in, so only it fills the page.
+// CONST page kConstPageSink + r (attention sinks): stage row s of row tile r takes its Q head's
+// row of the sink tiles (column 0 its logit), attention_protocol.hpp "Attention sink". Only the
+// normalising slice (slice 0, or an unsplit request's core) folds the sink in, so only it fills it.
 template <typename Accessor>
 void gather_sinks(const Params& p, const Accessor& const_reader, uint32_t pages) {
     if (kSink && p.reducer()) {
-        const uint32_t first = p.first_q_head(kQWidthTiles);
-        gather_rows(const_reader, p.stage_rows(), [&](uint32_t s) {
-            const uint32_t head = first + p.stage_head(s);
-            return RowCopy{p.constants.first_page() + kConstSinkTile + head / kTilePositions, head % kTilePositions,
-                           pages + kConstPageSink * kTileBytes, s};
-        });
+        for (uint32_t r = 0; r < kRowTiles; ++r) {
+            const Params tile = p.row_tile(r);
+            const uint32_t first = tile.first_q_head(kQWidthTiles);
+            gather_rows(const_reader, tile.stage_rows(), [&](uint32_t s) {
+                const uint32_t head = first + tile.stage_head(s);
+                return RowCopy{tile.constants.first_page() + kConstSinkTile + head / kTilePositions, head % kTilePositions,
+                               pages + (kConstPageSink + r) * kTileBytes, s};
+            });
+        }
     }
 }
 
@@ -523,7 +531,7 @@ void kernel_main() {
     }
     for (uint32_t r = 0; r < requests; ++r) {
         Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
-        if (!p.valid_layout(kDimTiles, kBlockTiles)) {
+        if (!p.valid_layout(kDimTiles, kBlockTiles, kRowTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
         p.kv_positions = kv_positions[r];
@@ -540,7 +548,7 @@ void kernel_main() {
                 noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(kSemInboxReady)), 1);
             }
         }
-        cb_reserve_back(kCbQStage, kDimTiles);
+        cb_reserve_back(kCbQStage, kRowTiles * kDimTiles);
         cb_reserve_back(kCbConst, kConstPages);
         const uint32_t stage = get_write_ptr(kCbQStage);
         const uint32_t pages = get_write_ptr(kCbConst);
@@ -564,7 +572,7 @@ void kernel_main() {
         if (p.split()) {
             share_with_children(p, kSemQueryReady, kSemFetched);  // the pages stay reserved until then
         }
-        cb_push_back(kCbQStage, kDimTiles);
+        cb_push_back(kCbQStage, kRowTiles * kDimTiles);
         cb_push_back(kCbConst, kConstPages);
 
         stream_kv(p, k_reader, v_reader, table_page);

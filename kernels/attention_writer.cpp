@@ -8,7 +8,9 @@
 //
 // Other rows of the same output tile belong to other users or heads (other requests), so only the
 // request's stage rows are written: two 32-byte face-row writes per (stage row, dim tile), never a
-// whole tile.
+// whole tile. A request of several Q row tiles (named compile-time arg row_tiles,
+// attention_protocol.hpp "Q row tiles") takes OUT (and its LSE) a row tile at a time, each written
+// through row_tile(r).
 // With the named compile-time arg lse (return_lse), the normalising core's writer also writes each
 // stage row's LSE (CB LSE) into the LSE operand (attention_protocol.hpp "Log-sum-exp output").
 // A split request's slice >= 1 instead delivers, to its parent's inboxes, first its subtree's max
@@ -123,7 +125,7 @@ void kernel_main() {
     const auto lse_writer = TensorAccessor(kLseArgs, kLse ? operand_base(kCommonLseBase) : 0, kLseRowBytes);
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
-        if (!p.valid_layout(kDimTiles, kBlockTiles)) {
+        if (!p.valid_layout(kDimTiles, kBlockTiles, kRowTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
         split_items += p.split() ? 1 : 0;
@@ -136,11 +138,13 @@ void kernel_main() {
         if (p.split()) {
             share_request_max(p);
         }
-        cb_wait_front(kCbOut, kDimTiles);
-        scatter_rows(p, out_writer);
-        cb_pop_front(kCbOut, kDimTiles);
-        if constexpr (kLse) {
-            write_lse(p, lse_writer, lse_stage);
+        for (uint32_t r = 0; r < kRowTiles; ++r) {  // Q row tiles (attention_protocol.hpp "Q row tiles")
+            cb_wait_front(kCbOut, kDimTiles);
+            scatter_rows(p.row_tile(r), out_writer);
+            cb_pop_front(kCbOut, kDimTiles);
+            if constexpr (kLse) {
+                write_lse(p.row_tile(r), lse_writer, lse_stage);
+            }
         }
     }
     cb_pop_front(kCbWriterWork, 1);

@@ -240,6 +240,21 @@ REFUSED_PATCHES = KIND_REFUSALS + [
 ]
 
 
+@pytest.mark.parametrize("flags", [0, protocol.Flag.HEAD_ROWS])
+def test_header_row_tiles_of_a_wide_group(functions, flags):
+    """Row tile 0 of a 64- or 128-head group (q_rows 32, unsplit decode, both Q layouts) is valid with
+    several row tiles and its row tiles' pages match; split, it is not (``attention_protocol.hpp``
+    "Q row tiles")."""
+    for split_count in (0, 2):
+        request = protocol.Request(q_rows=32, dim_tiles=4, kv_positions=1000, block_tiles=2, capacity_tiles=64,
+                                   flags=int(flags), split_count=split_count, q=protocol.Operand.interleaved(0, 256),
+                                   out=protocol.Operand.interleaved(0, 256))
+        assert _row_tiles_valid(request) == (split_count == 0)
+        words = protocol.encode(request, Residency(q_rows=32, dim_tiles=4, block_tiles=2))
+        _compare(functions, [pair for pair in _method_cases(request, words, 999)
+                             if pair[0][0] in ("valid_layout", "row_tile_pages", "row_tile")])
+
+
 @pytest.mark.parametrize("patch", REFUSED_PATCHES)
 def test_header_refuses_what_encode_refuses(decoder, patch):
     request = protocol.Request(q_rows=2, dim_tiles=2, kv_positions=100, block_tiles=1, capacity_tiles=64)
@@ -345,7 +360,8 @@ FREE_FUNCTIONS = {
                                   for n in (1, 7, 4096) for e in (-2**31, -2, -1, 0, 1, 6, 7, 4095, 4096, 2**31 - 1)],
     "page_table_chunk_first": lambda: [(("page_table_chunk_first", e), kv_walk.page_table_chunk(e, 2**20)[0])
                                        for e in [*range(0, 600, 7), 255, 256, 257, 16383]],
-    "const_pages": lambda: [(("const_pages", w, s), protocol.const_pages(bool(w), bool(s))) for w in (0, 1) for s in (0, 1)],
+    "const_pages": lambda: [(("const_pages", w, s, r), protocol.const_pages(bool(w), bool(s), r))
+                            for w in (0, 1) for s in (0, 1) for r in (1, 2, 3, 4)],
     "window_mask_word": lambda: [(("window_mask_word", dead, half, pair), kv_walk.window_mask_word(dead, half, pair))
                                  for dead in range(33) for half in range(2) for pair in range(8)],
     # Every bfloat16 bit pattern's clamp (NaN, +-inf, beyond +-1e30, the boundary 0x714A itself),
@@ -358,6 +374,17 @@ FREE_FUNCTIONS = {
         (("page_table_chunk_entries", first, n), kv_walk.page_table_chunk(first, n)[1])
         for n in (1, 40, 256, 257, 1100, 16384) for first in range(0, n, kv_walk.PAGE_TABLE_CHUNK_ENTRIES)],
 }
+
+
+def _row_tiles_valid(request) -> bool:
+    """Whether ``request`` may be row tile 0 of a request of several Q row tiles: what
+    ``protocol.encode`` accepts with such a residency (``Params::valid_layout``'s last clause)."""
+    try:
+        protocol.encode(request, Residency(q_rows=request.q_rows, dim_tiles=request.dim_tiles,
+                                           block_tiles=request.block_tiles, row_tiles=2))
+    except ValueError:
+        return False
+    return True
 
 
 def _method_cases(request, words, position):
@@ -444,8 +471,11 @@ def _method_cases(request, words, position):
         "slice_fills_window_page": [((page,), kv_walk.slice_fills_window_page(request, page))
                                     for page in (protocol.WINDOW_PAGE, protocol.WINDOW_NEXT_PAGE)],
         "valid_kind": [((), True)],
-        "valid_layout": [((request.dim_tiles, block), True), ((request.dim_tiles + 1, block), False),
-                         ((request.dim_tiles, block + 1), False)],
+        "valid_layout": [((request.dim_tiles, block, 1), True), ((request.dim_tiles + 1, block, 1), False),
+                         ((request.dim_tiles, block + 1, 1), False), ((request.dim_tiles, block, 2), _row_tiles_valid(request))],
+        "row_tile_pages": [((), kv_walk.row_tile_pages(request))],
+        "row_tile": [((r, operand), getattr(kv_walk.row_tile(request, r), name).first_page)
+                     for r in (0, 1, 3) for operand, name in enumerate(("q", "k", "v", "constants", "out"))],
         "valid_positions": [((), True)],
         "valid_for": [((request.dim_tiles, block), True), ((request.dim_tiles + 1, block), False),
                       ((request.dim_tiles, block + 1), False)],
@@ -480,7 +510,7 @@ METHODS = {
     "mask_tile", "mask_page", "page_mask_tile", "slice_mask_tile", "valid_kind", "valid_layout", "valid_positions", "idle",
     "valid_for", "kv_positions_at", "position_clamped", "decode_words", "read_request", "interleaved", "first_page",
     "window_start", "first_tile", "window_tiles", "window_stale_rows", "window_dead", "window_page", "window_page_tile",
-    "slice_fills_window_page", "first_q_head", "attn_mask_page", "attn_mask_row",
+    "slice_fills_window_page", "first_q_head", "attn_mask_page", "attn_mask_row", "row_tile_pages", "row_tile",
 }
 
 
@@ -531,5 +561,5 @@ def test_header_valid_layout_refuses_what_encode_refuses(functions, patch):
     request = protocol.Request(q_rows=2, dim_tiles=2, kv_positions=100, block_tiles=1, capacity_tiles=64)
     words = _words(request, **patch)
     words[protocol.Field.CAPACITY_TILES] = patch.get("capacity_tiles", request.capacity_tiles)
-    asked = [("valid_layout", *words, 100, 0, 2, 1)] + ([("valid_kind", *words, 100, 0)] if patch in KIND_REFUSALS else [])
+    asked = [("valid_layout", *words, 100, 0, 2, 1, 1)] + ([("valid_kind", *words, 100, 0)] if patch in KIND_REFUSALS else [])
     assert _ask(functions, asked) == [0] * len(asked), patch

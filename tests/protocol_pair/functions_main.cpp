@@ -83,7 +83,7 @@ int main() {
         FREE2_INT32(cache_block_valid)
         FREE1(page_table_chunk_first)
         FREE2(page_table_chunk_entries)
-        FREE2(const_pages)
+        FREE3(const_pages)
         FREE1(clamp_mask_half)
         FREE1(clamp_mask_word)
         FREE3(window_mask_word)
@@ -136,7 +136,8 @@ int main() {
         METHOD0(valid_kind)
         METHOD0(valid_positions)
         METHOD0(idle)
-        METHOD2(valid_layout)
+        METHOD3(valid_layout)
+        METHOD0(row_tile_pages)
         METHOD2(valid_for)
         METHOD1_INT32(kv_positions_at)
         METHOD1_INT32(position_clamped)
@@ -150,6 +151,16 @@ int main() {
                                        p.split_first_core};
             const uint32_t field = next();
             std::printf("%u\n", fields[field < 11 ? field : 0]);
+            continue;
+        }
+        // row_tile: one operand's first page (the operand index as next_operand's) of row tile `r`.
+        if (std::strcmp(name, "row_tile") == 0) {
+            const Params p = next_params();
+            const uint32_t r = next();
+            const Params t = p.row_tile(r);
+            const Operand operands[] = {t.q, t.k, t.v, t.constants, t.out};
+            const uint32_t index = next();
+            std::printf("%u\n", operands[index < 5 ? index : 0].first_page());
             continue;
         }
         // read_request: request `r` of a work row of r + 1 requests (word 0 the count,

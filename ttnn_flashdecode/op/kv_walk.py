@@ -5,10 +5,12 @@ entries a request's kernels touch. Each function mirrors an inline function of t
 
 from __future__ import annotations
 
+import dataclasses
+
 from ttnn_flashdecode.op.protocol import (ConstTile, Flag, GATHER_MASK, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request,
                                           TILE_POSITIONS, WINDOW_PAGE)
 
-__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_slot_tile", "half_block_entry", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_page_tile", "window_stale_rows", "window_start"]
+__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_slot_tile", "half_block_entry", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_tile", "row_tile_pages", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_page_tile", "window_stale_rows", "window_start"]
 
 
 PAGE_TABLE_CHUNK_ENTRIES = 256
@@ -285,6 +287,22 @@ def first_q_head(request: Request, q_width_tiles: int) -> int:
         row_tiles = -(-(q_width_tiles // request.dim_tiles) // TILE_POSITIONS)
         return request.q.first_page // request.dim_tiles % row_tiles * TILE_POSITIONS + request.query_row
     return request.q.first_page % q_width_tiles // request.dim_tiles
+
+
+def row_tile_pages(request: Request) -> int:
+    """Pages between Q's (and the output's) consecutive row tiles of the request's heads
+    (``Params::row_tile_pages``): 32 heads of ``dim_tiles`` tile columns on, or HEAD_ROWS the user's
+    next row tile, ``dim_tiles`` pages on."""
+    return request.dim_tiles if request.flags & Flag.HEAD_ROWS else TILE_POSITIONS * request.dim_tiles
+
+
+def row_tile(request: Request, r: int) -> Request:
+    """Row tile ``r`` of a request of several Q row tiles (``Params::row_tile``): the same request,
+    Q and the output :func:`row_tile_pages` ``* r`` pages on."""
+    def moved(operand):  # the COORD word moves on, a uint32 as in the kernels
+        return dataclasses.replace(operand, coord=(operand.coord + r * row_tile_pages(request)) & 0xFFFFFFFF)
+
+    return dataclasses.replace(request, q=moved(request.q), out=moved(request.out))
 
 
 def attn_mask_page(request: Request, tile: int, stage_row: int, mask_users: int, q_width_tiles: int) -> int:

@@ -16,7 +16,7 @@ from ttnn_flashdecode.op.program_factory import (
     MAX_REQUESTS_PER_CORE, Plan, build_program, grid_size, grid_text, plan_decode,
 )
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
-from ttnn_flashdecode.op.residency import Residency, cb_budget_bytes, l1_bytes, max_block_tiles
+from ttnn_flashdecode.op.residency import MAX_ROW_TILES, Residency, cb_budget_bytes, l1_bytes, max_block_tiles
 from ttnn_flashdecode.op.schedule import schedule
 
 __all__ = ["DEFAULT_BLOCK_TILES", "DEFAULT_ARCH", "plan_program", "program_for", "check_windows"]
@@ -135,10 +135,28 @@ def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, arc
     return split, block_tiles
 
 
+def _row_tiles(shape: DecodeShape) -> int:
+    """Q row tiles one request of ``shape`` could serve (``attention_protocol.hpp`` "Q row tiles"):
+    ``gqa_ratio / 32`` for a decode KV group wider than one row tile, without an attention mask
+    (whose rows are one row tile's) and at most :data:`~ttnn_flashdecode.op.residency.MAX_ROW_TILES`;
+    else 1."""
+    rows = shape.gqa_ratio // protocol.MAX_Q_ROWS
+    if shape.kind != "decode" or shape.mask_users or shape.row_tiles != 1 or not 1 < rows <= MAX_ROW_TILES:
+        return 1
+    return rows
+
+
 @functools.lru_cache(maxsize=64)
 def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
                  accessor_args, noc_xy, l1_budget: int | None = None, max_split: int | None = None) -> Plan:
     """The plan :func:`attention` runs for these shapes, without running it (no device needed).
+
+    A decode KV group of more than 32 Q heads (64, 128 per KV head) is one request of several Q row
+    tiles, reading its K/V once, when it is not split: the plan of one request per row tile (each
+    reading the K/V) comes first, and when it splits no request (or ``split`` is 1) and the wider
+    request's CBs fit L1, the group's request serves every row tile instead (``plan.shape.row_tiles``).
+    A split group keeps one request per row tile: its slices spread the K/V read over more cores
+    (latency) at the cost of reading it once per row tile (bytes; docs/design.md).
 
     Positions play no part (trace-safe: one program for every position vector): the requests are
     scheduled as if every one were at the cache's full capacity
@@ -165,6 +183,21 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
     Raises:
         ValueError: as :func:`attention` for block size, split and request-count limits.
     """
+    plan = _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget,
+                                   max_split)
+    rows = _row_tiles(shape)
+    if rows > 1 and (split == 1 or not plan.split):
+        try:
+            return plan_program(dataclasses.replace(shape, row_tiles=rows), block_tiles, 1, compute, arch, grid,
+                                accessor_args, noc_xy, l1_budget, max_split)
+        except ValueError:  # the wider request's CBs (or the caller's block) do not fit L1: one per row tile
+            pass
+    return plan
+
+
+def _plan_row_tile_requests(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
+                            accessor_args, noc_xy, l1_budget: int | None, max_split: int | None) -> Plan:
+    """:func:`plan_program` for ``shape``'s own ``row_tiles``."""
     fp32_stats = compute.fp32_dest_acc_en
     fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats, l1_budget)
     grid_cores = grid_size(grid)

@@ -187,7 +187,8 @@ class Plan:
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
                 ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users),
-                ("attention_chunk", self.shape.attention_chunk), *self.shape.softcap_args, ("lse", int(self.shape.lse))]
+                ("attention_chunk", self.shape.attention_chunk), *self.shape.softcap_args, ("lse", int(self.shape.lse)),
+                ("row_tiles", r.row_tiles)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -266,10 +267,12 @@ def plan_decode(
             more parameter blocks on a core than a work row holds; wrong number of
             accessor arg lists.
     """
-    if (residency.q_rows, residency.dim_tiles, residency.batch) != (shape.q_rows, shape.dim_tiles, shape.batch):
+    want = (shape.q_rows, shape.dim_tiles, shape.batch, shape.row_tiles)
+    if (residency.q_rows, residency.dim_tiles, residency.batch, residency.row_tiles) != want:
         raise ValueError(
-            f"residency: expected q_rows {shape.q_rows}, dim_tiles {shape.dim_tiles} and batch {shape.batch} for "
-            f"{shape}, got q_rows {residency.q_rows}, dim_tiles {residency.dim_tiles} and batch {residency.batch}"
+            f"residency: expected q_rows {shape.q_rows}, dim_tiles {shape.dim_tiles}, batch {shape.batch} and row_tiles "
+            f"{shape.row_tiles} for {shape}, got q_rows {residency.q_rows}, dim_tiles {residency.dim_tiles}, batch "
+            f"{residency.batch} and row_tiles {residency.row_tiles}"
         )
     if residency.paged != shape.paged:
         raise ValueError(f"residency: expected paged={shape.paged} (the cache's layout), got paged={residency.paged}")
@@ -340,7 +343,8 @@ def decode_requests(plan: Plan) -> list[Request]:
     """The program's requests, in plan order (user-major), for the plan's request kind; no
     position is needed (the kernels read them from the POSITIONS operand).
 
-    decode and rows: one per (user, KV group): ``q_rows`` = the GQA ratio, the group's first Q
+    decode and rows: one per (user, KV group) (per 32 Q heads of a wider group unless the plan has
+    several ``row_tiles``, whose requests describe their row tile 0): ``q_rows`` = the GQA ratio, the group's first Q
     head's tile column, user ``b``'s first row ``b * rows``, ``user = b`` (its POSITIONS entry; rows:
     the ROWS flag and ``positions`` = rows). chunk: one per (sequence, Q head): ``q_rows`` = C (the
     CHUNK flag), the head's tile column, the sequence's first row ``b * C``, K/V of the head's KV
@@ -359,7 +363,7 @@ def decode_requests(plan: Plan) -> list[Request]:
     flags = protocol.Flag.CHUNK if chunk else protocol.Flag.ROWS if shape.kind == "rows" else 0
     if shape.q_layout == "heads":
         flags = protocol.Flag.HEAD_ROWS
-    heads_per_request = 1 if chunk else shape.q_rows
+    heads_per_request = 1 if chunk else shape.q_rows * shape.row_tiles  # a request's words: its row tile 0
     kv_positions = iter(shape.planned_kv_positions)
     requests = []
     for user in range(shape.batch):

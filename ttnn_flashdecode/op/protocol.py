@@ -162,11 +162,11 @@ SINK_PAGE = 6
 """CONST page holding each stage row's attention-sink logit in column 0 (calls with sinks only)."""
 
 
-def const_pages(windowed: bool, sink: bool = False) -> int:
+def const_pages(windowed: bool, sink: bool = False, row_tiles: int = 1) -> int:
     """CONST pages per request: scaler, scale, two tail-mask pages; a windowed program adds the two
-    window-mask pages, a call with attention sinks the sink page (page 6, after the window's even
-    without one) (``const_pages``)."""
-    return SINK_PAGE + 1 if sink else WINDOW_NEXT_PAGE + 1 if windowed else MASK_BEFORE_PAGE + 1
+    window-mask pages, a call with attention sinks a sink page per Q row tile (pages 6.., after the
+    window's even without one) (``const_pages``)."""
+    return SINK_PAGE + row_tiles if sink else WINDOW_NEXT_PAGE + 1 if windowed else MASK_BEFORE_PAGE + 1
 
 
 MAX_Q_ROWS = 32
@@ -430,7 +430,8 @@ def encode(request: Request, residency) -> list[int]:
         ValueError: naming the field, the value and the bound, when ``q_rows`` is not in 1..32,
             ``query_row`` is past 31, ``dim_tiles`` or ``kv_positions`` is 0, ``positions`` is set
             without the ROWS flag, or with it is 0 or makes ``q_rows * positions`` exceed 32,
-            ``flags`` has unknown bits or both CHUNK and ROWS, ``tile_bytes`` differs from the residency's (the cache's), ``block_tiles`` or
+            ``flags`` has unknown bits or both CHUNK and ROWS, the residency has several Q row tiles
+            and the request is split, not decode or not 32 rows, ``tile_bytes`` differs from the residency's (the cache's), ``block_tiles`` or
             ``dim_tiles`` differs from the residency's, the split fields are out of range
             (``split_count`` > 255, ``split_index`` >= ``split_count``, ``split_first_core`` >
             65535), ``capacity_tiles`` is 0 or not a multiple of ``2 * block_tiles`` (the padded
@@ -470,6 +471,9 @@ def encode(request: Request, residency) -> list[int]:
         )
     if request.dim_tiles != residency.dim_tiles:
         raise ValueError(f"dim_tiles: expected the residency's {residency.dim_tiles}, got {request.dim_tiles}")
+    if getattr(residency, "row_tiles", 1) > 1 and (request.split_count > 1 or request.flags & ~Flag.HEAD_ROWS
+                                                   or request.q_rows != MAX_Q_ROWS):  # Params::valid_layout
+        raise ValueError(f"row tiles: expected an unsplit decode request of {MAX_Q_ROWS} rows per row tile, got {request}")
     _require("capacity_tiles", request.capacity_tiles, 1, _U32)
     double_block = 2 * request.block_tiles
     if request.capacity_tiles % double_block:

@@ -12,16 +12,16 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.
                                    program: and the window masks of its first two tiles)
     S        block_tiles           scores of one block, QS . K^T (+ mask)
     SCRATCH  block_tiles           probabilities P = exp(S - m) of one block
-    M_A, M_B 1 each                running max, ping-pong (old / new)
-    L        1                     running sum
+    M_A, M_B row_tiles each        running max, ping-pong (old / new), one page per Q row tile
+    L        row_tiles             running sum
     LSUM     1                     block row sum (split-K combine: the partial's factor and its
                                    weighted sum), then 1/l at the end
     C        1                     correction factor exp(m_old - m_new)
-    O        dim_tiles             running output
+    O        row_tiles*dim_tiles   running output
     PV       dim_tiles             block output P . V
-    QSTAGE   dim_tiles             the group's gathered query rows
-    QS       dim_tiles             QSTAGE * scale
-    OUT      dim_tiles             normalised output, O / l
+    QSTAGE   row_tiles*dim_tiles   the group's gathered query rows
+    QS       row_tiles*dim_tiles   QSTAGE * scale
+    OUT      dim_tiles             normalised output, O / l (a row tile at a time)
     PARTIALS levels*(dim_tiles+1)  split programs only (index 17): the inbox, one slot per level of
                                    the combine tree (levels = ceil(log2(max_split))), each a
                                    child's partial (O, L)
@@ -87,8 +87,12 @@ LSE_STAGE_BYTES = 32 * 64 + 64
 CONST_PAGES = 4
 """CONST pages of a program without a sliding window (``protocol.const_pages``)."""
 
+MAX_ROW_TILES = 4
+"""Most Q row tiles per request: 128 Q heads per KV head (MLA's). The planner gives a wider KV group
+one request per row tile (:func:`ttnn_flashdecode.op.plan.plan_program`)."""
+
 MAX_DIM_TILES = 18
-"""Largest head_dim in tiles (512 elements): the range the op is built and tested for. The reader's
+"""Largest head_dim in tiles (576 elements: MLA's latent, DeepSeek-V3): the range the op is built and tested for. The reader's
 row gather lands 16 tile rows per round in CB Q's one page (``attention_reader.cpp``), so it does
 not depend on it."""
 
@@ -117,6 +121,9 @@ class Residency:
         sink: the call has attention sinks: CONST holds the sink page (page 6).
         mask: the call has an attention mask: CB MASK holds a block's mask tiles.
         lse: the call returns the LSE (``return_lse``): CBs LSE and LSE_STAGE.
+        row_tiles: Q row tiles per request (``attention_protocol.hpp`` "Q row tiles"; 1 normally):
+            QSTAGE, QS and the running state (M_A, M_B, L, O) hold one per row tile, and so does
+            CONST's sink page; the K/V blocks, scores and per-block CBs do not grow.
     """
 
     q_rows: int
@@ -133,6 +140,7 @@ class Residency:
     mask: bool = False
     work_requests: int = 1
     lse: bool = False
+    row_tiles: int = 1
 
     @property
     def work_row_bytes(self) -> int:
@@ -173,12 +181,13 @@ class CbSpec:
 
 
 def _pages(residency: Residency) -> dict[CB, int]:
-    dim, block = residency.dim_tiles, residency.block_tiles
+    dim, block, rows = residency.dim_tiles, residency.block_tiles, residency.row_tiles
     kv_pages = 2 * block * dim  # two blocks: the reader fills one while compute drains the other
     return {
-        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink), CB.S: block, CB.SCRATCH: block,
-        CB.M_A: 1, CB.M_B: 1, CB.L: 1, CB.LSUM: 1, CB.C: 1,
-        CB.O: dim, CB.PV: dim, CB.QSTAGE: dim, CB.QS: dim, CB.OUT: dim, CB.POSITIONS: 1,
+        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink, rows),
+        CB.S: block, CB.SCRATCH: block,
+        CB.M_A: rows, CB.M_B: rows, CB.L: rows, CB.LSUM: 1, CB.C: 1,
+        CB.O: rows * dim, CB.PV: dim, CB.QSTAGE: rows * dim, CB.QS: rows * dim, CB.OUT: dim, CB.POSITIONS: 1,
         CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
     } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | (
         {CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({
@@ -228,6 +237,9 @@ def _validate(residency: Residency) -> None:
         raise ValueError(f"q_rows: expected 1 <= q_rows <= 32, got {residency.q_rows}")
     if not 1 <= residency.dim_tiles <= MAX_DIM_TILES:
         raise ValueError(f"dim_tiles: expected 1 <= dim_tiles <= {MAX_DIM_TILES} (head_dim <= 512), got {residency.dim_tiles}")
+    if not 1 <= residency.row_tiles <= MAX_ROW_TILES or residency.row_tiles > 1 and (residency.max_split > 1 or residency.mask):
+        raise ValueError(f"row_tiles: expected 1 <= row_tiles <= {MAX_ROW_TILES}, and 1 in a split program or with an "
+                         f"attention mask, got {residency.row_tiles} (max_split {residency.max_split}, mask {residency.mask})")
     if residency.block_tiles < 1:
         raise ValueError(f"block_tiles: expected >= 1, got {residency.block_tiles}")
     if not 1 <= residency.max_split <= MAX_SPLIT:
@@ -299,7 +311,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
                                   residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
                                   kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
-                                  mask=residency.mask, lse=residency.lse)
+                                  mask=residency.mask, lse=residency.lse, row_tiles=residency.row_tiles)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -311,7 +323,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
-    sink: bool = False, mask: bool = False, lse: bool = False,
+    sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -329,12 +341,13 @@ def max_block_tiles(
         sink: a call with attention sinks (CONST's sink page).
         mask: a call with an attention mask (CB MASK, a block's tiles).
         lse: a call with ``return_lse`` (CBs LSE and LSE_STAGE).
+        row_tiles: Q row tiles per request (:class:`Residency`).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse)
+    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse, row_tiles=row_tiles)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

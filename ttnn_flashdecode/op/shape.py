@@ -81,6 +81,10 @@ class DecodeShape:
             the batch it shares (:func:`~ttnn_flashdecode.op.plan.plan_program`).
         lse: return the log-sum-exp of every row (``return_lse``): the named compile-time arg
             ``lse``, CBs LSE / LSE_STAGE, and the LSE operand the writer fills.
+        row_tiles: Q row tiles per decode request (the planner's choice,
+            :func:`~ttnn_flashdecode.op.plan.plan_program`): 1, one request per 32 Q heads of a KV
+            group; or ``gqa_ratio / 32`` (> 1, no attention mask), one request per KV group whose
+            every K/V block serves all its row tiles (``attention_protocol.hpp`` "Q row tiles").
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -108,9 +112,14 @@ class DecodeShape:
     attention_chunk: int = 0
     softcap: float = 0.0
     lse: bool = False
+    row_tiles: int = 1
 
     def __post_init__(self):
         self._check_score_options()
+        if self.row_tiles != 1 and not (self.kind == "decode" and self.mask_users == 0 and self.n_kv_heads > 0
+                                        and self.n_q_heads == self.n_kv_heads * protocol.MAX_Q_ROWS * self.row_tiles):
+            raise ValueError(f"row_tiles: expected 1, or GQA ratio / 32 for decode without an attention mask, got "
+                             f"{self.row_tiles} ({self.n_q_heads} / {self.n_kv_heads} heads, {self.kind!r})")
         if not isinstance(self.batch_invariant, bool):
             raise ValueError(f"batch_invariant: expected a bool, got {self.batch_invariant!r}")
         if self.users_per_table_row != 1 and not (self.paged and self.users_per_table_row >= 1
@@ -176,11 +185,11 @@ class DecodeShape:
 
     @property
     def cache_fields(self) -> dict:
-        """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache and the score
-        modifiers decide (``paged``, ``kv_format``, ``windowed``, ``sink``, ``mask``, ``lse``), as keywords for it and for
-        ``max_block_tiles``."""
+        """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache, the score
+        modifiers and the row tiles decide (``paged``, ``kv_format``, ``windowed``, ``sink``, ``mask``, ``lse``,
+        ``row_tiles``), as keywords for it and for ``max_block_tiles``."""
         return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0 or self.attention_chunk > 0, sink=self.sink,
-                    mask=self.mask_users > 0, lse=self.lse)
+                    mask=self.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles)
 
     @property
     def window_tiles(self) -> int:
@@ -249,15 +258,15 @@ class DecodeShape:
 
     @property
     def q_rows(self) -> int:
-        """Q heads per decode / ROWS request (one staged tile's rows): the GQA ratio, or 32 when a
-        KV group's heads span several row tiles (64 Q heads per KV head: two requests of 32, each
-        reading the group's K/V)."""
+        """Q heads per decode / ROWS request's row tile (one staged tile's rows): the GQA ratio, or
+        32 when a KV group's heads span several row tiles (64 Q heads per KV head: two row tiles,
+        served by one request of :attr:`row_tiles` 2, or by two requests each reading the K/V)."""
         return min(self.gqa_ratio, protocol.MAX_Q_ROWS)
 
     @property
     def requests_per_group(self) -> int:
-        """Decode / ROWS requests per (user, KV head): ``gqa_ratio / q_rows``."""
-        return self.gqa_ratio // self.q_rows
+        """Decode / ROWS requests per (user, KV head): ``gqa_ratio / (q_rows * row_tiles)``."""
+        return self.gqa_ratio // (self.q_rows * self.row_tiles)
 
     @property
     def q_height(self) -> int:

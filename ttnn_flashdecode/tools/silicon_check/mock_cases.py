@@ -89,8 +89,15 @@ CASES = (
          cache_block_size=64, kv_dtype="bfloat8_b", drop_in=True),
     Case("paged blocks of 16 positions (tt-metal #37927's shape), bfloat16", 1, 32, 8, 128, 512, dict(cur_pos=[256]),
          cache_block_size=16),
-    Case("64 Q heads on one KV head (two requests per group), paged", 2, 64, 1, 128, 1024, dict(cur_pos=[5, 1000]),
-         cache_block_size=64),
+    Case("64 Q heads on one KV head, scheduler split (a request per row tile of heads), paged", 2, 64, 1, 128, 1024,
+         dict(cur_pos=[5, 1000]), cache_block_size=64),
+    # Issue 20 item 6 / issue 22: one request of several Q row tiles per KV group, its K/V read once.
+    Case("64 Q heads on one KV head, unsplit: one request of two row tiles, paged", 2, 64, 1, 128, 1024,
+         dict(cur_pos=[5, 1000], split=1), cache_block_size=64),
+    Case("MLA-like: 128 Q heads on one KV head, d512 (four row tiles), sinks + return_lse, an idle slot, unsplit", 2,
+         128, 1, 512, 1024, dict(cur_pos=[-1, 1000], split=1, attention_sink=[0.5] * 128, return_lse=True)),
+    Case("drop-in 64 Q heads on one KV head, Q height-sharded, max_cores_per_head_batch 1 (two row tiles)", 4, 64, 1,
+         128, 2048, dict(cur_pos=[5, 100, 1000, 2047], max_cores_per_head_batch=1), drop_in=True),
     Case("non-causal with a device attn_mask (Whisper), scheduler split", 2, 20, 20, 64, 1536, dict(), mask=True),
     Case("non-causal paged with attn_mask and sinks, scheduler split", 2, 16, 2, 128, 2048,
          dict(attention_sink=[0.0] * 16), cache_block_size=64, mask=True),
@@ -173,6 +180,10 @@ def _drop_in(device, case: Case, cache, call: dict, rng: np.random.Generator):
     q = ttnn.Tensor(q, ttnn.bfloat16, layout=ttnn.TILE_LAYOUT).to(device, sharded)
     positions = ttnn.Tensor(np.asarray(call.pop("cur_pos"), np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT,
                             device=device, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    if "max_cores_per_head_batch" in call:  # ttnn's program config, the device's grid
+        call["program_config"] = ttnn.SDPAProgramConfig(
+            compute_with_storage_grid_size=(grid.x, grid.y), q_chunk_size=0, k_chunk_size=0, exp_approx_mode=False,
+            max_cores_per_head_batch=call.pop("max_cores_per_head_batch"))
     table = call.pop("page_table_tensor", None)
     if table is not None:
         return transformer.paged_scaled_dot_product_attention_decode(q, cache, cache, table, cur_pos_tensor=positions,
