@@ -139,16 +139,17 @@ def test_mla_refusals_name_the_argument():
 
 
 def test_mla_latent_dram_bytes_against_the_minimum():
-    """What the latent costs today: read as K and as V, once per 32 Q heads (op/latent.py): 8 reads at
-    128 heads. The bench prints the same figures; this pins them so a change that shares the read
-    shows here (and must update op/latent.py's cost note)."""
+    """What the latent costs today, unsplit: one request serves all 4 row tiles of the 128 heads and
+    reads each latent block once as K and once as V (op/latent.py): 2 reads. The bench prints the
+    same figures; this pins them so a change that reads V from the K block shows here (and must
+    update op/latent.py's cost note)."""
     positions = [255]
     q, latent = _inputs(9, 1, 256)
-    run_quiet(attention, q, latent, None, cur_pos=positions, q_layout="heads", head_dim_v=VALUE, split=1)  # Q read once
+    run_quiet(attention, q, latent, None, cur_pos=positions, q_layout="heads", head_dim_v=VALUE, split=1)
+    assert last_report().plan.residency.row_tiles == HEADS // 32  # one request for the group
     latent_bytes = 256 * LATENT * 2  # each live latent tile once, bfloat16
     q_bytes = HEADS * LATENT * 2  # Q, read once
     total = last_report().total_dram_read_bytes
-    expected = 2 * HEADS // 32  # K and V, once per row tile of 32 heads
-    rest = total - expected * latent_bytes
+    rest = total - 2 * latent_bytes  # K and V, each once
     # The rest is Q and the constants; the heads-layout gather reads Q's tiles twice today (measured).
     assert q_bytes <= rest <= 2 * q_bytes + 4096, (total, rest)

@@ -10,10 +10,10 @@ That is how these calls run: the GQA op with the latent as K and as V (one tenso
 output cut to ``head_dim_v`` columns per head. A separate ``V`` of ``head_dim_v`` columns is
 zero-padded to ``dh`` columns first (its padding columns are cut again).
 
-Cost (measured on the emulator, README "MLA decode"): today the kernels read the latent once as K
-and once as V, once per 32 Q heads, so DRAM bytes are 2x the latent per 32 heads; the op's
-multi-row-tile requests and a V-from-K read (the latent's first ``dv`` columns taken from the K
-block already in L1) are what bring it to the one-read minimum (issue 22).
+Cost (measured on the emulator, README "MLA decode"): an unsplit request serves all of the group's
+Q row tiles and reads each latent block once as K and once as V, 2x the minimum; a group split over
+cores still reads it once per 32 Q heads. A V-from-K read (the latent's first ``dv`` columns taken
+from the K block already in L1) is what brings it to the one-read minimum (issue 22).
 """
 
 from __future__ import annotations
