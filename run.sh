@@ -2,7 +2,8 @@
 # ttnn-flashdecode's two commands:
 #   ./run.sh demo [args...]         run the main job: python -m ttnn_flashdecode demo ARGS
 #   ./run.sh test [pytest args...]  run the test suite: python -m pytest tests ARGS (the whole of
-#                                   tests/, unless ARGS name test files or folders themselves)
+#                                   tests/ on one pytest-xdist worker per core, unless ARGS name
+#                                   test files or folders themselves: those run serially)
 #                                   (first installing Debian's RISC-V toolchain for the silicon
 #                                   check when run as root with apt-get)
 #
@@ -146,9 +147,13 @@ case "$command" in
         exec "$VENV/bin/python" -m ttnn_flashdecode demo "$@" ;;
     test)
         # `./run.sh test tests/test_x.py::case -q` runs just that; without a path, all of tests/.
+        # The whole suite runs on one pytest-xdist worker per core (each test file on one worker:
+        # module fixtures and mock devices stay in one process); FLASHDECODE_TEST_WORKERS=0 runs serially.
         targets=(tests)
+        workers=(-n "${FLASHDECODE_TEST_WORKERS:-auto}" --dist loadfile)
         for arg in "$@"; do
-            if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then targets=(); break; fi
+            if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then targets=(); workers=(); break; fi
         done
-        exec "$VENV/bin/python" -m pytest "${targets[@]}" "$@" ;;
+        [[ "${FLASHDECODE_TEST_WORKERS:-auto}" == 0 ]] && workers=()
+        exec "$VENV/bin/python" -m pytest "${targets[@]}" "${workers[@]}" "$@" ;;
 esac
