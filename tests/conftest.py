@@ -66,8 +66,15 @@ def pytest_addoption(parser):
     parser.addoption("--device-id", type=int, default=0, help="id of the Tenstorrent device to open (default 0)")
 
 
+#: The longest test files, run first: under ``./run.sh test`` (pytest-xdist, whole files per worker)
+#: a long file scheduled last would leave one core working alone at the end.
+LONGEST_FIRST = ("test_silicon_check.py", "test_mutations.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip ``requires_device`` tests up front when there is no card."""
+    """Run :data:`LONGEST_FIRST` first (a stable sort: the rest keep their order); skip
+    ``requires_device`` tests up front when there is no card."""
+    items.sort(key=lambda item: 0 if item.path.name in LONGEST_FIRST else 1)
     marked = [item for item in items if item.get_closest_marker("requires_device")]
     if not marked:
         return

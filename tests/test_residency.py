@@ -112,7 +112,7 @@ def test_too_big_residency_reports_needed_and_available_bytes():
     assert str(l1_bytes(Residency(8, 8, 64))) in message and "bytes free" in message
 
 
-@pytest.mark.parametrize("bad", [dict(q_rows=0), dict(q_rows=33), dict(dim_tiles=0), dict(dim_tiles=17), dict(block_tiles=0), dict(tile_bytes=4096)])
+@pytest.mark.parametrize("bad", [dict(q_rows=0), dict(q_rows=33), dict(dim_tiles=0), dict(dim_tiles=19), dict(block_tiles=0), dict(tile_bytes=4096)])
 def test_plan_refuses_bad_residency(bad):
     fields = dict(q_rows=8, dim_tiles=4, block_tiles=16, tile_bytes=2048) | bad
     with pytest.raises(ValueError):

@@ -209,7 +209,7 @@ class DeviceLaunch:
     def __init__(self, plan: Plan, device, constants_tensor, work, out_spec, signpost: str, *, mesh=None,
                  lse_spec=None):
         self.plan = plan
-        self.program = build_program(plan)  # not program_for's shared one: the address memo needs a private copy
+        self.program = device_program(plan)
         self.device = device
         self.constants = constants_tensor
         self.work = work
@@ -254,6 +254,13 @@ class DeviceLaunch:
         extra = [t for t in (page_table, mask) if t is not None]
         return [q, k, v, self.constants, positions, *extra, self.work, out] if lse is None else \
             [q, k, v, self.constants, positions, *extra, self.work, lse, out]
+
+
+def device_program(plan: Plan):
+    """A device launch's own ``ttnn.ProgramDescriptor`` of ``plan``: built for it, not
+    ``program_for``'s shared one, since its :class:`AddressWriter` remembers what it wrote there. The
+    one place the device path gets a descriptor (the wolfpine check wraps it to swap the compute kernel)."""
+    return build_program(plan)
 
 
 # ttnn's Python wrapper of the op (graph recording, queue ids) costs ~1-2 us a call; its C++ function is

@@ -6,7 +6,7 @@ Started by :func:`ttnn_flashdecode.tools.wolfpine_check.run` in a subprocess wit
 case calls :func:`ttnn_flashdecode.attention` on real device tensors: the op's own validation, plan,
 ``prepare_device_launch`` and ``build_program`` descriptor, ``ttnn.generic_op``; the only change is
 that the descriptor's compute kernel is the probe (``probe_compute.cpp``), swapped in where
-:func:`ttnn_flashdecode.op.launch.program_for` hands the descriptor over (the planted-bug check
+:func:`ttnn_flashdecode.op.launch.device_program` hands the descriptor over (the planted-bug check
 points ``TTNN_FLASHDECODE_KERNEL_DIR`` at a mutated copy of the kernels). The output is compared with :func:`expected`,
 the probe's fingerprint in float64, bit for bit.
 
@@ -135,8 +135,9 @@ def expected(case: Case, q: np.ndarray, k: np.ndarray, v: np.ndarray, split_coun
 
 
 class ProbeSwap:
-    """Hands the op's descriptors over with the probe compute kernel in place of the op's, while active: wraps ``launch.program_for``, the one place the device path
-    gets its descriptor from ``build_program``. Records each plan it saw."""
+    """Hands the op's descriptors over with the probe compute kernel in place of the op's, while active: wraps
+    ``launch.device_program``, the one place the device path gets its descriptor from ``build_program``.
+    Records each plan it saw."""
 
     def __init__(self, scratch: Path):
         from ttnn_flashdecode.op.paths import kernel_dir
@@ -151,9 +152,9 @@ class ProbeSwap:
         from ttnn_flashdecode.op.program_factory import KERNEL_FILES, build_program
 
         roles = list(KERNEL_FILES)
-        self._original = launch.program_for
+        self._original = launch.device_program
 
-        def program_for(plan):
+        def device_program(plan):
             program = build_program(plan)
             kernels = program.kernels
             kernels[roles.index("compute")].kernel_source = str(self.probe)
@@ -163,13 +164,13 @@ class ProbeSwap:
             self.plans.append(plan)
             return program
 
-        launch.program_for = program_for
+        launch.device_program = device_program
         return self
 
     def __exit__(self, *exc):
         from ttnn_flashdecode.op import launch
 
-        launch.program_for = self._original
+        launch.device_program = self._original
 
 
 def run_case(device, case: Case, rng: np.random.Generator, swap: ProbeSwap) -> dict:
@@ -214,7 +215,7 @@ def run_case(device, case: Case, rng: np.random.Generator, swap: ProbeSwap) -> d
     got = to_numpy(out).astype(np.float64)
     plan = swap.plans[before] if len(swap.plans) > before else None
     if plan is None:
-        raise RuntimeError("the op did not build a descriptor through launch.program_for (a cached launch?)")
+        raise RuntimeError("the op did not build a descriptor through launch.device_program (a cached launch?)")
     want = expected(case, q, k, v, plan.split_counts)
     bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
     # K/V tiles the call reads: each request's tiles from its range's first to its last, K and V.
