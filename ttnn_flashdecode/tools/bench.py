@@ -180,16 +180,6 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
     return rows
 
 
-def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return f"{n}B"
-
-
-KV_SHORT = {"bfloat16": "bf16", "bfloat8_b": "bfp8", "bfloat4_b": "bfp4"}
-
-
 def bytes_vs_bfloat16(rows: Sequence[Row]) -> dict[int, float]:
     """Per row index, its DRAM read bytes over those of the bfloat16 row of the same call (model,
     context, batch, device), when that row is present."""
@@ -208,9 +198,9 @@ def format_table(rows: Sequence[Row]) -> str:
     for i, r in enumerate(rows):
         ratio = f"{versus[i]:.3f}" if i in versus else "-"
         lines.append(
-            f"{r.model:<13}{r.context:>7}{r.batch:>6} {r.device:<5}{KV_SHORT[r.kv_dtype]:<5}{f'{r.cores_used}/{r.cores}':>8}"
-            f"{f'{r.max_live_tiles}/{r.min_live_tiles}':>12}{r.max_split:>6}{_bytes(r.dram_read_bytes):>11}"
-            f"{r.dram_ratio:>7.3f}{ratio:>7}{_bytes(r.combine_noc_bytes):>9}{r.time_s * 1e6:>10.1f}{r.roofline_s * 1e6:>9.1f}"
+            f"{r.model:<13}{r.context:>7}{r.batch:>6} {r.device:<5}{cm.KV_SHORT[r.kv_dtype]:<5}{f'{r.cores_used}/{r.cores}':>8}"
+            f"{f'{r.max_live_tiles}/{r.min_live_tiles}':>12}{r.max_split:>6}{cm.format_bytes(r.dram_read_bytes):>11}"
+            f"{r.dram_ratio:>7.3f}{ratio:>7}{cm.format_bytes(r.combine_noc_bytes):>9}{r.time_s * 1e6:>10.1f}{r.roofline_s * 1e6:>9.1f}"
             f"{r.roofline_ratio:>8.2f}{r.floor_s / r.roofline_s:>7.2f}  {r.critical:<6}{r.source:<5}"
         )
     return "\n".join(lines)
@@ -261,7 +251,7 @@ def write_plot(rows: Sequence[Row], path: str) -> None:
                              key=lambda r: r.context)
                 if not sel:
                     continue
-                xs, name = [r.context for r in sel], f"batch {batch} {KV_SHORT[kv]}"
+                xs, name = [r.context for r in sel], f"batch {batch} {cm.KV_SHORT[kv]}"
                 line, = ax.plot(xs, [r.time_s * 1e6 for r in sel], marker="o", label=f"{name}: modelled")
                 ax.plot(xs, [r.roofline_s * 1e6 for r in sel], linestyle="--", color=line.get_color(),
                         label=f"{name}: DRAM roofline")
@@ -327,7 +317,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="smallest split-K slice the planner cuts (default: schedule.DEFAULT_MIN_SLICE_TILES)")
     parser.add_argument("--emulate-budget", type=int, default=EMULATE_BUDGET,
                         help=f"emulate n150 rows up to batch x n_kv_heads x context request-positions (default {EMULATE_BUDGET}; 0: none)")
-    parser.add_argument("--kv-dtypes", default=",".join(KV_SHORT),
+    parser.add_argument("--kv-dtypes", default=",".join(cm.KV_SHORT),
                         help="comma-separated K/V cache dtypes, from bfloat16, bfloat8_b, bfloat4_b (default: all three)")
     parser.add_argument("--window", type=_positive, default=0,
                         help="sliding window (positions) for every call: DRAM bytes and time follow the window's tiles")
@@ -350,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     kv_dtypes = [d.strip() for d in args.kv_dtypes.split(",") if d.strip()]
     for name, allowed, values in (("--models", cm.MODELS, models), ("--devices", cm.DEVICES, devices),
-                                  ("--kv-dtypes", KV_SHORT, kv_dtypes)):
+                                  ("--kv-dtypes", cm.KV_SHORT, kv_dtypes)):
         bad = [v for v in values if v not in allowed]
         if bad:
             _parser().error(f"{name}: expected names from {', '.join(allowed)}, got {', '.join(bad)}")
@@ -394,7 +384,7 @@ def _mesh(args, kv_dtypes, started) -> int:
     from ttnn_flashdecode.tools import mesh_bench
 
     batches = args.batches if args.batches != list(BATCHES) else [1, 32]
-    kv = [d for d in kv_dtypes if d != "bfloat4_b"] if kv_dtypes == list(KV_SHORT) else kv_dtypes
+    kv = [d for d in kv_dtypes if d != "bfloat4_b"] if kv_dtypes == list(cm.KV_SHORT) else kv_dtypes
     rows = mesh_bench.run(batches=batches, kv_dtypes=kv)
     print("ttnn_flashdecode bench --mesh -- device times are MODELLED, NOT MEASURED")
     print(mesh_bench.format_table(rows))

@@ -628,6 +628,18 @@ def windowed_kv_positions(kv_positions: Sequence[int], window: int, chunk: int =
     return [int(p) - 32 * kv_walk.window_first_tile(int(p), window, chunk=chunk) for p in kv_positions]
 
 
+KV_SHORT = {"bfloat16": "bf16", "bfloat8_b": "bfp8", "bfloat4_b": "bfp4"}
+"""A K/V dtype's short name in the benches' tables."""
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in GiB / MiB / KiB (one decimal) or B, for the benches' tables."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n}B"
+
+
 def kv_tile_bytes(kv_dtype: str) -> int:
     """Bytes of one K/V tile of a ``kv_dtype`` cache: 2048 (bfloat16), 1088 (bfloat8_b), 576 (bfloat4_b)."""
     return KV_TILE_BYTES[KV_FORMATS[kv_dtype]]

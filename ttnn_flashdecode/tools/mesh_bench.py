@@ -186,16 +186,6 @@ def run(layouts: Sequence[str] | None = None, batches: Sequence[int] = (1, 32),
     return rows
 
 
-def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return f"{n}B"
-
-
-SHORT = {"bfloat16": "bf16", "bfloat8_b": "bfp8", "bfloat4_b": "bfp4"}
-
-
 def format_table(rows: Sequence[MeshRow]) -> str:
     """The rows as a fixed-width table: times in microseconds, bytes per device."""
     header = (f"{'layout':<16}{'dev':>4}{'ctx':>9}{'batch':>6} {'kv':<5}{'heads/dev':>10}{'pos/dev':>9}"
@@ -204,10 +194,10 @@ def format_table(rows: Sequence[MeshRow]) -> str:
     lines = [header, "-" * len(header)]
     for r in rows:
         lines.append(
-            f"{r.layout:<16}{r.devices:>4}{r.context:>9}{r.batch:>6} {SHORT[r.kv_dtype]:<5}"
+            f"{r.layout:<16}{r.devices:>4}{r.context:>9}{r.batch:>6} {cm.KV_SHORT[r.kv_dtype]:<5}"
             f"{f'{r.q_heads}/{r.kv_heads}':>10}{r.local_positions:>9}{r.attention_s * 1e6:>10.1f}"
-            f"{_bytes(r.dram_read_bytes):>10}{r.roofline_s * 1e6:>9.1f}  {r.critical:<6}"
-            f"{_bytes(r.gather_bytes) if r.gather_bytes else '-':>9}{r.gather_s * 1e6:>10.1f}{r.merge_ops:>5}"
+            f"{cm.format_bytes(r.dram_read_bytes):>10}{r.roofline_s * 1e6:>9.1f}  {r.critical:<6}"
+            f"{cm.format_bytes(r.gather_bytes) if r.gather_bytes else '-':>9}{r.gather_s * 1e6:>10.1f}{r.merge_ops:>5}"
             f"{r.merge_s * 1e6:>10.1f}{r.total_s * 1e6:>10.1f}{r.total_s * LAYERS * 1e3:>9.2f}")
     return "\n".join(lines)
 

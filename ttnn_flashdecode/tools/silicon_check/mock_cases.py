@@ -279,6 +279,20 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
 
         def run():
             return attention(q, cache, cache, cur_pos_tensor=positions, **call)
+    out, again = _twice_one_mesh_launch_each(run)  # the second through the fast path (a cached launch)
+    shards = ttnn.get_device_tensors(out)
+    if len(shards) != chips or [list(s.shape) for s in shards] != [list(q.shape)] * chips:
+        raise AssertionError(f"output: expected {chips} shards of {list(q.shape)}, got {[list(s.shape) for s in shards]}")
+    if len(ttnn.get_device_tensors(again)) != chips:
+        raise AssertionError("the fast path's output is not on every chip")
+    return out
+
+
+def _twice_one_mesh_launch_each(run):
+    """``(run(), run())`` (the second through the op's fast path), checking that each call made ONE
+    ``ttnn.generic_op`` with a ``MeshProgramDescriptor``."""
+    import ttnn
+
     launched = []
     generic_op = ttnn.generic_op
 
@@ -288,17 +302,12 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
 
     ttnn.generic_op = counting
     try:
-        out, again = run(), run()  # the second through the fast path (a cached launch)
+        results = run(), run()
     finally:
         ttnn.generic_op = generic_op
     if launched != ["MeshProgramDescriptor"] * 2:
         raise AssertionError(f"expected one generic_op with a MeshProgramDescriptor per call, got {launched}")
-    shards = ttnn.get_device_tensors(out)
-    if len(shards) != chips or [list(s.shape) for s in shards] != [list(q.shape)] * chips:
-        raise AssertionError(f"output: expected {chips} shards of {list(q.shape)}, got {[list(s.shape) for s in shards]}")
-    if len(ttnn.get_device_tensors(again)) != chips:
-        raise AssertionError("the fast path's output is not on every chip")
-    return out
+    return results
 
 
 def _context_parallel_case(mesh, case: Case, rng: np.random.Generator):
@@ -319,21 +328,8 @@ def _context_parallel_case(mesh, case: Case, rng: np.random.Generator):
                     layout=ttnn.TILE_LAYOUT, device=mesh, mem_config=ttnn.DRAM_MEMORY_CONFIG)  # replicated
     positions = ttnn.Tensor(np.asarray(case.call["cur_pos"], np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT,
                             device=mesh, mem_config=ttnn.DRAM_MEMORY_CONFIG)
-    launched = []
-    generic_op = ttnn.generic_op
-
-    def counting(tensors, program):
-        launched.append(type(program).__name__)
-        return generic_op(tensors, program)
-
-    ttnn.generic_op = counting
-    try:
-        (outs, lses), _ = (context_parallel_attention(q, cache, cache, cur_pos_tensor=positions, merge=False)
-                           for _ in range(2))
-    finally:
-        ttnn.generic_op = generic_op
-    if launched != ["MeshProgramDescriptor"] * 2:
-        raise AssertionError(f"expected one generic_op with a MeshProgramDescriptor per call, got {launched}")
+    (outs, lses), _ = _twice_one_mesh_launch_each(
+        lambda: context_parallel_attention(q, cache, cache, cur_pos_tensor=positions, merge=False))
     for name, tensor, width in (("outs", outs, case.n_q_heads * padded), ("lses", lses, case.n_q_heads)):
         shards = ttnn.get_device_tensors(tensor)
         want = [chips, 1, case.batch, width]
