@@ -16,7 +16,8 @@
 // Compile-time args: named dim_tiles, block_tiles, dst_tiles (DST tiles per acquire for this
 // compute config), exp_approx (approximate exp), window, attention_chunk, sink, mask_users,
 // softcap and softcap_recip (fp32 bits; 0: no cap), inbox_slots, lse (1: return_lse), row_tiles (R,
-// Q row tiles per request: attention_protocol.hpp "Q row tiles"). Runtime args: none.
+// Q row tiles per request: attention_protocol.hpp "Q row tiles"), values_from_keys (1: V is K's
+// block in CB K, no CB V). Runtime args: none.
 // CBs in (from the reader): WORK 1 page once (this core's work row: the request count, then 16
 // parameter-block words per request), POSITIONS 1 page once (an int32 per user: each request's kv_positions,
 // attention_protocol.hpp kv_positions_at), then per request QSTAGE R*dim_tiles, CONST 4 (const_pages), K and V
@@ -81,6 +82,10 @@ constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
 // return_lse (attention_protocol.hpp "Log-sum-exp output"): 1 when the program writes the LSE.
 constexpr bool kLse = get_named_compile_time_arg_val("lse") != 0;
+// Values from keys (attention_protocol.hpp "Values from keys", MLA's latent): V is the K block
+// already in L1, so P . V reads CB K and K stays until the last row tile's P . V; CB V is unused.
+constexpr bool kValuesFromKeys = get_named_compile_time_arg_val("values_from_keys") != 0;
+constexpr uint32_t kCbValues = kValuesFromKeys ? kCbK : kCbV;
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
 constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
@@ -322,14 +327,14 @@ template <typename Sink>
 void weighted_values(uint32_t live, Sink sink) {
     DeviceZoneScopedN("fd-compute-pv");
     cb_wait_front(kCbScratch, kBlockTiles);
-    formats(kCbV, kCbScratch, kCbO);
-    matmul_init(kCbScratch, kCbV, /*transpose=*/0);
+    formats(kCbValues, kCbScratch, kCbO);
+    matmul_init(kCbScratch, kCbValues, /*transpose=*/0);
     for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
         const uint32_t count = chunk_size(d0);
         tile_regs_acquire();
         for (uint32_t t = 0; t < live; ++t) {
             for (uint32_t i = 0; i < count; ++i) {
-                matmul_tiles(kCbScratch, kCbV, t, t * kDimTiles + d0 + i, i);
+                matmul_tiles(kCbScratch, kCbValues, t, t * kDimTiles + d0 + i, i);
             }
         }
         sink(count);
@@ -649,8 +654,10 @@ void combine(const Params& p, uint32_t m_own, uint32_t m_spare) {
 void skip_block() {
     cb_wait_front(kCbK, kBlockPages);
     cb_pop_front(kCbK, kBlockPages);
-    cb_wait_front(kCbV, kBlockPages);
-    cb_pop_front(kCbV, kBlockPages);
+    if constexpr (!kValuesFromKeys) {
+        cb_wait_front(kCbV, kBlockPages);
+        cb_pop_front(kCbV, kBlockPages);
+    }
 }
 
 // A split slice whose live tiles fit one block takes the request's max before exponentiating
@@ -662,7 +669,9 @@ void attend_max_first(const Params& p) {
     const uint32_t children = p.tree_children();
     cb_wait_front(kCbK, kBlockPages);
     scores(p, live, p.block_first_tile(0), 0);
-    cb_pop_front(kCbK, kBlockPages);
+    if constexpr (!kValuesFromKeys) {
+        cb_pop_front(kCbK, kBlockPages);
+    }
     running_max(live, /*first=*/true, kCbMB, kCbMA);  // this slice's M in M_A
     cb_wait_front(kCbMA, 1);
     share_max(children, kCbMA, root, kCbMB);  // slice 0: the request's M in M_B
@@ -672,9 +681,9 @@ void attend_max_first(const Params& p) {
         probabilities(live, m_request);
         const StateOut out{!root && children == 0};
         out.begin();
-        cb_wait_front(kCbV, kBlockPages);
+        cb_wait_front(kCbValues, kBlockPages);
         weighted_values(live, [&](uint32_t count) { out.o(count); });
-        cb_pop_front(kCbV, kBlockPages);
+        cb_pop_front(kCbValues, kBlockPages);
         reduce_rows<PoolType::SUM>(kCbScratch, live, kCbL);
         out.l();
         out.end();
@@ -703,7 +712,7 @@ void attend_block(const Params& p, uint32_t block, uint32_t live, uint32_t row, 
     const bool last_row = row + 1 == kRowTiles;
     cb_wait_front(kCbK, kBlockPages);
     scores(p, live, p.block_first_tile(block), row * kDimTiles);
-    if (last_row) {
+    if (last_row && !kValuesFromKeys) {
         cb_pop_front(kCbK, kBlockPages);
     }
     DeviceZoneScopedN("fd-compute-softmax");
@@ -713,11 +722,11 @@ void attend_block(const Params& p, uint32_t block, uint32_t live, uint32_t row, 
         correction(m_old, m_new, /*reconfigure=*/true, row);
     }
     running_sum(live, first);
-    cb_wait_front(kCbV, kBlockPages);
+    cb_wait_front(kCbValues, kBlockPages);
     const uint32_t out = first ? kCbO : kCbPv;
     weighted_values(live, [out](uint32_t count) { pack_to(out, count); });
     if (last_row) {
-        cb_pop_front(kCbV, kBlockPages);
+        cb_pop_front(kCbValues, kBlockPages);
     }
     cb_pop_front(kCbScratch, kBlockTiles);
     if (!first) {

@@ -222,6 +222,11 @@ constexpr uint32_t const_pages(bool windowed, bool sink, uint32_t row_tiles) {
 // and the writer writes R tiles of output. Unsplit decode only (valid_layout): a split group keeps
 // one request per row tile (the host plans it so).
 
+// Values from keys (named compile-time arg values_from_keys 1; MLA's latent cache, V = K's
+// columns): the call's V operand is its K operand, so the reader reads each K/V block once, into CB
+// K only, and compute's P . V reads that block (same tile order) before freeing it. No CB V; the
+// writer is unchanged (the output keeps K's head_dim; the host cuts it to head_dim_v).
+
 // Attention sink (gpt-oss): per Q head h a logit s_h that joins every row's softmax denominator
 // and has no value: out = sum_j exp(S_j - M) V_j / (sum_j exp(S_j - M) + exp(s_h - M)), with the
 // request's running max M taken over the sink too (M = max(max_j S_j, s_h)), so a sink far above

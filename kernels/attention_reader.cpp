@@ -4,7 +4,7 @@
 //
 // Compile-time args: positional = TensorAccessorArgs of Q, K, V, CONST, OUT, POSITIONS, PAGE_TABLE, WORK
 // (chained, in that order, same list for all three kernels); named = dim_tiles, block_tiles,
-// tile_bytes, q_width_tiles (tiles per row tile of Q and the output), row_tiles, inbox_slots,
+// tile_bytes, q_width_tiles (tiles per row tile of Q and the output), row_tiles, values_from_keys, inbox_slots,
 // positions_bytes, work_row_bytes, grid_x, and the cache layout (cache_block_tiles, cache_block_pages, cache_blocks,
 // cache_wrap_tiles,
 // page_table_entries; attention_protocol.hpp "Paged KV cache").
@@ -17,7 +17,7 @@
 // compute; the reader keeps each of its requests' kv_positions. Then per request it pushes: QSTAGE row_tiles*dim_tiles pages (the request's stage rows, attention_protocol.hpp
 // "Request kinds", per Q row tile: "Q row tiles"); CONST const_pages (scaler, scale and the masks it needs); then for each block of the
 // slice's window (its live tiles rounded up to whole double blocks), K and V
-// block_tiles*dim_tiles pages each; and for a split slice, its children's subtree maxima as they
+// block_tiles*dim_tiles pages each (K only with values_from_keys: "Values from keys"); and for a split slice, its children's subtree maxima as they
 // land (MAX_INBOX, inbox_slots pages), on slices 1.. the request's max (MAX_GLOBAL, 1 page), and
 // its children's partials as they land (PARTIALS, inbox_slots * (dim_tiles + 1) pages). Only live
 // position tiles are read from DRAM: the pages of padding tiles are pushed unread because compute
@@ -48,6 +48,8 @@ constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 constexpr uint32_t kQueryChunkBytes = 64;
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
+// V is K (attention_protocol.hpp "Values from keys"): each block is read once, into CB K only.
+constexpr bool kValuesFromKeys = get_named_compile_time_arg_val("values_from_keys") != 0;
 
 // A tile row is two 16-element face rows: faces 0/1 hold rows 0..15, faces 2/3 rows 16..31.
 
@@ -123,12 +125,33 @@ void gather_rows(const Accessor& reader, uint32_t count, const CopyAt& copy_at) 
 // QSTAGE stage row s, dim tile d = Q row query_row_of(s) of Q head (first head + stage_head(s)),
 // dim tile d (attention_protocol.hpp "Request kinds"), into the reserved QSTAGE pages at `stage`;
 // row tile r (attention_protocol.hpp "Q row tiles") into pages r * dim_tiles.., from row_tile(r).
+// True when stage rows 0..31 of `tile` are rows 0..31 of the same Q tiles (32 heads of one user in
+// the heads layout, ttnn's decode Q; a 32-row chunk from row 0): those are read as whole tiles, as a
+// row gather reads each 32-byte face row in its 64-byte chunk (twice the bytes).
+bool query_is_whole_tiles(const Params& tile) {
+    if (tile.stage_rows() != kTilePositions) {
+        return false;
+    }
+    for (uint32_t s = 0; s < kTilePositions; ++s) {
+        if (tile.query_row_of(s) != s || tile.query_page(s, 0, kQWidthTiles) != tile.query_page(0, 0, kQWidthTiles)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 template <typename Accessor>
 void gather_query(const Params& p, const Accessor& q_reader, uint32_t stage) {
     DeviceZoneScopedN("fd-reader-query");
     for (uint32_t r = 0; r < kRowTiles; ++r) {
         const Params tile = p.row_tile(r);
         const uint32_t pages = stage + r * kDimTiles * kTileBytes;
+        if (query_is_whole_tiles(tile)) {
+            for (uint32_t d = 0; d < kDimTiles; ++d) {
+                noc_async_read_page(tile.q.first_page() + tile.query_page(0, d, kQWidthTiles), q_reader, pages + d * kTileBytes);
+            }
+            continue;
+        }
         gather_rows(q_reader, tile.stage_rows() * kDimTiles, [&](uint32_t j) {
             const uint32_t s = j / kDimTiles, d = j % kDimTiles;
             return RowCopy{tile.q.first_page() + tile.query_page(s, d, kQWidthTiles), tile.query_row_of(s) % kTilePositions,
@@ -414,6 +437,9 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         zero_stale_rows(kCbK, p, block);
         zero_rows_before_window(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
+        if constexpr (kValuesFromKeys) {
+            continue;  // V is this K block (compute reads it from CB K)
+        }
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block, table);
         noc_async_read_barrier();

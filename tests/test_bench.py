@@ -120,3 +120,20 @@ def test_bench_mesh_prints_tensor_and_context_parallel_rows(capsys):
     # the same K/V bytes per device: 8 KV heads x 16k positions (CP8) = 1 KV head x 128k (TP8)
     assert abs(cp8.dram_read_bytes - tp.dram_read_bytes) < 0.01 * tp.dram_read_bytes
     assert cp32.local_positions == 32768 and cp32.total_s > cp32.attention_s
+
+
+def test_bench_mla_prints_measured_bytes_and_the_modelled_bound(capsys):
+    """``bench --mla``: DeepSeek-V3's MLA bytes measured on the emulator (here at 64 positions to stay
+    fast) at 16/64/128 heads, unsplit within 1.05x of the minimum at 128 heads once the latent
+    outweighs Q (checked at 256 positions in tests/test_mla.py), and the modelled rows' bound."""
+    from ttnn_flashdecode.tools import mla_bench
+
+    assert cli.main(["bench", "--mla", "--contexts", "64", "--batches", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "MEASURED" in out and "MODELLED, NOT MEASURED" in out and "unsplit" in out and "planner" in out
+    rows = {(r.heads, r.mode): r for r in mla_bench.measure((128,), 64)}
+    unsplit = rows[(128, "unsplit")]
+    assert unsplit.cores == 1 and unsplit.dram_read_bytes >= 64 * 576 * 2 + 128 * 576 * 2
+    modelled = {(r.context, r.batch, r.mode): r for r in mla_bench.model((8192,), (1, 32), ("bfloat16",))}
+    assert modelled[(8192, 32, "unsplit")].bound == "compute"  # 128 heads: the FPU floor passes the DRAM time
+    assert modelled[(8192, 1, "split")].latent_reads == 4 and modelled[(8192, 1, "split")].bound == "DRAM"

@@ -76,6 +76,8 @@ def test_another_spec_or_option_is_validated_again(mock_device, refuse_validatio
         attention(q, k, v, cur_pos_tensor=positions, split=1)  # another option
     with pytest.raises(AssertionError, match="validate_inputs ran"):
         attention(q, k, v, cur_pos_tensor=positions, scale=0.5)
+    with pytest.raises(AssertionError, match="validate_inputs ran"):
+        attention(q, k, k, cur_pos_tensor=positions)  # V is K, same specs: a program that reads no V
     k_long = _tensor(mock_device, (BATCH, N_KV, 2 * CAPACITY, HEAD_DIM))  # another spec
     with pytest.raises(AssertionError, match="validate_inputs ran"):
         attention(q, k_long, k_long, cur_pos_tensor=positions)

@@ -78,7 +78,7 @@ def test_kernels_have_absolute_paths_and_shared_compile_time_args():
             "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
             "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8, "window": 0, "sink": 0, "mask_users": 0,
             "cache_wrap_tiles": 0, "cache_half_blocks": 0, "users_per_table_row": 1, "attention_chunk": 0, "softcap": 0,
-            "softcap_recip": 0, "lse": 0, "row_tiles": 1}
+            "softcap_recip": 0, "lse": 0, "row_tiles": 1, "values_from_keys": 0}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode

@@ -86,8 +86,8 @@ def _remember_options(call: dict, device: int) -> tuple:
 
 
 def _specs(q, k, v, positions, page_table) -> tuple | None:
-    """The specs of a call's tensors (None for a missing page table), or None when one is not a
-    device ttnn.Tensor."""
+    """The specs of a call's tensors (None for a missing page table) and whether V is K (a
+    values-from-keys program reads no V), or None when one is not a device ttnn.Tensor."""
     specs = []
     for tensor in (q, k, v, positions, page_table):
         if tensor is None and page_table is None and len(specs) == 4:
@@ -96,7 +96,7 @@ def _specs(q, k, v, positions, page_table) -> tuple | None:
             return None
         else:
             specs.append(tensor.spec)
-    return tuple(specs)
+    return (*specs, v is k)
 
 
 def lookup(key, q, k, v, positions, page_table):

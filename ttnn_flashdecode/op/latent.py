@@ -10,10 +10,11 @@ That is how these calls run: the GQA op with the latent as K and as V (one tenso
 output cut to ``head_dim_v`` columns per head. A separate ``V`` of ``head_dim_v`` columns is
 zero-padded to ``dh`` columns first (its padding columns are cut again).
 
-Cost (measured on the emulator, README "MLA decode"): an unsplit request serves all of the group's
-Q row tiles and reads each latent block once as K and once as V, 2x the minimum; a group split over
-cores still reads it once per 32 Q heads. A V-from-K read (the latent's first ``dv`` columns taken
-from the K block already in L1) is what brings it to the one-read minimum (issue 22).
+Cost (measured on the emulator, README "MLA decode", ``bench --mla``): one tensor as K and V is
+read once (``attention_protocol.hpp`` "Values from keys": P.V reads the K block in L1), so an
+unsplit request, which serves all of the group's Q row tiles, reads each latent block once: 1.012x
+the minimum at 128 heads and 1024 positions. A group split over cores still reads it once per 32
+Q heads (docs/design.md "MLA"). A separate ``V`` is read as well.
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ class Plan:
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
                 ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users),
                 ("attention_chunk", self.shape.attention_chunk), *self.shape.softcap_args, ("lse", int(self.shape.lse)),
-                ("row_tiles", r.row_tiles)]
+                ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys))]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:

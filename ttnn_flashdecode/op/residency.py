@@ -7,7 +7,7 @@ online softmax buys.
 CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.CB`)::
 
     Q        1                     landing page for the 64-byte chunks around one head's query row
-    K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks
+    K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks (no V when V is K: values_from_keys)
     CONST    4 (6)                 scaler, scale, the masks of the last two live tiles (a windowed
                                    program: and the window masks of its first two tiles)
     S        block_tiles           scores of one block, QS . K^T (+ mask)
@@ -124,6 +124,7 @@ class Residency:
         row_tiles: Q row tiles per request (``attention_protocol.hpp`` "Q row tiles"; 1 normally):
             QSTAGE, QS and the running state (M_A, M_B, L, O) hold one per row tile, and so does
             CONST's sink page; the K/V blocks, scores and per-block CBs do not grow.
+        values_from_keys: V is K (``attention_protocol.hpp`` "Values from keys"): no CB V.
     """
 
     q_rows: int
@@ -141,6 +142,7 @@ class Residency:
     work_requests: int = 1
     lse: bool = False
     row_tiles: int = 1
+    values_from_keys: bool = False
 
     @property
     def work_row_bytes(self) -> int:
@@ -184,12 +186,12 @@ def _pages(residency: Residency) -> dict[CB, int]:
     dim, block, rows = residency.dim_tiles, residency.block_tiles, residency.row_tiles
     kv_pages = 2 * block * dim  # two blocks: the reader fills one while compute drains the other
     return {
-        CB.Q: 1, CB.K: kv_pages, CB.V: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink, rows),
+        CB.Q: 1, CB.K: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink, rows),
         CB.S: block, CB.SCRATCH: block,
         CB.M_A: rows, CB.M_B: rows, CB.L: rows, CB.LSUM: 1, CB.C: 1,
         CB.O: rows * dim, CB.PV: dim, CB.QSTAGE: rows * dim, CB.QS: rows * dim, CB.OUT: dim, CB.POSITIONS: 1,
         CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
-    } | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | (
+    } | ({} if residency.values_from_keys else {CB.V: kv_pages}) | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | (
         {CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
@@ -311,7 +313,8 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
         largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
                                   residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
                                   kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
-                                  mask=residency.mask, lse=residency.lse, row_tiles=residency.row_tiles)
+                                  mask=residency.mask, lse=residency.lse, row_tiles=residency.row_tiles,
+                                  values_from_keys=residency.values_from_keys)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -323,7 +326,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
-    sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1,
+    sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1, values_from_keys: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -342,12 +345,14 @@ def max_block_tiles(
         mask: a call with an attention mask (CB MASK, a block's tiles).
         lse: a call with ``return_lse`` (CBs LSE and LSE_STAGE).
         row_tiles: Q row tiles per request (:class:`Residency`).
+        values_from_keys: V is K (no CB V: a block's L1 is half).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
-    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse, row_tiles=row_tiles)
+    fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse, row_tiles=row_tiles,
+                  values_from_keys=values_from_keys)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

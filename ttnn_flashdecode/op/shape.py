@@ -85,6 +85,9 @@ class DecodeShape:
             :func:`~ttnn_flashdecode.op.plan.plan_program`): 1, one request per 32 Q heads of a KV
             group; or ``gqa_ratio / 32`` (> 1, no attention mask), one request per KV group whose
             every K/V block serves all its row tiles (``attention_protocol.hpp`` "Q row tiles").
+        values_from_keys: V is K (the call passed one tensor as both, as MLA's latent cache is):
+            the reader reads each K/V block once, into CB K, and P . V reads it there; no CB V
+            (``attention_protocol.hpp`` "Values from keys").
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -113,6 +116,7 @@ class DecodeShape:
     softcap: float = 0.0
     lse: bool = False
     row_tiles: int = 1
+    values_from_keys: bool = False
 
     def __post_init__(self):
         self._check_score_options()
@@ -187,9 +191,10 @@ class DecodeShape:
     def cache_fields(self) -> dict:
         """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache, the score
         modifiers and the row tiles decide (``paged``, ``kv_format``, ``windowed``, ``sink``, ``mask``, ``lse``,
-        ``row_tiles``), as keywords for it and for ``max_block_tiles``."""
+        ``row_tiles``, ``values_from_keys``), as keywords for it and for ``max_block_tiles``."""
         return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0 or self.attention_chunk > 0, sink=self.sink,
-                    mask=self.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles)
+                    mask=self.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles,
+                    values_from_keys=self.values_from_keys)
 
     @property
     def window_tiles(self) -> int:

@@ -240,7 +240,8 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
                         q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
                         mask_users=0 if attn_mask is None else mask_users(attn_mask, batch, n_q_heads, capacity, kind),
-                        cache_wrap=cache_wrap, users_per_table_row=int(users_per_table_row), **score)
+                        cache_wrap=cache_wrap, users_per_table_row=int(users_per_table_row),
+                        values_from_keys=v is k, **score)  # one tensor as both: each block read once
     if page_table is not None and positions is not None:
         _check_page_table(page_table, shape, positions)
     device_positions = cur_pos_tensor if positions is None else None

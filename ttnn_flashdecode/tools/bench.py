@@ -328,6 +328,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="instead: Llama-3.1-70B on a mesh, tensor parallel (T3K) and context parallel (8 and 32 "
                              "devices, 128k and 1M), the merge's all-gather and ops next to the attention "
                              "(tools/mesh_bench.py; --batches and --kv-dtypes apply)")
+    parser.add_argument("--mla", action="store_true",
+                        help="instead: DeepSeek-V3's MLA decode: DRAM bytes measured on the emulator at 16/64/128 heads "
+                             "(the first of --contexts, default 1024) and a modelled DRAM / FPU bound at 1k/8k/32k "
+                             "(tools/mla_bench.py; --contexts, --batches apply)")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
     parser.add_argument("--plot", metavar="PATH.png", help="write modelled time vs context with the roofline")
     return parser
@@ -347,6 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     if args.mesh:
         return _mesh(args, kv_dtypes, started)
+    if args.mla:
+        return _mla(args, started)
     if set(kv_dtypes) - {"bfloat16"}:
         from ttnn_flashdecode.op.devices import ensure_host_context
 
@@ -375,6 +381,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot:
         write_plot(rows, args.plot)
         print(f"wrote {args.plot}")
+    print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def _mla(args, started) -> int:
+    """``--mla``: :mod:`ttnn_flashdecode.tools.mla_bench`'s measured and modelled rows."""
+    from ttnn_flashdecode.tools import mla_bench
+
+    default = args.contexts == list(CONTEXTS)
+    measured = mla_bench.measure(context=1024 if default else args.contexts[0],
+                                 log=functools.partial(print, file=sys.stderr, flush=True))
+    modelled = mla_bench.model(contexts=(1024, 8192, 32768) if default else args.contexts,
+                               batches=args.batches if args.batches != list(BATCHES) else (1, 32))
+    print("ttnn_flashdecode bench --mla -- DeepSeek-V3 MLA decode: bytes MEASURED on the emulator; "
+          "device times MODELLED, NOT MEASURED")
+    print(mla_bench.format_measured(measured))
+    print(mla_bench.format_modelled(modelled))
+    print(mla_bench.legend())
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"note": mla_bench.legend(),
+                       "measured": [dataclasses.asdict(r) | {"ratio": r.ratio} for r in measured],
+                       "modelled": [dataclasses.asdict(r) | {"bound": r.bound, "time_s": r.time_s} for r in modelled]},
+                      handle, indent=1)
+        print(f"wrote {args.json}")
     print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
     return 0
 

@@ -466,11 +466,12 @@ def _run_emulated(shape: Shape, kv_positions: Sequence[int], split: int | None, 
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((1, 1, batch, shape.n_q_heads * shape.head_dim), dtype=np.float32)
     k = rng.standard_normal((batch, shape.n_kv_heads, capacity, shape.head_dim), dtype=np.float32)
+    v = k.copy()  # a V of its own: one tensor as both would be read once (values from keys, MLA's case)
     if kv_dtype != "bfloat16":
         import ttnn
 
-        k = ttnn.Tensor(k, getattr(ttnn, kv_dtype), layout=ttnn.TILE_LAYOUT)
-    attention(q, k, k, cur_pos=[p - 1 for p in kv_positions], split=split, block_tiles=block_tiles,
+        k, v = (ttnn.Tensor(x, getattr(ttnn, kv_dtype), layout=ttnn.TILE_LAYOUT) for x in (k, v))
+    attention(q, k, v, cur_pos=[p - 1 for p in kv_positions], split=split, block_tiles=block_tiles,
               backend="emulator", sliding_window_size=window or None, attention_chunk_size=chunk or None)
     report = last_report()
     plan = _op_plan(shape, kv_positions, capacity, "wormhole_b0", _emulated_grid(), split, block_tiles, kv_dtype,

@@ -43,6 +43,7 @@ class Case:
     mask: bool = False  # is_causal=False with a device attn_mask [b, 1, nh, capacity] (bfloat16 TILE)
     mesh_shape: tuple[int, int] = (1, 8)  # MESH_CASES: the mock T3K's mesh; rows > 1: the batch split over rows
     context_parallel: bool = False  # MESH_CASES: the cache split by sequence over the chips (needs the fabric)
+    values_from_keys: bool = False  # one cache tensor as K and V (MLA's latent: the reader reads no V)
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -121,9 +122,11 @@ CASES = (
     # Issue 22: MLA's shapes (DeepSeek-V3: 128 Q heads on one 576-wide latent, K = V = the latent; the
     # MLA drop-in cuts the output to 512 columns with ttnn.slice, which the mock cannot build).
     Case("MLA DeepSeek-V3: 128 Q heads on one d576 latent (K = V), paged bfloat8_b, scheduler split", 1, 128, 1, 576,
-         4096, dict(cur_pos=[4095]), cache_block_size=64, kv_dtype="bfloat8_b"),
+         4096, dict(cur_pos=[4095]), cache_block_size=64, kv_dtype="bfloat8_b", values_from_keys=True),
     Case("MLA DeepSeek-V3: batch 4, 128 Q heads on one d576 latent, bfloat16", 4, 128, 1, 576, 2048,
-         dict(cur_pos=[0, 31, 32, 2047])),
+         dict(cur_pos=[0, 31, 32, 2047]), values_from_keys=True),
+    Case("MLA drop-in: 128 Q heads on one d576 latent (K = V), Q height-sharded, unsplit", 2, 128, 1, 576, 1024,
+         dict(cur_pos=[100, 1023], max_cores_per_head_batch=1), drop_in=True, values_from_keys=True),
 )
 
 
@@ -156,15 +159,16 @@ def run_case(device, case: Case, rng: np.random.Generator):
         call["compute_kernel_config"] = ttnn.ComputeConfigDescriptor(
             math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=False, math_approx_mode=True)
     cache = _tensor(device, k, case.kv_dtype)
+    values = cache if case.values_from_keys else _tensor(device, k, case.kv_dtype)
     if case.mask:
         mask = np.where(rng.random((case.batch, 1, case.n_q_heads, case.capacity)) < 0.25, -np.inf, 0.0)
         call.update(is_causal=False, attn_mask=_tensor(device, mask))
     if case.drop_in:
-        return _drop_in(device, case, cache, call, rng)
-    return attention(_tensor(device, q), cache, cache, **call)
+        return _drop_in(device, case, cache, values, call, rng)
+    return attention(_tensor(device, q), cache, values, **call)
 
 
-def _drop_in(device, case: Case, cache, call: dict, rng: np.random.Generator):
+def _drop_in(device, case: Case, cache, values, call: dict, rng: np.random.Generator):
     """The tt-transformers call: Q ``[1, b, nh, dh]`` height-sharded in L1 (one user per core, as
     ``nlp_create_qkv_heads_decode`` leaves it), positions as a device tensor, output sharded like Q."""
     import ttnn
@@ -186,9 +190,9 @@ def _drop_in(device, case: Case, cache, call: dict, rng: np.random.Generator):
             max_cores_per_head_batch=call.pop("max_cores_per_head_batch"))
     table = call.pop("page_table_tensor", None)
     if table is not None:
-        return transformer.paged_scaled_dot_product_attention_decode(q, cache, cache, table, cur_pos_tensor=positions,
+        return transformer.paged_scaled_dot_product_attention_decode(q, cache, values, table, cur_pos_tensor=positions,
                                                                      memory_config=sharded, **call)
-    return transformer.scaled_dot_product_attention_decode(q, cache, cache, cur_pos_tensor=positions,
+    return transformer.scaled_dot_product_attention_decode(q, cache, values, cur_pos_tensor=positions,
                                                            memory_config=sharded, **call)
 
 
@@ -259,6 +263,7 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
     else:
         k = rng.standard_normal((case.batch, case.n_kv_heads, case.capacity, case.head_dim), dtype=np.float32)
     cache = sharded(k, 1, case.kv_dtype, batch_dim=None if case.cache_block_size else 0)
+    values = cache if case.values_from_keys else sharded(k, 1, case.kv_dtype, batch_dim=None if case.cache_block_size else 0)
     local_heads = case.n_q_heads // chips
     if case.drop_in:
         config = ttnn.create_sharded_memory_config(
@@ -271,14 +276,14 @@ def run_mesh_case(mesh, case: Case, rng: np.random.Generator):
         table = call.pop("page_table_tensor")
 
         def run():
-            return transformer.paged_scaled_dot_product_attention_decode(q, cache, cache, table, cur_pos_tensor=positions,
+            return transformer.paged_scaled_dot_product_attention_decode(q, cache, values, table, cur_pos_tensor=positions,
                                                                          memory_config=config, **call)
     else:
         q = sharded(rng.standard_normal((1, 1, case.batch * case.q_rows_per_user, case.n_q_heads * padded),
                                         dtype=np.float32), 3, batch_dim=2)
 
         def run():
-            return attention(q, cache, cache, cur_pos_tensor=positions, **call)
+            return attention(q, cache, values, cur_pos_tensor=positions, **call)
     out, again = _twice_one_mesh_launch_each(run)  # the second through the fast path (a cached launch)
     shards = ttnn.get_device_tensors(out)
     if len(shards) != chips or [list(s.shape) for s in shards] != [list(q.shape)] * chips:
