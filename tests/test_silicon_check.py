@@ -124,35 +124,42 @@ def _skip_or_fail(why: str):
     pytest.skip(f"silicon check skipped: {why}")
 
 
-@pytest.fixture(scope="module")
-def silicon_check_run(tmp_path_factory):
-    """``python -m ttnn_flashdecode silicon-check --work WORK --json ROWS``, once for this module:
-    the process, its rows and WORK (each arch's JIT log, which the planted-error test replays)."""
+def _run_silicon_check(base, *options):
+    report, work = base / "rows.json", base / "work"
+    env = {k: v for k, v in os.environ.items() if k not in ("TT_METAL_RUNTIME_ROOT", "TT_METAL_CACHE", "TT_METAL_MOCK_CLUSTER_DESC_PATH")}
+    result = subprocess.run([sys.executable, "-m", "ttnn_flashdecode", "silicon-check", "--work", str(work), "--json", str(report),
+                             *options], cwd=base, env=env, capture_output=True, text=True, timeout=1800)
+    rows = [Row(**r) for r in json.loads(report.read_text())] if report.exists() else []
+    return types.SimpleNamespace(result=result, rows=rows, work=work)
+
+
+def _check_prerequisites():
     missing = missing_toolchain()
     if missing:
         _skip_or_fail(f"missing {', '.join(missing)}; install with: {INSTALL_HINT}")
     if sfpi_include_dir()[0] is None:
         _skip_or_fail(sfpi_include_dir()[1])
-    base = tmp_path_factory.mktemp("silicon-check")
-    report, work = base / "rows.json", base / "work"
-    env = {k: v for k, v in os.environ.items() if k not in ("TT_METAL_RUNTIME_ROOT", "TT_METAL_CACHE", "TT_METAL_MOCK_CLUSTER_DESC_PATH")}
-    result = subprocess.run([sys.executable, "-m", "ttnn_flashdecode", "silicon-check", "--work", str(work), "--json", str(report)],
-                            cwd=base, env=env, capture_output=True, text=True, timeout=1200)
-    rows = [Row(**r) for r in json.loads(report.read_text())] if report.exists() else []
-    return types.SimpleNamespace(result=result, rows=rows, work=work)
 
 
-def test_silicon_check_passes_on_mock_wormhole_and_blackhole(silicon_check_run, record_property):
+@pytest.fixture(scope="module")
+def silicon_check_run(tmp_path_factory):
+    """``python -m ttnn_flashdecode silicon-check --quick --work WORK --json ROWS`` (CI's tier: Wormhole
+    and the mesh every case, Blackhole the cases that build every compile-time feature once), once for
+    this module: the process, its rows and WORK (each arch's JIT log, which the planted-error test
+    replays). The whole check on both archs is :func:`test_silicon_check_every_case_on_both_archs`
+    (``-m long_sweep``)."""
+    _check_prerequisites()
+    return _run_silicon_check(tmp_path_factory.mktemp("silicon-check"), "--quick")
+
+
+def _assert_all_ok(run, cases_of):
     """Every case through generic_op, all three compute threads clean, sizes under the limits."""
-    result, rows = silicon_check_run.result, silicon_check_run.rows
+    result, rows = run.result, run.rows
     table = result.stdout
-    for row in rows:
-        if row.where in ("NCRISC", "BRISC") or row.where == "MATH":
-            record_property("figure", f"silicon check {row.arch} {row.check} on {row.where}: {row.result}, {row.figure}")
     assert result.returncode == 0, f"silicon check failed (exit {result.returncode}):\n{table}\n{result.stderr[-3000:]}"
     for arch in ARCHS:
         mine = [r for r in rows if r.arch == arch]
-        assert {r.check for r in mine if r.where == "generic_op"} == {case.name for case in CASES}
+        assert {r.check for r in mine if r.where == "generic_op"} == {case.name for case in cases_of(arch)}
         assert {r.where for r in mine if "attention_compute" in r.check} == {"UNPACK", "MATH", "PACK"}
         assert {(r.check.split()[0], r.check.split()[1]) for r in mine if r.where in ("NCRISC", "BRISC")} == {
             ("attention_reader", "JIT"), ("attention_reader", "watcher"), ("attention_writer", "JIT"), ("attention_writer", "watcher")}
@@ -160,6 +167,49 @@ def test_silicon_check_passes_on_mock_wormhole_and_blackhole(silicon_check_run, 
     from ttnn_flashdecode.tools.silicon_check.mock_cases import MESH_CASES
 
     assert [(r.check, r.result) for r in rows if r.arch == "t3k"] == [(c.name, "ok") for c in MESH_CASES], table
+
+
+@pytest.mark.long_sweep
+def test_silicon_check_every_case_on_both_archs(tmp_path):
+    """The whole check (what ``python -m ttnn_flashdecode silicon-check`` runs): every case on both
+    archs and the mesh cases on the mock T3K; about 9 minutes on 2 cores."""
+    _check_prerequisites()
+    _assert_all_ok(_run_silicon_check(tmp_path), lambda arch: CASES)
+
+
+def test_quick_cases_build_every_compile_time_feature():
+    """The quick tier's Blackhole cases exist and between them set every feature a compile-time arg
+    switches: a case renamed out of the list, or a feature no quick case has, fails here."""
+    from ttnn_flashdecode.tools.silicon_check.mock_cases import QUICK_CASE_NAMES, quick_cases
+
+    quick = quick_cases()
+    assert [c.name for c in quick] == [n for n in (c.name for c in CASES) if n in QUICK_CASE_NAMES]
+    assert len(quick) == len(QUICK_CASE_NAMES)
+    calls = [c.call for c in quick]
+    features = {
+        "split": any(c.get("split", 0) > 1 for c in calls), "rows": any("rows" in c for c in calls),
+        "chunk": any("chunk_start" in c for c in calls), "window": any("sliding_window_size" in c for c in calls),
+        "sink": any("attention_sink" in c for c in calls), "lse": any(c.get("return_lse") for c in calls),
+        "softcap": any("logit_softcap" in c for c in calls), "attention_chunk": any("attention_chunk_size" in c for c in calls),
+        "hifi2": any(c.get("compute_kernel_config") == "hifi2" for c in calls), "mask": any(c.mask for c in quick),
+        "paged": any(c.cache_block_size for c in quick), "blocks_of_16": any(c.cache_block_size == 16 for c in quick),
+        "bfloat8_b": any(c.kv_dtype == "bfloat8_b" for c in quick), "bfloat4_b": any(c.kv_dtype == "bfloat4_b" for c in quick),
+        "row_tiles": any(c.n_q_heads // c.n_kv_heads > 32 for c in quick), "drop_in": any(c.drop_in for c in quick),
+        "values_from_keys": any(c.values_from_keys for c in quick), "circular": any("cache_position_modulo" in c for c in calls),
+    }
+    assert all(features.values()), [name for name, present in features.items() if not present]
+
+
+def test_silicon_check_passes_on_mock_wormhole_and_blackhole(silicon_check_run, record_property):
+    """CI's tier: every case on Wormhole and the mesh, the quick cases on Blackhole; generic_op, all
+    three compute threads clean, sizes under the limits."""
+    from ttnn_flashdecode.tools.silicon_check import QUICK_ARCH
+    from ttnn_flashdecode.tools.silicon_check.mock_cases import quick_cases
+
+    for row in silicon_check_run.rows:
+        if row.where in ("NCRISC", "BRISC") or row.where == "MATH":
+            record_property("figure", f"silicon check {row.arch} {row.check} on {row.where}: {row.result}, {row.figure}")
+    _assert_all_ok(silicon_check_run, lambda arch: quick_cases() if arch == QUICK_ARCH else CASES)
 
 
 # Errors planted in a copy of the compute kernel: (statement in the kernel, which occurrence of it,
@@ -295,8 +345,10 @@ def test_host_bench_measures_four_paths_on_a_mock_device():
     assert "median us" in host_bench.format_table(rows)
 
 
+@pytest.mark.long_sweep
 def test_silicon_check_mesh_cases_open_a_1x8_mesh_on_the_mock_t3k(tmp_path, record_property):
-    """Issue 23: the mesh cases alone (what ``silicon-check`` runs beside the one-chip cases): a
+    """Issue 23: the mesh cases alone (CI runs them inside the check above, whose rows assert the same;
+    this standalone run is for working on them, ``-m long_sweep``): a
     ``ttnn.MeshDevice`` of 1x8 opened on ``mock_clusters/t3k.yaml``, the op's tensor-parallel calls
     through ONE ``generic_op`` with a ``MeshProgramDescriptor`` each (JIT-built and dispatched to the
     8 mock chips; nothing executes), the output sharded over every chip."""

@@ -66,6 +66,9 @@ WATCHER_VARIANTS = 2
 #: and the report's ``arch`` column for their rows.
 MESH_CLUSTER, MESH_ARCH = "t3k", "wormhole_b0"
 CASE_TIMEOUT_S = 900
+#: The arch ``--quick`` trims to ``mock_cases.QUICK_CASE_NAMES`` (Blackhole: its NCRISC has no 16 KiB
+#: IRAM limit, so Wormhole is the one whose every variant's size matters).
+QUICK_ARCH = "blackhole"
 
 
 
@@ -94,19 +97,20 @@ def _environment(arch: str, root: Path, work: Path, cluster: str | None = None) 
     return env
 
 
-def _start_mock_cases(arch: str, root: Path, work: Path, mesh: bool = False) -> subprocess.Popen:
-    """``mock_cases`` in a subprocess: the one-chip cases on ``arch``'s mock chip, or (``mesh``) the
-    mesh cases on the mock T3K (``MESH_ARCH`` chips)."""
+def _start_mock_cases(arch: str, root: Path, work: Path, mesh: bool = False, quick: bool = False) -> subprocess.Popen:
+    """``mock_cases`` in a subprocess: the one-chip cases on ``arch``'s mock chip (``quick``: only
+    ``mock_cases.QUICK_CASE_NAMES``), or (``mesh``) the mesh cases on the mock T3K (``MESH_ARCH`` chips)."""
     work.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "ttnn_flashdecode.tools.silicon_check.mock_cases", *(["--mesh"] * mesh)],
+    return subprocess.Popen([sys.executable, "-m", "ttnn_flashdecode.tools.silicon_check.mock_cases", *(["--mesh"] * mesh),
+                             *(["--quick"] * quick)],
                             cwd=work, env=_environment(arch, root, work, MESH_CLUSTER if mesh else None),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _case_rows(arch: str, process: subprocess.Popen, mesh: bool = False) -> list[Row]:
-    from .mock_cases import CASES, LINE_PREFIX, MESH_CASES
+def _case_rows(arch: str, process: subprocess.Popen, mesh: bool = False, quick: bool = False) -> list[Row]:
+    from .mock_cases import CASES, LINE_PREFIX, MESH_CASES, quick_cases
 
-    cases = MESH_CASES if mesh else CASES
+    cases = MESH_CASES if mesh else quick_cases() if quick else CASES
 
     try:
         stdout, stderr = process.communicate(timeout=CASE_TIMEOUT_S)
@@ -157,11 +161,13 @@ def _compute_rows(arch: str, lines, compiler: Path) -> list[Row]:
     return rows
 
 
-def run(archs: Sequence[str] = ARCHS, work_dir: Path | None = None, keep: bool = False) -> list[Row]:
+def run(archs: Sequence[str] = ARCHS, work_dir: Path | None = None, keep: bool = False, quick: bool = False) -> list[Row]:
     """Run the silicon check; returns the report's rows (see the module docstring).
 
     Args:
         archs: architectures to check, a subset of :data:`ARCHS`.
+        quick: CI's tier: Blackhole runs only ``mock_cases.QUICK_CASE_NAMES`` (every compile-time
+            feature once, about a third of the cases and of the time); Wormhole and the mesh run all.
         work_dir: scratch folder (JIT cache, logs, watcher builds); default a new temporary one.
             It must not hold an earlier run's JIT cache (a cached kernel is not recompiled, so its
             compile lines would not be logged).
@@ -188,11 +194,12 @@ def run(archs: Sequence[str] = ARCHS, work_dir: Path | None = None, keep: bool =
     try:
         # The two mock devices run side by side (each is mostly one core of JIT work); the
         # per-thread compute replay then takes both cores.
-        processes = {arch: _start_mock_cases(arch, root, work / arch) for arch in archs}
+        quick_on = {arch: quick and arch == QUICK_ARCH for arch in archs}
+        processes = {arch: _start_mock_cases(arch, root, work / arch, quick=quick_on[arch]) for arch in archs}
         if MESH_ARCH in archs:  # the mock T3K's 1x8 mesh, beside the one-chip runs
             rows += _case_rows(MESH_CLUSTER, _start_mock_cases(MESH_ARCH, root, work / MESH_CLUSTER, mesh=True), mesh=True)
         for arch in archs:
-            rows += _case_rows(arch, processes[arch])
+            rows += _case_rows(arch, processes[arch], quick=quick_on[arch])
             lines = read_jit_log(work / arch / "jit.log") if (work / arch / "jit.log").exists() else []
             rows += _size_rows(arch, lines, compiler, work / arch / "watcher")
             rows += _compute_rows(arch, lines, compiler)
@@ -223,9 +230,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arch", action="append", choices=ARCHS, help="check only this architecture (repeatable)")
     parser.add_argument("--work", type=Path, help="scratch folder to use and keep (must not hold an earlier run)")
     parser.add_argument("--json", type=Path, help="also write the rows to this file as JSON")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"CI's tier: {QUICK_ARCH} runs only the cases that build every compile-time feature once "
+                             "(mock_cases.QUICK_CASE_NAMES); the other arch and the mesh run every case")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    rows = run(args.arch or ARCHS, work_dir=args.work, keep=args.work is not None)
+    rows = run(args.arch or ARCHS, work_dir=args.work, keep=args.work is not None, quick=args.quick)
     print(format_table(rows))
     failed = sum(r.failed for r in rows)
     skipped = sum(r.result == "skipped" for r in rows)

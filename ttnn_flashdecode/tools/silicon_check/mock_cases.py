@@ -130,6 +130,32 @@ CASES = (
 )
 
 
+#: ``silicon-check --quick`` (CI's tier): on Blackhole only these cases, which between them build every
+#: compile-time feature of the kernels once (split max-first and rescale, CHUNK, HiFi2 / approximate
+#: exp / bf16 DST, bfloat4_b, the circular and 16-position paged caches, row tiles with sinks and LSE,
+#: the attention mask, chunked-local ROWS, softcap, values from keys, height-sharded drop-ins);
+#: Wormhole, whose NCRISC runs kernels from a 16 KiB IRAM, runs every case in both tiers.
+QUICK_CASE_NAMES = (
+    "decode forced split 7 (slices fit a block: max first)",
+    "decode forced split 2 (slices span blocks: rescale)",
+    "CHUNK 20 positions from mid-tile 45",
+    "decode HiFi2, bf16 DST, approximate exp",
+    "decode bfloat4_b cache, batch 32",
+    "drop-in Gemma sliding layer: circular cache of 1024 slots, window 512, bfloat8_b",
+    "paged blocks of 16 positions (tt-metal #37927's shape), bfloat16",
+    "MLA-like: 128 Q heads on one KV head, d512 (four row tiles), sinks + return_lse, an idle slot, unsplit",
+    "non-causal paged with attn_mask and sinks, scheduler split",
+    "Llama 4 layer: attention chunk 1024, ROWS 4 across a chunk edge, sinks, paged, scheduler split",
+    "drop-in paged: softcap 30 + chunk 2048, bf16 DST, Q height-sharded",
+    "MLA DeepSeek-V3: 128 Q heads on one d576 latent (K = V), paged bfloat8_b, scheduler split",
+)
+
+
+def quick_cases() -> tuple[Case, ...]:
+    """The cases of :data:`QUICK_CASE_NAMES`, in :data:`CASES` order."""
+    return tuple(case for case in CASES if case.name in QUICK_CASE_NAMES)
+
+
 def _tensor(device, array: np.ndarray, dtype: str = "bfloat16"):
     import ttnn
 
@@ -348,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     mock meshes of their ``mesh_shape`` (1x8, 2x4: the mock T3K, ``t3k.yaml``), one open at a time."""
     import ttnn
 
-    mesh = "--mesh" in (sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    mesh = "--mesh" in args
     if mesh:  # one mesh open at a time, each (shape, fabric) group's cases together, the fabric's last
         groups = list(dict.fromkeys((case.mesh_shape, case.context_parallel) for case in MESH_CASES))
         failed = 0
@@ -361,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
             if fabric:
                 ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
         return 1 if failed else 0
-    return 1 if _run_cases(ttnn.open_device(device_id=0), ttnn.close_device, CASES, run_case) else 0
+    cases = quick_cases() if "--quick" in args else CASES
+    return 1 if _run_cases(ttnn.open_device(device_id=0), ttnn.close_device, cases, run_case) else 0
 
 
 def _run_cases(device, close, cases, runner) -> int:
