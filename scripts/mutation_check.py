@@ -273,7 +273,7 @@ MUTATIONS = [
              "a block-float K/V tile lands at a bfloat16 tile's stride in the CB",
              tests=("tests/test_block_float_kv.py::test_decode_on_a_block_float_cache[bfloat8_b-1]",)),
     Mutation("v-unpacker-left-on-bfloat16", "attention_compute.cpp",
-             "    formats(kCbV, kCbScratch, kCbO);",
+             "    formats(kCbValues, kCbScratch, kCbO);",
              "    formats(kCbScratch, kCbScratch, kCbO);",
              "P.V unpacks a block-float V with SrcA still configured for bfloat16 (on a card: garbage values)",
              tests=("tests/test_block_float_kv.py::test_decode_on_a_block_float_cache[bfloat8_b-1]",)),

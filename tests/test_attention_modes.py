@@ -82,11 +82,12 @@ def test_chunk_split_k(split):
 
 
 def test_chunk_reads_kv_once_per_q_head():
-    """DRAM bytes: each Q head's live K and V tiles once, its C query rows (two 64-byte chunks per
-    row and dim tile), scaler and scale, and per masked tile its C mask rows (two chunks each)."""
+    """DRAM bytes: each Q head's live K and V tiles once, its C = 32 query rows (rows 0..31 of its Q
+    tiles: read as whole tiles, 4 x 2048), scaler and scale, and per masked tile its C mask rows (two
+    64-byte chunks each)."""
     run_case("chunk traffic", n_q=2, n_kv=1, head_dim=128, capacity=1024, chunk_start=45, chunk=32, split=1)
     live_tiles = -(-(45 + 32) // 32)
-    per_head = 2 * live_tiles * 4 * 2048 + 32 * 4 * 128 + CONSTANT_ROWS_BYTES + 2 * 32 * 128
+    per_head = 2 * live_tiles * 4 * 2048 + 4 * 2048 + CONSTANT_ROWS_BYTES + 2 * 32 * 128
     # + each core's POSITIONS page and work row
     assert last_report().totals.dram_read_bytes == 2 * per_head + 2 * 4 + work_row_bytes(2)
     assert last_report().totals.dram_write_bytes == 2 * 32 * 4 * 64  # one 64-byte row per (head, row, dim tile)

@@ -14,7 +14,9 @@ the runnable object (all three TRISC threads' code in one, so ``MATH(...)``, ``P
 exactly the declarations tt-metal 0.81's generated ``chlkc_descriptors.h`` gives that thread:
 ``MATH_FIDELITY`` and ``APPROX`` for MATH and PACK only, ``DST_ACCUM_MODE`` and ``DST_SYNC_MODE``
 for all three. A kernel that, say, names ``APPROX`` outside ``MATH(...)`` is refused with a
-:class:`BuildError` naming the thread, as the JIT would refuse it for TRISC0.
+:class:`BuildError` naming the thread, as the JIT would refuse it for TRISC0. The per-thread checks
+run once per source, defines, compute config and named-arg names, not per arg values
+(:func:`_check_trisc_threads_once` says why that is enough).
 """
 
 from __future__ import annotations
@@ -301,13 +303,36 @@ def _build_one(kb: KernelBuild) -> _Memo:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "emu_jit.h").write_text(jit)
         if kb.compute is not None:  # before the object exists: a cached object means all threads built
-            _check_trisc_threads(kb, spec, out_dir, src)
+            _check_trisc_threads_once(kb, spec, out_dir, src, deps)
         flags = _flags(kb, spec, out_dir, src)
         _atomic_build(out, lambda tmp: [CXX, *flags, str(src), "-o", tmp], f"kernel {src.name}")
     sig = _stat_sig(deps)
     if sig is None:
         raise BuildError(f"kernel {src.name}: a dependency vanished while building")
     return _Memo(str(out), sig)
+
+
+def _check_trisc_threads_once(kb: KernelBuild, spec: ArchSpec, out_dir: Path, src: Path, deps: list[str]) -> None:
+    """:func:`_check_trisc_threads`, once per kernel source (with its headers), defines, compute config,
+    arch and the NAMES of its named compile-time args: which names each TRISC thread sees does not
+    depend on the args' values (every branch of a non-template kernel is type-checked whatever a
+    ``constexpr`` condition holds), and the runnable object, built for every variant, checks what
+    the values decide (static_asserts, array sizes). A variant's syntax checks cost more CPU than its
+    object (three compiles), so a test run with hundreds of variants pays them once per source."""
+    h = hashlib.sha256()
+    h.update(_compiler_id_text().encode())
+    h.update(repr((kb.role, tuple(name for name, _ in kb.named_args), len(kb.compile_time_args), kb.defines,
+                   kb.compute, kb.arch, kb.include_paths)).encode())
+    jit_headers = str(cache_dir() / "jit")
+    for d in deps:
+        if not d.startswith(jit_headers):  # the generated header: the arg values, and a per-variant path
+            h.update(d.encode() + b"\0" + Path(d).read_bytes() + b"\0")
+    stamp = cache_dir() / "thread_checks" / (h.hexdigest()[:32] + ".ok")
+    if stamp.exists():
+        return
+    _check_trisc_threads(kb, spec, out_dir, src)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.touch()
 
 
 def _check_trisc_threads(kb: KernelBuild, spec: ArchSpec, out_dir: Path, src: Path) -> None:
