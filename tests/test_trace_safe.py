@@ -14,6 +14,8 @@ tests/test_attention.py for why a correct kernel lands near 0.3-0.5 %).
 
 from __future__ import annotations
 
+import zlib
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -165,7 +167,9 @@ def _positions_at(token, rows):
     ("decode", 1, None, 32), ("decode", 1, 3, 64), ("rows", 3, 1, 32),  # paged: the table grows between replays
 ])
 def test_replay_same_program_over_tokens_matches_float64(kind, rows, split, block_size):
-    replay = Replay(kind=kind, rows=rows, split=split, seed=hash((kind, rows, split)) % 1000, block_size=block_size)
+    # zlib.crc32, not hash(): str hashes change per process (PYTHONHASHSEED), and the data with them.
+    replay = Replay(kind=kind, rows=rows, split=split, seed=zlib.crc32(repr((kind, rows, split)).encode()) % 1000,
+                    block_size=block_size)
     for token in range(TOKENS):
         positions = _positions_at(token, rows)
         for user, position in enumerate(positions):
