@@ -68,7 +68,7 @@ def pytest_addoption(parser):
 
 #: The longest test files, run first: under ``./run.sh test`` (pytest-xdist, whole files per worker)
 #: a long file scheduled last would leave one core working alone at the end.
-LONGEST_FIRST = ("test_silicon_check.py", "test_mutations.py")
+LONGEST_FIRST = ("test_silicon_check.py", "test_mutations.py", "test_wolfpine_check.py")
 
 
 def pytest_collection_modifyitems(config, items):
