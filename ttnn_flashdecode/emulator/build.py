@@ -294,12 +294,8 @@ def _build_one(kb: KernelBuild) -> _Memo:
     h.update(repr((kb.role, kb.compile_time_args, kb.named_args, kb.defines, kb.compute, kb.arch)).encode())
     h.update(jit.encode())
     h.update(repr(TRISC_THREADS if kb.compute is not None else ()).encode())  # which checks a cached object passed
-    # The kernel's own folder is hashed as a placeholder: a copy of the kernels elsewhere (the mutation
-    # check's) shares the objects of every file it did not change (contents are hashed either way).
-    home = str(src.parent)
-    h.update(repr([f.replace(home, "<src>") for f in flags if not f.startswith(str(pre_dir))]).encode())
-    for d in deps:
-        h.update(d.replace(home, "<src>").encode() + b"\0" + Path(d).read_bytes() + b"\0")
+    h.update(repr([f.replace(str(src.parent), "<src>") for f in flags if not f.startswith(str(pre_dir))]).encode())
+    _hash_files(h, deps, src)
     out_dir = cache_dir() / "kernels" / h.hexdigest()[:32]
     out = out_dir / "kernel.so"
     if not out.exists():
@@ -315,6 +311,14 @@ def _build_one(kb: KernelBuild) -> _Memo:
     return _Memo(str(out), sig)
 
 
+def _hash_files(h, paths: list[str], src: Path) -> None:
+    """Feed each file's path and contents to ``h``, the kernel's own folder as a placeholder: a copy of
+    the kernels elsewhere (the mutation check's) shares the objects of every file it did not change."""
+    home = str(src.parent)
+    for d in paths:
+        h.update(d.replace(home, "<src>").encode() + b"\0" + Path(d).read_bytes() + b"\0")
+
+
 def _check_trisc_threads_once(kb: KernelBuild, spec: ArchSpec, out_dir: Path, src: Path, deps: list[str]) -> None:
     """:func:`_check_trisc_threads`, once per kernel source (with its headers), defines, compute config,
     arch and the NAMES of its named compile-time args: which names each TRISC thread sees does not
@@ -326,10 +330,8 @@ def _check_trisc_threads_once(kb: KernelBuild, spec: ArchSpec, out_dir: Path, sr
     h.update(_compiler_id_text().encode())
     h.update(repr((kb.role, tuple(name for name, _ in kb.named_args), len(kb.compile_time_args), kb.defines,
                    kb.compute, kb.arch, kb.include_paths)).encode())
-    jit_headers, home = str(cache_dir() / "jit"), str(src.parent)
-    for d in deps:
-        if not d.startswith(jit_headers):  # the generated header: the arg values, and a per-variant path
-            h.update(d.replace(home, "<src>").encode() + b"\0" + Path(d).read_bytes() + b"\0")
+    jit_headers = str(cache_dir() / "jit")  # the generated header: the arg values, and a per-variant path
+    _hash_files(h, [d for d in deps if not d.startswith(jit_headers)], src)
     stamp = cache_dir() / "thread_checks" / (h.hexdigest()[:32] + ".ok")
     if stamp.exists():
         return

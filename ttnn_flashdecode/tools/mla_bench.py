@@ -32,6 +32,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ttnn_flashdecode.tools import cost_model as cm
+
 __all__ = ["MeasuredRow", "ModelledRow", "measure", "model", "format_measured", "format_modelled", "legend",
            "LATENT", "VALUE", "HEADS", "FPU_CYCLES_PER_TILE", "GRID_CORES", "DRAM_GBPS", "CLOCK_GHZ"]
 
@@ -39,10 +41,9 @@ LATENT, VALUE, HEADS = 576, 512, 128
 """DeepSeek-V3 per device: the latent's 576 columns (kv_lora_rank 512 + RoPE 64), V's 512, 128 Q heads."""
 FPU_CYCLES_PER_TILE = 64
 """Cycles of one 32x32x32 matmul tile at HiFi4 (TT_FACTS §8, tt-metal matrix_engine.md)."""
-GRID_CORES, DRAM_GBPS, CLOCK_GHZ = 64, 288.0, 1.0
-"""n150 (Wormhole B0): 8x8 worker cores, DRAM GB/s, AI clock (TT_FACTS §8)."""
-TILE_BYTES = 2048
-KV_TILE_BYTES = {"bfloat16": 2048, "bfloat8_b": 1088}
+_N150 = cm.device("n150")
+GRID_CORES, DRAM_GBPS, CLOCK_GHZ = _N150.cores, _N150.dram_gbps, _N150.clock_ghz
+"""n150 (Wormhole B0): worker cores, DRAM GB/s, AI clock, as the cost model holds them (TT_FACTS §8)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +66,7 @@ class MeasuredRow:
 def min_bytes(heads: int, context: int, batch: int = 1, kv_dtype: str = "bfloat16") -> int:
     """The least DRAM traffic of an MLA decode call: each live latent tile once, Q once, and the
     ``head_dim_v``-wide output once (bfloat16; a tile's padding rows are not data)."""
-    latent = -(-context // 32) * (LATENT // 32) * KV_TILE_BYTES[kv_dtype]
+    latent = -(-context // 32) * (LATENT // 32) * cm.kv_tile_bytes(kv_dtype)
     return batch * (latent + heads * LATENT * 2 + heads * VALUE * 2)
 
 
@@ -121,7 +122,7 @@ def model(contexts: Sequence[int] = (1024, 8192, 32768), batches: Sequence[int] 
         for batch in batches:
             for kv_dtype in kv_dtypes:
                 base = min_bytes(heads, context, batch, kv_dtype)
-                latent = batch * tiles * (LATENT // 32) * KV_TILE_BYTES[kv_dtype]
+                latent = batch * tiles * (LATENT // 32) * cm.kv_tile_bytes(kv_dtype)
                 per_position_tile = row_tiles * 2 * (LATENT // 32) * FPU_CYCLES_PER_TILE  # cycles, one row tile each
                 plans = [("unsplit", min(batch, GRID_CORES), 1, tiles * per_position_tile * -(-batch // GRID_CORES))]
                 slices = GRID_CORES // (batch * row_tiles)
@@ -136,23 +137,19 @@ def model(contexts: Sequence[int] = (1024, 8192, 32768), batches: Sequence[int] 
 
 
 def format_measured(rows: Sequence[MeasuredRow]) -> str:
-    from ttnn_flashdecode.tools.cost_model import format_bytes
-
     lines = [f"{'heads':>5} {'context':>7} {'mode':>8} {'cores':>5} {'read':>10} {'written':>10} {'minimum':>10} {'ratio':>6}"]
     for r in rows:
-        lines.append(f"{r.heads:>5} {r.context:>7} {r.mode:>8} {r.cores:>5} {format_bytes(r.dram_read_bytes):>10} "
-                     f"{format_bytes(r.dram_write_bytes):>10} {format_bytes(r.min_bytes):>10} {r.ratio:>5.3f}x")
+        lines.append(f"{r.heads:>5} {r.context:>7} {r.mode:>8} {r.cores:>5} {cm.format_bytes(r.dram_read_bytes):>10} "
+                     f"{cm.format_bytes(r.dram_write_bytes):>10} {cm.format_bytes(r.min_bytes):>10} {r.ratio:>5.3f}x")
     return "\n".join(lines)
 
 
 def format_modelled(rows: Sequence[ModelledRow]) -> str:
-    from ttnn_flashdecode.tools.cost_model import KV_SHORT, format_bytes
-
     lines = [f"{'context':>7} {'batch':>5} {'kv':>4} {'mode':>7} {'cores':>5} {'reads':>5} {'DRAM':>10} "
              f"{'DRAM us':>8} {'FPU us':>8} {'bound':>7}"]
     for r in rows:
-        lines.append(f"{r.context:>7} {r.batch:>5} {KV_SHORT[r.kv_dtype]:>4} {r.mode:>7} {r.cores:>5} {r.latent_reads:>5} "
-                     f"{format_bytes(r.dram_bytes):>10} {r.dram_s * 1e6:>8.1f} {r.fpu_s * 1e6:>8.1f} {r.bound:>7}")
+        lines.append(f"{r.context:>7} {r.batch:>5} {cm.KV_SHORT[r.kv_dtype]:>4} {r.mode:>7} {r.cores:>5} {r.latent_reads:>5} "
+                     f"{cm.format_bytes(r.dram_bytes):>10} {r.dram_s * 1e6:>8.1f} {r.fpu_s * 1e6:>8.1f} {r.bound:>7}")
     return "\n".join(lines)
 
 
