@@ -237,3 +237,36 @@ def test_rows_requests_are_one_per_user_and_kv_group():
 def test_shape_refuses_rows_outside_the_kind(kind, rows, error):
     with pytest.raises(ValueError, match=error):
         DecodeShape(1, 6, 2, 64, 1024, kind=kind, rows=rows)
+
+
+def _covered(rectangles):
+    return [(x, y) for x0, y0, x1, y1 in rectangles for y in range(y0, y1 + 1) for x in range(x0, x1 + 1)]
+
+
+@pytest.mark.parametrize("cores, expected", [
+    ([(x, y) for y in range(8) for x in range(8)], [(0, 0, 7, 7)]),       # the whole Wormhole grid: one range
+    ([(x, y) for y in range(4) for x in range(8)], [(0, 0, 7, 3)]),
+    ([(x, y) for y in range(3) for x in range(8)] + [(0, 3), (1, 3)], [(0, 0, 7, 2), (0, 3, 1, 3)]),  # a ragged last row
+    ([(0, 0)], [(0, 0, 0, 0)]),
+    ([(3, 1), (5, 1), (3, 2), (5, 2)], [(3, 1, 3, 2), (5, 1, 5, 2)]),      # a gap: two columns
+])
+def test_core_rectangles_are_the_cores_as_few_ranges(cores, expected):
+    from ttnn_flashdecode.op.grid import core_range_set, core_rectangles
+
+    assert core_rectangles(cores) == expected
+    assert sorted(_covered(expected)) == sorted(cores)
+    assert core_range_set(cores).num_cores() == len(cores)
+
+
+def test_core_rectangles_cover_any_core_set_once():
+    from hypothesis import given, settings, strategies as st
+
+    from ttnn_flashdecode.op.grid import core_rectangles
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.sets(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=1))
+    def check(cores):
+        covered = _covered(core_rectangles(sorted(cores)))
+        assert len(covered) == len(set(covered)) and set(covered) == cores   # every core once, nothing else
+
+    check()

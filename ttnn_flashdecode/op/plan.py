@@ -12,9 +12,8 @@ import numpy as np
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op import kv_walk
-from ttnn_flashdecode.op.program_factory import (
-    MAX_REQUESTS_PER_CORE, Plan, build_program, grid_size, grid_text, plan_decode,
-)
+from ttnn_flashdecode.op.grid import grid_size, grid_text
+from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, Plan, build_program, plan_decode
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_ROW_TILES, Residency, cb_budget_bytes, l1_bytes, max_block_tiles
 from ttnn_flashdecode.op.schedule import schedule
@@ -172,7 +171,7 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         compute: compute-kernel options.
         arch: ``"wormhole_b0"`` or ``"blackhole"``.
         grid: compute grid ``(x, y)`` in cores, or a core set: a tuple of logical ``(x, y)`` cores
-            (:func:`~ttnn_flashdecode.op.program_factory.grid_cores`).
+            (:func:`~ttnn_flashdecode.op.grid.grid_cores`).
         accessor_args: the seven operands' TensorAccessorArgs compile-time args (``program_factory.OPERANDS``).
         noc_xy: logical core -> NoC coordinate.
         l1_budget: L1 bytes for CBs (on a device, what its allocator leaves:

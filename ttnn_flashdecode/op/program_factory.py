@@ -36,6 +36,7 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op.grid import core_range_set, grid_cores, grid_size, grid_text, is_rectangle
 from ttnn_flashdecode.op.paths import kernel_dir
 from ttnn_flashdecode.op.protocol import Operand, Request
 from ttnn_flashdecode.op.residency import (
@@ -54,9 +55,6 @@ __all__ = [
     "work_table",
     "set_addresses",
     "AddressWriter",
-    "grid_cores",
-    "grid_size",
-    "grid_text",
     "decode_requests",
     "build_program",
     "KERNEL_FILES",
@@ -149,7 +147,7 @@ class Plan:
     def grid_x(self) -> int:
         """The width, in cores, that ``work_slot`` numbers rows by: the rectangle's, or for a core
         set the smallest that holds its cores."""
-        return self.grid[0] if _is_rectangle(self.grid) else max(x for x, _ in self.cores) + 1
+        return self.grid[0] if is_rectangle(self.grid) else max(x for x, _ in self.cores) + 1
 
     @property
     def work_slots(self) -> tuple[int, ...]:
@@ -200,35 +198,6 @@ class Plan:
                 ("cache_blocks", shape.cache_blocks), ("page_table_entries", shape.page_table_entries),
                 ("cache_wrap_tiles", shape.cache_wrap_tiles), ("cache_half_blocks", int(shape.cache_half_blocks)),
                 ("users_per_table_row", shape.users_per_table_row)]
-
-
-def grid_cores(grid) -> tuple[tuple[int, int], ...]:
-    """The logical cores of ``grid`` in core-table order.
-
-    Args:
-        grid: a rectangle ``(x, y)`` (cores ``(0, 0) .. (x - 1, y - 1)``; table index ``i`` is core
-            ``(i % x, i // x)``, row by row), or a core set: a tuple of distinct logical ``(x, y)``
-            pairs, used in the order given (``ttnn.CoreRangeSet``'s, from
-            :func:`ttnn_flashdecode.op.options.resolve_grid`).
-    """
-    if _is_rectangle(grid):
-        return tuple((i % grid[0], i // grid[0]) for i in range(grid[0] * grid[1]))
-    return tuple((int(x), int(y)) for x, y in grid)
-
-
-def grid_size(grid) -> int:
-    """Cores in ``grid`` (see :func:`grid_cores`)."""
-    return grid[0] * grid[1] if _is_rectangle(grid) else len(grid)
-
-
-def grid_text(grid) -> str:
-    """``grid`` for messages: ``"8x8 grid"`` or ``"set of 15 cores"``."""
-    return f"{grid[0]}x{grid[1]} grid" if _is_rectangle(grid) else f"set of {len(grid)} cores"
-
-
-def _is_rectangle(grid) -> bool:
-    """``(x, y)`` rather than a tuple of cores (whose items are pairs)."""
-    return not isinstance(grid[0], (tuple, list))
 
 
 def plan_decode(
@@ -432,10 +401,6 @@ _DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int3
                BFP4_B: ttnn.bfloat4_b}
 
 
-def _core_range_set(cores: Sequence[tuple[int, int]]) -> ttnn.CoreRangeSet:
-    return ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(x, y), ttnn.CoreCoord(x, y)) for x, y in cores])
-
-
 def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
     """The ``ttnn.ProgramDescriptor`` of ``plan``: the CBs of :func:`cb_plan`, reader / compute /
     writer kernels with absolute source paths and compile-time args from the plan, no per-core
@@ -443,7 +408,7 @@ def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
     reader and writer that :func:`set_addresses` fills per call (zeros until then) followed by
     the NoC table of a split program.
     """
-    core_ranges = _core_range_set(plan.cores)
+    core_ranges = core_range_set(plan.cores)
     placeholder = [0] * protocol.CommonArg.CORE_TABLE + list(plan.noc_table)
     cbs = [
         ttnn.CBDescriptor(

@@ -3,7 +3,8 @@
 Measures, on this machine's CPU, what one decode call costs the host: our op before
 ``ttnn.generic_op`` (validation, the cached plan and descriptor, the tensors it passes), our op
 including ``generic_op``, ``generic_op`` alone on our cached descriptor (its floor: the launch
-with inputs bound once), and ttnn's own ``ttnn.transformer.scaled_dot_product_attention_decode``
+with inputs bound once) and on the smallest descriptor the op produces (one core: tt-metal's own
+floor for this op), and ttnn's own ``ttnn.transformer.scaled_dot_product_attention_decode``
 on the same shapes with a ``cur_pos_tensor``. Without a card it runs on a MOCK device (the silicon
 check's fake tt-metal root and mock cluster descriptor, in a subprocess): ``generic_op`` then runs
 tt-metal's whole host pipeline (program cache lookup, runtime-arg override, dispatch commands to a
@@ -92,11 +93,18 @@ def measure(device, batch: int, calls: int = 200, warmup: int = 5) -> dict[str, 
     # generic_op's own floor on this op's cached descriptor: the launch alone, inputs bound once.
     prepared = cached_launch(q, k, v, cur_pos_tensor=positions)
     bound = prepared.bind(q, k, v, positions)
+    # ... and on the smallest descriptor this op produces: one user, one head of 32, 64 positions, one core.
+    tiny = (tensor((1, 1, 1, 32)), tensor((1, 1, 64, 32)), tensor((1, 1, 64, 32)),
+            tensor((1,), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT, np.zeros(1, dtype=np.int32)))
+    attention(*tiny[:3], cur_pos_tensor=tiny[3], grid=(1, 1))
+    smallest = cached_launch(*tiny[:3], cur_pos_tensor=tiny[3], grid=(1, 1))
+    smallest_bound = smallest.bind(*tiny)
     scale = HEAD_DIM ** -0.5
     return _time_interleaved({
         "ours, before generic_op": (lambda: attention(q, k, v, cur_pos_tensor=positions), before_launch),
         "ours, with generic_op": (lambda: attention(q, k, v, cur_pos_tensor=positions), None),
         "generic_op alone, our descriptor": (lambda: ttnn.generic_op(bound, prepared.program), None),
+        "generic_op alone, smallest (1 core)": (lambda: ttnn.generic_op(smallest_bound, smallest.program), None),
         "ttnn sdpa_decode, with launch": (lambda: ttnn.transformer.scaled_dot_product_attention_decode(
             q_1bqd, k, v, cur_pos_tensor=positions, scale=scale), None),
     }, calls, warmup)
