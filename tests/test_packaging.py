@@ -133,3 +133,17 @@ def test_non_editable_install_finds_kernels(wheel, tmp_path):
     assert kernel_dir == installed / "kernels"
     assert emulator_dir == installed / "emulator"
     assert _files(kernel_dir, KERNEL_PATTERNS) == _files(REPO / "kernels", KERNEL_PATTERNS)
+
+
+def test_a_command_prints_its_report_without_ttnns_debug_config(tmp_path):
+    """``python -m ttnn_flashdecode ...`` quiets ttnn's import-time DEBUG config (its report is its
+    output); a program that imports the package keeps its own logging level."""
+    env = {k: v for k, v in os.environ.items() if k != "LOGURU_LEVEL"}
+    env["PYTHONPATH"] = str(pathlib.Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    command = subprocess.run([sys.executable, "-m", "ttnn_flashdecode", "--help"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert command.returncode == 0 and "usage: python -m ttnn_flashdecode" in command.stdout
+    assert "DEBUG" not in command.stderr + command.stdout
+    imported = subprocess.run([sys.executable, "-c", "import ttnn_flashdecode"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert imported.returncode == 0 and "Initial ttnn.CONFIG" in imported.stderr  # untouched

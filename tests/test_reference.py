@@ -222,3 +222,16 @@ def test_idle_slot_rows_are_zero_and_leave_the_others_alone():
     for user, position in ((0, 4), (2, 9)):
         alone = attention_reference(q[:, :, user:user + 1], k[user:user + 1], v[user:user + 1], cur_pos=[position])
         assert np.array_equal(out[0, 0, user], alone[0, 0, 0])
+
+
+@pytest.mark.parametrize("bad", [5.0, 5.5, True, "5"])
+def test_reference_refuses_a_position_that_is_not_an_int_as_attention_does(bad):
+    from ttnn_flashdecode import attention
+
+    q, k, v = (np.zeros(shape, dtype=np.float32) for shape in ((1, 1, 1, 64), (1, 1, 64, 64), (1, 1, 64, 64)))
+    with pytest.raises(TypeError, match=r"cur_pos\[0\]: expected an int"):
+        attention_reference(q, k, v, cur_pos=[bad])
+    with pytest.raises(TypeError, match=r"cur_pos\[0\]: expected an int"):
+        attention(q, k, v, cur_pos=[bad])
+    with pytest.raises(TypeError, match=r"chunk_start\[0\]: expected an int"):
+        attention_reference(q, k, v, chunk_start=[bad])

@@ -6,12 +6,22 @@ CPU) otherwise. It is also registered with ttnn as ``ttnn.flashdecode.attention`
 float64 golden function (:func:`ttnn_flashdecode.op.reference.attention_reference`).
 """
 
-import ttnn as _ttnn
+import os as _os
+import sys as _sys
 
-from ttnn_flashdecode.op.context_parallel import context_parallel_attention
-from ttnn_flashdecode.op.merge import merge_attention_states
-from ttnn_flashdecode.op.operation import attention, last_report
-from ttnn_flashdecode.op.reference import attention_reference
+# ``python -m ttnn_flashdecode <command>`` imports this package before its __main__, while
+# sys.argv[0] is "-m" (Python's documented value while it locates the module). ttnn logs its whole
+# config at DEBUG when first imported, and a command's output is its report: quiet it to INFO then,
+# and only then (an import from a program leaves its logging alone). LOGURU_LEVEL set by the caller wins.
+if _sys.argv[:1] == ["-m"] and "loguru" not in _sys.modules:
+    _os.environ.setdefault("LOGURU_LEVEL", "INFO")
+
+import ttnn as _ttnn  # noqa: E402
+
+from ttnn_flashdecode.op.context_parallel import context_parallel_attention  # noqa: E402
+from ttnn_flashdecode.op.merge import merge_attention_states  # noqa: E402
+from ttnn_flashdecode.op.operation import attention, last_report  # noqa: E402
+from ttnn_flashdecode.op.reference import attention_reference  # noqa: E402
 
 __all__ = ["attention", "attention_reference", "context_parallel_attention", "last_report", "merge_attention_states"]
 

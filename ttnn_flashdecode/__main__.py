@@ -1,13 +1,9 @@
-"""``python -m ttnn_flashdecode <command> [args...]``: see :mod:`ttnn_flashdecode.tools.cli`."""
+"""``python -m ttnn_flashdecode <command> [args...]``: see :mod:`ttnn_flashdecode.tools.cli` (the package's
+``__init__`` quiets ttnn's import-time DEBUG config for these commands)."""
 
-import os
 import sys
 
-# ttnn logs its whole config at DEBUG when imported; a command's output is its report. Set
-# LOGURU_LEVEL yourself to see it (loguru reads the variable when it is first imported).
-os.environ.setdefault("LOGURU_LEVEL", "INFO")
-
-from ttnn_flashdecode.tools.cli import main  # noqa: E402
+from ttnn_flashdecode.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -311,6 +311,10 @@ def attention(
         (1, 1, 7, 256)
     """
     call = locals()  # every argument by name, in signature order (nothing else is bound yet)
+    key = fast_path.options_key(call)  # first: a hit is only ever a single-device call like one validated
+    launch = None if key is None else fast_path.lookup(key, q, k, v, cur_pos_tensor, page_table_tensor)
+    if launch is not None:  # a device call like one already validated and planned: launch only
+        return launch(q, k, v, cur_pos_tensor, page_table_tensor)
     if head_dim_v is not None:  # MLA: V = the latent's first head_dim_v columns (op/latent.py)
         out = attention(q, k, latent.values_for(k, v, head_dim_v, "v"),
                         **{name: call[name] for name in call if name not in ("q", "k", "v", "head_dim_v")})
@@ -318,10 +322,6 @@ def attention(
         return latent.keep_value_columns(out, int(head_dim_v), heads=heads)
     if mesh.is_host_mesh(q):  # an emulated mesh: every device's shards through the emulator (op/mesh.py)
         return mesh.run_host_mesh(attention, q, k, v, {name: call[name] for name in call if name not in ("q", "k", "v")})
-    key = fast_path.options_key(call)
-    launch = None if key is None else fast_path.lookup(key, q, k, v, cur_pos_tensor, page_table_tensor)
-    if launch is not None:  # a device call like one already validated and planned: launch only
-        return launch(q, k, v, cur_pos_tensor, page_table_tensor)
     window = validate_options(backend=backend, split=split, scale=scale, max_split=max_split,
                               sliding_window_size=sliding_window_size, block_tiles=block_tiles,
                               memory_config=memory_config)

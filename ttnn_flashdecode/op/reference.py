@@ -25,6 +25,13 @@ def _as_f64(name: str, x) -> np.ndarray:
     return arr.astype(np.float64)
 
 
+def _require_int(name: str, value) -> None:
+    """Raises TypeError unless ``value`` is an int (a numpy integer too; bool and 5.0 are not), as
+    :func:`~ttnn_flashdecode.attention` does."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+
+
 def attention_reference(
     q,
     k,
@@ -96,6 +103,8 @@ def attention_reference(
             of the wrong length or out of range, both or neither of ``cur_pos`` and
             ``chunk_start`` (or ``rows`` with ``chunk_start``), a non-positive/non-finite
             ``scale``, or a non-float dtype. Messages read ``"<what>: expected ..., got ..."``.
+        TypeError: a position (``cur_pos`` or ``chunk_start`` entry) that is not an int (as
+            :func:`~ttnn_flashdecode.attention`).
     """
     q64 = _as_f64("q", q)
     k64 = _as_f64("k", k)
@@ -130,7 +139,8 @@ def attention_reference(
             raise ValueError(f"chunk_start: expected {batch} entries (one per user), got {len(starts)}")
         last = []
         for b, s in enumerate(starts):
-            if isinstance(s, bool) or int(s) != s or not 0 <= int(s) <= cap - per_user:
+            _require_int(f"chunk_start[{b}]", s)
+            if not 0 <= int(s) <= cap - per_user:
                 raise ValueError(f"chunk_start[{b}]: expected an int in [0, {cap - per_user}], got {s!r}")
             last.append([int(s) + r for r in range(per_user)])
     else:
@@ -146,7 +156,8 @@ def attention_reference(
             raise ValueError(f"cur_pos: expected {batch} entries (one per user), got {len(pos)}")
         last = []
         for b, p in enumerate(pos):
-            if isinstance(p, bool) or int(p) != p or not (per_user - 1 <= int(p) < cap or int(p) == -1):
+            _require_int(f"cur_pos[{b}]", p)
+            if not (per_user - 1 <= int(p) < cap or int(p) == -1):
                 raise ValueError(f"cur_pos[{b}]: expected an int in [{per_user - 1}, {cap - 1}] or -1 (idle), got {p!r}")
             last.append([] if int(p) == -1 else [int(p) - per_user + 1 + j for j in range(per_user)])
     width = q64.shape[3]
