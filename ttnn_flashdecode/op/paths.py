@@ -17,11 +17,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import os
 import pathlib
+import re
 
-__all__ = ["kernel_dir", "emulator_dir", "package_dir"]
+__all__ = ["kernel_dir", "emulator_dir", "package_dir", "named_args_used"]
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]  # ttnn_flashdecode/, above op/
 
@@ -114,3 +116,34 @@ def emulator_dir() -> pathlib.Path:
             "reinstall ttnn-flashdecode (pip install .)"
         )
     return path
+
+
+_NAMED_ARG = re.compile(r'get_named_compile_time_arg_val\(\s*"([A-Za-z_0-9]+)"\s*\)')
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def named_args_used(source: pathlib.Path) -> frozenset[str]:
+    """The named compile-time args a kernel source reads (``get_named_compile_time_arg_val("name")``),
+    in it and in the headers it includes from its own folder, recursively.
+
+    Why: a kernel is given only the args it reads. tt-metal's ``generic_op`` copies every kernel's
+    named args on each call (host-bench: ~0.1 us an arg), and the emulator builds one object per
+    distinct set of a kernel's args, so the compute kernel no longer rebuilds for a new batch or
+    cache geometry it never reads. Read once per file version (path, mtime, size).
+
+    Raises:
+        FileNotFoundError: ``source`` does not exist.
+    """
+    stat = source.stat()
+    return _named_args_used(source.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _named_args_used(source: pathlib.Path, _mtime_ns: int, _size: int) -> frozenset[str]:
+    text = source.read_text()
+    names = set(_NAMED_ARG.findall(text))
+    for header in _LOCAL_INCLUDE.findall(text):
+        local = source.parent / header
+        if local.is_file() and local != source:
+            names |= named_args_used(local)
+    return frozenset(names)

@@ -37,7 +37,7 @@ import ttnn
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.grid import core_range_set, grid_cores, grid_size, grid_text, is_rectangle
-from ttnn_flashdecode.op.paths import kernel_dir
+from ttnn_flashdecode.op.paths import kernel_dir, named_args_used
 from ttnn_flashdecode.op.protocol import Operand, Request
 from ttnn_flashdecode.op.residency import (
     BFP4_B, BFP8_B, FLOAT16_B, FLOAT32, INT32, KV_FORMATS, Residency, cb_plan, check_fits,
@@ -176,9 +176,9 @@ class Plan:
 
     @property
     def named_compile_time_args(self) -> list[tuple[str, int]]:
-        """The same named compile-time args for all three kernels."""
+        """The program's named compile-time args; each kernel gets those it reads (:func:`build_program`)."""
         r = self.residency
-        return [("q_rows", r.q_rows), ("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
+        return [("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
                 ("exp_approx", int(self.compute.approx_exp)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
@@ -403,7 +403,8 @@ _DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int3
 
 def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
     """The ``ttnn.ProgramDescriptor`` of ``plan``: the CBs of :func:`cb_plan`, reader / compute /
-    writer kernels with absolute source paths and compile-time args from the plan, no per-core
+    writer kernels with absolute source paths and compile-time args from the plan (each kernel the
+    named args it reads: :func:`~ttnn_flashdecode.op.paths.named_args_used`), no per-core
     runtime args (each core reads its row of :func:`work_table`), and common runtime args of the
     reader and writer that :func:`set_addresses` fills per call (zeros until then) followed by
     the NoC table of a split program.
@@ -426,12 +427,14 @@ def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
     }
     kernels = []
     for role, filename in KERNEL_FILES.items():
+        source = kernel_dir() / filename
+        reads = named_args_used(source)
         kernels.append(ttnn.KernelDescriptor(
-            kernel_source=str(kernel_dir() / filename),
+            kernel_source=str(source),
             source_type=ttnn.KernelDescriptor.SourceType.FILE_PATH,
             core_ranges=core_ranges,
             compile_time_args=list(plan.accessor_args),
-            named_compile_time_args=plan.named_compile_time_args,
+            named_compile_time_args=[(name, value) for name, value in plan.named_compile_time_args if name in reads],
             runtime_args=ttnn.RuntimeArgs(),
             common_runtime_args=placeholder if role != "compute" else [],
             config=configs[role],
