@@ -331,8 +331,9 @@ def test_device_refuses_before_launch_when_l1_is_nearly_full(mock_device):
     assert tuple(attention(*inputs, cur_pos=[100]).shape) == (1, 1, 1, 16 * 128)
 
 
-def test_host_bench_measures_four_paths_on_a_mock_device():
-    """The host-path benchmark runs end to end (no timing is asserted: it prints what it measured)."""
+def test_host_bench_measures_five_paths_on_a_mock_device():
+    """The host-path benchmark runs end to end (no timing is asserted: it prints what it measured),
+    with generic_op's floor on the smallest descriptor the op produces."""
     from ttnn_flashdecode.tools import host_bench
     from ttnn_flashdecode.tools.silicon_check.toolchain import INSTALL_HINT, in_ci, missing_toolchain
 
@@ -340,7 +341,8 @@ def test_host_bench_measures_four_paths_on_a_mock_device():
         pytest.skip(f"the mock device needs the RISC-V toolchain: {INSTALL_HINT}")
     rows = host_bench.run(batches=(2,), calls=3, warmup=1)
     assert {row["path"] for row in rows} == {"ours, before generic_op", "ours, with generic_op",
-                                              "generic_op alone, our descriptor", "ttnn sdpa_decode, with launch"}
+                                              "generic_op alone, our descriptor", "generic_op alone, smallest (1 core)",
+                                              "ttnn sdpa_decode, with launch"}
     assert all(len(row["seconds"]) == 3 and min(row["seconds"]) > 0 for row in rows)
     assert "median us" in host_bench.format_table(rows)
 

@@ -154,11 +154,11 @@ def run(batches: Sequence[int] = (1, 32), calls: int = 200, warmup: int = 5, arc
 
 
 def format_table(rows: Sequence[dict]) -> str:
-    lines = [f"{'batch':>5}  {'path':32}  {'median us':>9}  {'p90 us':>8}  (host CPU time per call, measured)"]
+    lines = [f"{'batch':>5}  {'path':36}  {'median us':>9}  {'p90 us':>8}  (host CPU time per call, measured)"]
     for row in rows:
         seconds = sorted(row["seconds"])
         p90 = seconds[int(0.9 * (len(seconds) - 1))]
-        lines.append(f"{row['batch']:>5}  {row['path']:32}  {statistics.median(seconds) * 1e6:9.1f}  {p90 * 1e6:8.1f}")
+        lines.append(f"{row['batch']:>5}  {row['path']:36}  {statistics.median(seconds) * 1e6:9.1f}  {p90 * 1e6:8.1f}")
     return "\n".join(lines)
 
 
