@@ -110,7 +110,50 @@ def measure(device, batch: int, calls: int = 200, warmup: int = 5) -> dict[str, 
     }, calls, warmup)
 
 
-def _child(batches: Sequence[int], calls: int, warmup: int) -> int:
+FLOOR_CBS, FLOOR_NAMED_ARGS = 20, 21
+"""The synthetic descriptors' sizes: as many CBs as this op's unsplit program, and the named args
+its reader reads."""
+
+
+def _synthetic_program(ttnn, *, cbs: int = 0, named_args: int = 0, kernels: int = 1):
+    """A one-core descriptor of ``kernels`` empty dataflow kernels (1 or 2) with ``named_args`` named
+    compile-time args each and ``cbs`` CBs of one bfloat16 tile: what generic_op costs per item."""
+    core = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(0, 0))])
+    configs = (ttnn.ReaderConfigDescriptor, ttnn.WriterConfigDescriptor)
+    program = ttnn.ProgramDescriptor(
+        kernels=[ttnn.KernelDescriptor(
+            kernel_source="void kernel_main() {}\n", source_type=ttnn.KernelDescriptor.SourceType.SOURCE_CODE,
+            core_ranges=core, compile_time_args=[], named_compile_time_args=[(f"arg{i}", i) for i in range(named_args)],
+            runtime_args=ttnn.RuntimeArgs(), common_runtime_args=[], config=configs[index]())
+            for index in range(kernels)],
+        semaphores=[],
+        cbs=[ttnn.CBDescriptor(total_size=2048, core_ranges=core, format_descriptors=[ttnn.CBFormatDescriptor(
+            buffer_index=index, data_format=ttnn.bfloat16, page_size=2048)]) for index in range(cbs)])
+    program.custom_program_hash = 0xF1008 + 1000 * cbs + 10 * named_args + kernels
+    return program
+
+
+def measure_floor(device, calls: int = 200, warmup: int = 5) -> dict[str, list[float]]:
+    """Seconds per cache-hit ``generic_op`` call on synthetic one-core descriptors: one empty kernel,
+    then with :data:`FLOOR_CBS` CBs, then two kernels of :data:`FLOOR_NAMED_ARGS` named args each
+    (what tt-metal's generic_op costs per CB and per named arg, whatever the kernels do)."""
+    import ttnn
+
+    def tile():
+        return ttnn.Tensor(np.zeros((1, 1, 32, 32), dtype=np.float32), ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                           device=device, mem_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    io = [tile(), tile()]
+    programs = {
+        "floor: 1 empty kernel": _synthetic_program(ttnn),
+        f"floor: + {FLOOR_CBS} CBs": _synthetic_program(ttnn, cbs=FLOOR_CBS),
+        f"floor: 2 kernels x {FLOOR_NAMED_ARGS} named args": _synthetic_program(ttnn, named_args=FLOOR_NAMED_ARGS, kernels=2),
+    }
+    return _time_interleaved({name: ((lambda p=program: ttnn.generic_op(io, p)), None)
+                              for name, program in programs.items()}, calls, warmup)
+
+
+def _child(batches: Sequence[int], calls: int, warmup: int, floor: bool = False) -> int:
     import ttnn
 
     device = ttnn.open_device(device_id=0)
@@ -118,14 +161,19 @@ def _child(batches: Sequence[int], calls: int, warmup: int) -> int:
         for batch in batches:
             for path, seconds in measure(device, batch, calls, warmup).items():
                 print(LINE_PREFIX + json.dumps({"batch": batch, "path": path, "seconds": seconds}), flush=True)
+        if floor:
+            for path, seconds in measure_floor(device, calls, warmup).items():
+                print(LINE_PREFIX + json.dumps({"batch": "-", "path": path, "seconds": seconds}), flush=True)
     finally:
         ttnn.close_device(device)
     return 0
 
 
-def run(batches: Sequence[int] = (1, 32), calls: int = 200, warmup: int = 5, arch: str = "wormhole_b0") -> list[dict]:
+def run(batches: Sequence[int] = (1, 32), calls: int = 200, warmup: int = 5, arch: str = "wormhole_b0",
+        floor: bool = False) -> list[dict]:
     """Run the benchmark in a subprocess on a card when one is present, else on a mock ``arch``
-    device; returns ``[{"batch", "path", "seconds"}]``.
+    device; returns ``[{"batch", "path", "seconds"}]`` (``floor``: also :func:`measure_floor`'s rows,
+    batch ``"-"``).
 
     Raises:
         RuntimeError: no card and no RISC-V toolchain for the mock device (the message says how to
@@ -134,7 +182,7 @@ def run(batches: Sequence[int] = (1, 32), calls: int = 200, warmup: int = 5, arc
     from ttnn_flashdecode.op.devices import detect_devices
 
     args = [sys.executable, "-m", "ttnn_flashdecode.tools.host_bench", "--child", "--calls", str(calls),
-            "--warmup", str(warmup), "--batches", ",".join(map(str, batches))]
+            "--warmup", str(warmup), "--batches", ",".join(map(str, batches)), *(["--floor"] if floor else [])]
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="ttnn-flashdecode-host-bench-") as work:
         if detect_devices().count == 0:
@@ -167,13 +215,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batches", default="1,32", help="comma-separated batch sizes (default 1,32)")
     parser.add_argument("--calls", type=int, default=200, help="timed calls per path (default 200)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time generic_op on synthetic one-core descriptors (its cost per CB and per named arg)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     batches = [int(b) for b in options.batches.split(",") if b]
     if options.child:
-        return _child(batches, options.calls, options.warmup)
+        return _child(batches, options.calls, options.warmup, options.floor)
     try:
-        rows = run(batches, options.calls, options.warmup)
+        rows = run(batches, options.calls, options.warmup, floor=options.floor)
     except RuntimeError as error:
         print(f"host-bench: {error}", file=sys.stderr)
         return 3
