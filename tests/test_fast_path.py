@@ -160,3 +160,4 @@ def test_a_reopened_device_gets_fresh_operands(mock_device, monkeypatch, tmp_pat
     finally:
         ttnn.close_device(reopened)
         monkeypatch.setattr(ttnn, "close_device", lambda device: None)  # the fixture's close: already done
+

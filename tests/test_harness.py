@@ -1,5 +1,6 @@
 """The scaffolding around the op: device detection and the device fixture, the mock cluster
-descriptors, source paths, the CLI dispatch, and run.sh's argument handling."""
+descriptors, source paths, the CLI dispatch, run.sh's argument handling, and the emulator launch's
+wall-clock backstop."""
 
 from __future__ import annotations
 
@@ -169,3 +170,17 @@ def test_run_sh_rejects_unknown_command_before_touching_the_venv():
 def test_run_sh_is_valid_bash():
     result = subprocess.run(["bash", "-n", str(REPO / "run.sh")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_emulators_deadline_grows_with_the_kv_tiles_a_program_may_read():
+    """The wall-clock backstop: 60 s, plus 2 ms per K/V tile x dim tile x row tile at the planned
+    positions (a window caps them), so a large case that still makes progress is not cut short."""
+    from ttnn_flashdecode.op.launch import emulator_deadline
+    from ttnn_flashdecode.op.shape import DecodeShape
+
+    vision = DecodeShape(batch=32, n_q_heads=32, n_kv_heads=8, head_dim=128, capacity=4224)
+    assert emulator_deadline(vision) == pytest.approx(60 + 2e-3 * 256 * 132 * 4)
+    small = DecodeShape(batch=1, n_q_heads=8, n_kv_heads=1, head_dim=64, capacity=64)
+    assert emulator_deadline(small) == pytest.approx(60 + 2e-3 * 2 * 2)
+    windowed = DecodeShape(batch=32, n_q_heads=32, n_kv_heads=8, head_dim=128, capacity=4224, window=256)
+    assert emulator_deadline(windowed) < emulator_deadline(vision)

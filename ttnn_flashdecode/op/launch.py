@@ -164,7 +164,7 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         program = program_for(plan)
         with _launch_lock:
             set_addresses(program, addresses)
-            report = emu.run(program)
+            report = emu.run(program, timeout_s=emulator_deadline(shape))
         report.plan = plan
         result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
         lse = None if lse_buffer is None else \
@@ -254,6 +254,24 @@ class DeviceLaunch:
         extra = [t for t in (page_table, mask) if t is not None]
         return [q, k, v, self.constants, positions, *extra, self.work, out] if lse is None else \
             [q, k, v, self.constants, positions, *extra, self.work, lse, out]
+
+
+EMULATOR_BACKSTOP_SECONDS = 60.0
+EMULATOR_SECONDS_PER_TILE = 2e-3
+"""The emulator's wall-clock backstop (its deadlock detector ends a stuck run at once; this ends a
+livelock): 60 s plus 2 ms per K/V tile the program may read, per dim tile and Q row tile. A fixed
+60 s cut ttnn's own non-causal Llama-3.2-vision case (32 users x 8 KV heads x 4224 positions,
+135168 such tiles) short while it still made progress; its test (two such calls and a float64
+reference) ran in 87 s beside two other jobs on this 2-core machine (under 0.35 ms a tile a call),
+so the backstop (330 s) leaves it over 7x."""
+
+
+def emulator_deadline(shape: DecodeShape) -> float:
+    """Seconds the emulator may run ``shape``'s program: :data:`EMULATOR_BACKSTOP_SECONDS` plus
+    :data:`EMULATOR_SECONDS_PER_TILE` per tile of the K/V it may read (every request at its planned
+    positions, each dim tile and Q row tile)."""
+    tiles = sum(-(-positions // 32) for positions in shape.planned_kv_positions)
+    return EMULATOR_BACKSTOP_SECONDS + EMULATOR_SECONDS_PER_TILE * tiles * shape.dim_tiles * shape.row_tiles
 
 
 def device_program(plan: Plan):
