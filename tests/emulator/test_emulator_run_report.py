@@ -21,6 +21,7 @@ from ttnn_flashdecode.emulator import (  # noqa: E402
 )
 from ttnn_flashdecode.op.shape import ComputeOptions  # noqa: E402
 from ttnn_flashdecode.op.residency import Residency, cb_plan  # noqa: E402
+from ttnn_flashdecode.op.paths import kernel_dir, named_args_used  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 TILE_BYTES = 2048
@@ -114,8 +115,8 @@ def test_report_names_inline_kernels_and_kernels_sharing_a_source(emu):
 
 
 def test_report_of_the_attention_program(mock_cluster):
-    """The op's own program: its three kernels on the same cores, one CB table and one set of named
-    compile-time args everywhere (program_factory gives all three kernels the same), as planned."""
+    """The op's own program: its three kernels on the same cores, one CB table and the same named
+    compile-time args on every core (each kernel given the ones it reads), as planned."""
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, 1, 2, 8 * 64), dtype=np.float32).astype(ml_dtypes.bfloat16)
     k = rng.standard_normal((2, 1, 256, 64), dtype=np.float32).astype(ml_dtypes.bfloat16)
@@ -130,8 +131,11 @@ def test_report_of_the_attention_program(mock_cluster):
     table = report.cb_pages[used[0]]
     for c in used:
         assert report.cb_pages[c] == table
-        assert {n: report.named_compile_time_args[c][n] for n in names} == {
-            n: report.named_compile_time_args[used[0]]["attention_reader"] for n in names}
+        assert report.named_compile_time_args[c] == report.named_compile_time_args[used[0]]
+    # Each kernel is given the named args its source reads, and nothing else.
+    for n in names:
+        given = report.named_compile_time_args[used[0]][n]
+        assert set(given) == named_args_used(kernel_dir() / f"{n}.cpp"), n
     named = report.named_compile_time_args[used[0]]["attention_reader"]
     assert (named["block_tiles"], named["dim_tiles"], named["tile_bytes"]) == (2, 2, TILE_BYTES)
     # The CB table is the residency's plan: attention() with block_tiles=2, split=1 plans q_rows 8
