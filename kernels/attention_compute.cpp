@@ -73,6 +73,10 @@ constexpr uint32_t kRowTiles = get_named_compile_time_arg_val("row_tiles");
 constexpr uint32_t kConstPages = const_pages(kWindowed, kSink, kRowTiles);
 // QSTAGE / QS pages per request: row tile r's query at pages r * dim_tiles ...
 constexpr uint32_t kQsPages = kRowTiles * kDimTiles;
+// 1 at LoFi / HiFi2: the FPU multiplies by SrcB's top 7 significant bits only, truncated, so the
+// query scale and 1 / L (both in SrcB, constant along a row) would bias every output row alike;
+// those two multiplies then run on the SFPU in fp32 (scale_query, normalise_row).
+constexpr bool kRowScalingOnSfpu = get_named_compile_time_arg_val("row_scaling_on_sfpu") != 0;
 // Logit softcap c (FA3's softcap, Gemma 2's attn_logit_softcapping) as fp32 bits, 0 for none, and
 // 1 / c (fp32 bits, computed on the host: the kernel divides nothing): S = c tanh(S / c).
 constexpr uint32_t kSoftcap = get_named_compile_time_arg_val("softcap");
@@ -89,6 +93,9 @@ constexpr uint32_t kCbValues = kValuesFromKeys ? kCbK : kCbV;
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
 constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
+// Dim tiles per DST acquire when O is rescaled by C: one fewer than kDimChunk when the SFPU rescale
+// (times_correction) would otherwise have no DST tile left for C.
+constexpr uint32_t kRescaleChunk = kRowScalingOnSfpu && kDimChunk == kDstTiles ? kDimChunk - 1 : kDimChunk;
 static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
 static_assert(kRowTiles == 1 || kMaskUsers == 0, "an attention mask's rows are one row tile's: one row tile per request");
 
@@ -118,7 +125,8 @@ void pack_to(uint32_t cb, uint32_t count) {
     cb_push_back(cb, count);
 }
 
-constexpr uint32_t chunk_size(uint32_t d0) { return kDimTiles - d0 < kDimChunk ? kDimTiles - d0 : kDimChunk; }
+template <uint32_t kChunk = kDimChunk>
+constexpr uint32_t chunk_size(uint32_t d0) { return kDimTiles - d0 < kChunk ? kDimTiles - d0 : kChunk; }
 
 // Runs `tile_op(d, i)` for every dim tile d, into DST tile i, one DST chunk (kDimChunk tiles) per
 // acquire, and hands each chunk's tile count to `finish`, which packs them.
@@ -134,14 +142,44 @@ void per_dim_chunk(TileOp tile_op, Finish finish) {
     }
 }
 
-// QS = QSTAGE * scale (scale = CONST page 1, broadcast as a scalar), every row tile.
+// DST tile `dst` = tile `a` of `cb_a` times tile `b` of `cb_b` (`b_is_column`: its column 0, across
+// every column), elementwise on the SFPU in fp32 (no fidelity phases), with DST tile `scratch` for
+// the second factor. Both are copies into DST, no FPU multiply. DST is acquired by the caller.
+void sfpu_product(uint32_t cb_a, uint32_t a, uint32_t cb_b, uint32_t b, bool b_is_column, uint32_t dst = 0,
+                  uint32_t scratch = 1) {
+    reconfig_data_format_srca(cb_a);
+    copy_init(cb_a);
+    copy_tile(cb_a, a, dst);
+    if (b_is_column) {
+        reconfig_data_format_srcb(cb_b);
+        unary_bcast_init<BroadcastType::COL>(cb_b);
+        unary_bcast<BroadcastType::COL>(cb_b, b, scratch);
+    } else {
+        reconfig_data_format_srca(cb_b);
+        copy_init(cb_b);
+        copy_tile(cb_b, b, scratch);
+    }
+    mul_binary_tile_init();
+    mul_binary_tile(dst, scratch, dst);
+}
+
+// QS = QSTAGE * scale (scale = CONST page 1: every element; the FPU broadcasts its [0][0]), every row tile.
 void scale_query() {
     cb_wait_front(kCbQStage, kQsPages);
-    formats(kCbQStage, kCbConst, kCbQs);
-    mul_bcast_scalar_init(kCbQStage, kCbConst);
-    for (uint32_t q = 0; q < kQsPages; q += kDimTiles) {
-        per_dim_chunk([q](uint32_t d, uint32_t i) { mul_tiles_bcast_scalar(kCbQStage, kCbConst, q + d, kConstPageScale, i); },
-                      [](uint32_t count) { pack_to(kCbQs, count); });
+    if constexpr (kRowScalingOnSfpu) {
+        pack_reconfig_data_format(kCbQs);
+        for (uint32_t t = 0; t < kQsPages; ++t) {
+            tile_regs_acquire();
+            sfpu_product(kCbQStage, t, kCbConst, kConstPageScale, /*b_is_column=*/false);
+            pack_to(kCbQs, 1);
+        }
+    } else {
+        formats(kCbQStage, kCbConst, kCbQs);
+        mul_bcast_scalar_init(kCbQStage, kCbConst);
+        for (uint32_t q = 0; q < kQsPages; q += kDimTiles) {
+            per_dim_chunk([q](uint32_t d, uint32_t i) { mul_tiles_bcast_scalar(kCbQStage, kCbConst, q + d, kConstPageScale, i); },
+                          [](uint32_t count) { pack_to(kCbQs, count); });
+        }
     }
     cb_pop_front(kCbQStage, kQsPages);
     cb_wait_front(kCbQs, kQsPages);
@@ -293,15 +331,31 @@ void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true, uint32_
     cb_pop_front(m_old, 1);
 }
 
+// DST tiles [0, count) = the front `count` pages of `cb` (O or L) times C (CB C's column 0, per row),
+// CB formats already set. At LoFi / HiFi2 on the SFPU (DST tile `count` holds C): the FPU would take
+// C from SrcB truncated to 7 significant bits, and a C short by a factor re-weights every earlier
+// block against the new one, an error that grows with each block whose max rises.
+void times_correction(uint32_t cb, uint32_t count) {
+    if constexpr (kRowScalingOnSfpu) {
+        for (uint32_t i = 0; i < count; ++i) {
+            sfpu_product(cb, i, kCbC, 0, /*b_is_column=*/true, i, count);
+        }
+    } else {
+        mul_bcast_cols_init(cb, kCbC);
+        for (uint32_t i = 0; i < count; ++i) {
+            mul_tiles_bcast_cols(cb, kCbC, i, 0, i);
+        }
+    }
+}
+
 // L = C * L + LSUM; frees LSUM (C stays for the output update).
 void update_sum() {
     cb_wait_front(kCbC, 1);
     cb_wait_front(kCbL, 1);
     cb_wait_front(kCbLsum, 1);
-    formats(kCbC, kCbL, kCbL);
-    mul_init(kCbC, kCbL);
+    formats(kCbL, kCbC, kCbL);
     tile_regs_acquire();
-    mul_tiles(kCbC, kCbL, 0, 0, 0);
+    times_correction(kCbL, 1);
     reconfig_data_format_srcb(kCbLsum);
     add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum);
     add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum, 0, 0);
@@ -347,14 +401,11 @@ void rescale_output() {
     cb_wait_front(kCbC, 1);
     cb_wait_front(kCbPv, kDimTiles);
     cb_wait_front(kCbO, kDimTiles);
-    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {
-        const uint32_t count = chunk_size(d0);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kRescaleChunk) {
+        const uint32_t count = chunk_size<kRescaleChunk>(d0);
         formats(kCbO, kCbC, kCbO);
-        mul_bcast_cols_init(kCbO, kCbC);
         tile_regs_acquire();
-        for (uint32_t i = 0; i < count; ++i) {
-            mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);  // old O pages of this chunk are at the front
-        }
+        times_correction(kCbO, count);  // old O pages of this chunk are at the front
         reconfig_data_format_srcb(kCbPv);
         add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv);
         for (uint32_t i = 0; i < count; ++i) {
@@ -405,14 +456,11 @@ void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
     pack_to(kCbLsum, 1);
     update_sum();  // L = C * L + LSUM
     cb_wait_front(kCbO, kDimTiles);
-    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kDimChunk) {  // O = C * O, a chunk at a time
-        const uint32_t count = chunk_size(d0);
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kRescaleChunk) {  // O = C * O, a chunk at a time
+        const uint32_t count = chunk_size<kRescaleChunk>(d0);
         formats(kCbO, kCbC, kCbO);
-        mul_bcast_cols_init(kCbO, kCbC);
         tile_regs_acquire();
-        for (uint32_t i = 0; i < count; ++i) {
-            mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i);
-        }
+        times_correction(kCbO, count);
         cb_pop_front(kCbO, count);
         pack_to(kCbO, count);
     }
@@ -462,10 +510,19 @@ void normalise_row(uint32_t m, bool idle) {
     cb_wait_front(kCbLsum, 1);
     cb_wait_front(kCbO, kDimTiles);
     cb_reserve_back(kCbOut, kDimTiles);
-    formats(kCbO, kCbLsum, kCbOut);
-    mul_bcast_cols_init(kCbO, kCbLsum);
-    per_dim_chunk([](uint32_t d, uint32_t i) { mul_tiles_bcast_cols(kCbO, kCbLsum, d, 0, i); },
-                  [](uint32_t count) { pack_reserved(kCbOut, count); });
+    if constexpr (kRowScalingOnSfpu) {
+        pack_reconfig_data_format(kCbOut);
+        for (uint32_t d = 0; d < kDimTiles; ++d) {
+            tile_regs_acquire();
+            sfpu_product(kCbO, d, kCbLsum, 0, /*b_is_column=*/true);
+            pack_reserved(kCbOut, 1);
+        }
+    } else {
+        formats(kCbO, kCbLsum, kCbOut);
+        mul_bcast_cols_init(kCbO, kCbLsum);
+        per_dim_chunk([](uint32_t d, uint32_t i) { mul_tiles_bcast_cols(kCbO, kCbLsum, d, 0, i); },
+                      [](uint32_t count) { pack_reserved(kCbOut, count); });
+    }
     cb_push_back(kCbOut, kDimTiles);
     cb_pop_front(kCbO, kDimTiles);
     cb_pop_front(kCbLsum, 1);
@@ -586,18 +643,18 @@ void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out) {
     cb_wait_front(kCbC, 1);
     cb_wait_front(kCbO, kDimTiles);
     out.begin();
-    mul_bcast_cols_init(kCbO, kCbC);
     // Old O pages of the chunk being rescaled are at the front: each chunk is popped before its new
     // pages are pushed.
-    per_dim_chunk([](uint32_t, uint32_t i) { mul_tiles_bcast_cols(kCbO, kCbC, i, 0, i); },
-                  [&](uint32_t count) {
-                      cb_pop_front(kCbO, count);
-                      out.o(count);
-                  });
+    for (uint32_t d0 = 0; d0 < kDimTiles; d0 += kRescaleChunk) {
+        const uint32_t count = chunk_size<kRescaleChunk>(d0);
+        tile_regs_acquire();
+        times_correction(kCbO, count);
+        cb_pop_front(kCbO, count);
+        out.o(count);
+    }
     cb_wait_front(kCbL, 1);
-    mul_init(kCbC, kCbL);
     tile_regs_acquire();
-    mul_tiles(kCbC, kCbL, 0, 0, 0);
+    times_correction(kCbL, 1);
     cb_pop_front(kCbL, 1);
     out.l();
     out.end();

@@ -17,6 +17,7 @@
 #include "api/compute/compute_kernel_api.h"
 #include "api/compute/compute_kernel_hw_startup.h"
 #include "api/compute/eltwise_binary.h"
+#include "api/compute/eltwise_binary_sfpu.h"
 #include "api/compute/eltwise_unary/exp.h"
 #include "api/compute/eltwise_unary/recip.h"
 #include "api/compute/matmul.h"
@@ -402,6 +403,37 @@ int main() {
                      double w = c < 16 ? std::exp(x[r * 32 + c]) : x[r * 32 + c];
                      require(std::fabs(got[r * 32 + c] - w) <= BF16_ULP * std::fabs(w), "exp VectorMode::C");
                  }
+         }},
+        {"sfpu_mul_of_a_column_broadcast",
+         [] {
+             // unary_bcast<COL> copies column 0 across the row (exact: a bf16 datum, no multiply);
+             // mul_binary_tile is one fp32 multiply, then the store (bf16 DST truncates).
+             setup();
+             Tile x = rand_tile(-3, 3), y = rand_tile(0.25, 4);
+             push(0, x, DataFormat::Float16_b);
+             push(1, y, DataFormat::Float16_b);
+             compute_kernel_hw_startup(0, 1, 16);
+             cb_wait_front(0, 1);
+             cb_wait_front(1, 1);
+             tile_regs_acquire();
+             unary_bcast_init<BroadcastType::COL>(1);
+             unary_bcast<BroadcastType::COL>(1, 0, 0);
+             Tile got = commit_pack();
+             for (int r = 0; r < 32; ++r)
+                 for (int c = 0; c < 32; ++c) require(got[r * 32 + c] == y[r * 32], "unary_bcast<COL>: not column 0");
+             tile_regs_acquire();
+             copy_init(0);
+             copy_tile(0, 0, 0);
+             unary_bcast_init<BroadcastType::COL>(1);
+             unary_bcast<BroadcastType::COL>(1, 0, 1);
+             mul_binary_tile_init();
+             mul_binary_tile(0, 1, 0);
+             got = commit_pack();
+             Tile want(1024), mag(1024);
+             for (int i = 0; i < 1024; ++i) want[i] = x[i] * y[(i / 32) * 32], mag[i] = std::fabs(want[i]);
+             close(got, want, mag, FP32 ? FP32_REL : BF16_ULP, "mul_binary_tile");
+             for (int i = 0; i < 1024 && !FP32; ++i)
+                 require(std::fabs(got[i]) <= std::fabs(want[i]), "mul_binary_tile: bf16 store must truncate");
          }},
         {"fp32_cb_unpacks_truncated",
          [] {

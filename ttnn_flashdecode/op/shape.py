@@ -377,6 +377,14 @@ class ComputeOptions:
         return self.math_approx_mode if self.exp_approx is None else bool(self.exp_approx)
 
     @property
+    def row_scaling_on_sfpu(self) -> bool:
+        """Whether the compute kernel multiplies Q by the scale and O by 1/L on the SFPU (fp32) rather
+        than the FPU: at LoFi and HiFi2 the FPU multiplies by SrcB's top 7 significant bits only,
+        truncated, and both factors sit in SrcB, constant along a row, so every output row would
+        share the loss (measured on the emulator: output ~1% low, README "Accuracy by compute config")."""
+        return self.math_fidelity in (ttnn.MathFidelity.LoFi, ttnn.MathFidelity.HiFi2)
+
+    @property
     def dst_tiles(self) -> int:
         """DST tiles per acquire: 8 (16-bit) / 4 (fp32) in half sync, doubled in full sync (TT_FACTS §6)."""
         tiles = 4 if self.fp32_dest_acc_en else 8

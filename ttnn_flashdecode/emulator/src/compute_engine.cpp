@@ -137,7 +137,7 @@ float read_cb_datum(const PageRef& p, uint32_t i) {
 // ---------------------------------------------------------------------------------------------
 // Engine state (one compute kernel per thread).
 
-enum class Kind : uint8_t { None, Copy, Matmul, Reduce, Binary, BinaryReuse };
+enum class Kind : uint8_t { None, Copy, BcastCopy, Matmul, Reduce, Binary, BinaryReuse };
 
 struct FpuCfg {
     Kind kind = Kind::None;
@@ -152,7 +152,7 @@ struct FpuCfg {
     RDim dim = RDim::Row;
 };
 
-enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd };
+enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd, BinaryMul };
 
 struct SfpuCfg {
     SfpuKind kind = SfpuKind::None;
@@ -591,6 +591,46 @@ void copy_tile(uint32_t cb, uint32_t itile, uint32_t idst, bool is_fp32_dest_acc
     check_format(api, "SrcA unpacker", eng().srca, cb, p.format, "reconfig_data_format_srca");
     // Unpack to SrcA (Float32 -> TF32/BF16 by truncation), then MOVA2D into DST.
     for (uint32_t i = 0; i < kTileElems; ++i) dst_put(s, idst, i, fpu_round(unpack_src(p, i)));
+}
+
+void unary_bcast_col_init(uint32_t cb, bool is_fp32_dest_acc_en) {
+    const char* api = "unary_bcast_init<BroadcastType::COL>";
+    enter(api);
+    check_dest_acc(api, is_fp32_dest_acc_en);
+    note_fpu_init(api);
+    FpuCfg c;
+    c.kind = Kind::BcastCopy;
+    c.cb0 = cb;
+    c.desc = std::string(api) + "(" + cbn(cb) + ")";
+    eng().fpu = c;
+}
+
+// bcast.h: the tile goes to SrcB with the column broadcast (Float32 -> TF32 / BF16 by truncation),
+// then MOVB2D. bcast.h unpacks straight to DST only when the CB's unpack destination format is
+// Float32, which takes ComputeConfigDescriptor.unpack_to_dest_mode UnpackToDestFp32 (the op leaves it
+// Default, so its Float32 CBs unpack to TF32).
+void unary_bcast_col(uint32_t cb, uint32_t itile, uint32_t idst, bool is_fp32_dest_acc_en) {
+    const char* api = "unary_bcast<BroadcastType::COL>";
+    enter(api);
+    check_dest_acc(api, is_fp32_dest_acc_en);
+    const FpuCfg& f = eng().fpu;
+    require_fpu(api, f.kind == Kind::BcastCopy && f.cb0 == cb, "unary_bcast_init<BroadcastType::COL>(" + cbn(cb) + ")");
+    check_idst(api, idst);
+    Section& s = math_section(api);
+    PageRef p = in_page(api, cb, itile);
+    check_format(api, "SrcB unpacker", eng().srcb, cb, p.format, "reconfig_data_format_srcb");
+    for (uint32_t r = 0; r < 32; ++r) {
+        const float v = fpu_round(unpack_src(p, elem_index(r, 0)));
+        for (uint32_t c = 0; c < 32; ++c) dst_put(s, idst, elem_index(r, c), v);
+    }
+}
+
+void unary_bcast_col_uninit(uint32_t cb) {
+    const char* api = "unary_bcast_uninit<BroadcastType::COL>";
+    enter(api);
+    const FpuCfg& f = eng().fpu;
+    require_fpu(api, f.kind == Kind::BcastCopy && f.cb0 == cb, "unary_bcast_init<BroadcastType::COL>(" + cbn(cb) + ")");
+    eng().fpu = FpuCfg{};
 }
 
 // =============================================================================================
@@ -1248,6 +1288,36 @@ void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
             float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
             float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
             dst_put(s, odst, i, sfpu_store(a + b));
+        }
+    }
+}
+
+void mul_binary_tile_init() {
+    const char* api = "mul_binary_tile_init";
+    enter(api);
+    SfpuCfg c;
+    c.kind = SfpuKind::BinaryMul;
+    c.desc = "mul_binary_tile_init()";
+    eng().sfpu = c;
+}
+
+// calculate_sfpu_binary<.., MUL, ..>: DST[odst] = DST[idst0] * DST[idst1], one fp32 multiply a datum
+// (no bf16 rounding step of its own: the wheel rounds to nearest even only for ADD / SUB / RSUB).
+void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst) {
+    const char* api = "mul_binary_tile";
+    enter(api);
+    check_dest_acc(api, is_fp32_dest_acc_en);
+    require_sfpu(api, SfpuKind::BinaryMul, true, "mul_binary_tile_init()");
+    check_idst(api, idst0, "idst0");
+    check_idst(api, idst1, "idst1");
+    check_idst(api, odst, "odst");
+    Section& s = math_section(api);
+    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+        for (uint32_t k = 0; k < kFaceElems; ++k) {
+            uint32_t i = face * kFaceElems + k;
+            float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
+            float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
+            dst_put(s, odst, i, sfpu_store(a * b));
         }
     }
 }

@@ -62,6 +62,10 @@ uint32_t read_tile_value(uint32_t cb, uint32_t tile, uint32_t element_offset);
 void copy_init(const char* api, uint32_t cb, uint32_t transpose, uint32_t transpose_within_face,
                bool is_fp32_dest_acc_en);
 void copy_tile(uint32_t cb, uint32_t itile, uint32_t idst, bool is_fp32_dest_acc_en);
+// unary_bcast<BroadcastType::COL> (bcast.h): DST[idst][r][c] = CB tile[r][0]; a data copy, no multiply.
+void unary_bcast_col_init(uint32_t cb, bool is_fp32_dest_acc_en);
+void unary_bcast_col(uint32_t cb, uint32_t itile, uint32_t idst, bool is_fp32_dest_acc_en);
+void unary_bcast_col_uninit(uint32_t cb);
 
 // Matmul (matmul.h). DST[idst] += in0 · in1 (in1 transposed per init).
 void matmul_init(const char* api, uint32_t in0, uint32_t in1, uint32_t transpose, uint32_t ct, uint32_t rt,
@@ -110,6 +114,8 @@ void log_tile_init(bool approx, bool is_fp32_dest_acc_en);
 void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst);
 void add_binary_tile_init();
 void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst);
+void mul_binary_tile_init();
+void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst);
 
 // Pack (pack.h).
 void pack_tile(bool out_of_order, bool is_fp32_dest_acc_en, uint32_t idst, uint32_t cb, uint32_t tile_index);
