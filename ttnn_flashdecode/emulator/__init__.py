@@ -144,7 +144,10 @@ headers' (``tests/emulator/test_api_conformance.py`` checks them). Every call is
 ``binary_max_tile_init``, ``binary_max_tile(i0, i1, out, VectorMode)`` (VectorMode RC, R, C);
 ``tanh_tile_init<false>``, ``tanh_tile<false>``; ``binop_with_scalar_tile_init``, ``mul_unary_tile``;
 ``log_tile_init<false>``, ``log_tile<false>(idst)`` (log in double rounded to fp32; log(0) = -inf);
-``add_binary_tile_init``, ``add_binary_tile(i0, i1, out)`` (one fp32 add);
+``add_binary_tile_init``, ``add_binary_tile(i0, i1, out)`` (one fp32 add); ``mul_binary_tile_init``,
+``mul_binary_tile(i0, i1, out)`` (one fp32 multiply); ``unary_bcast_init<BroadcastType::COL>(cb)``,
+``unary_bcast<BroadcastType::COL>(cb, tile, dst)`` (column 0 across the row, through SrcB, no
+multiply), ``unary_bcast_uninit<BroadcastType::COL>(cb)``;
 ``pack_tile<out_of_order>(idst, cb, index)``; ``reconfig_data_format<SrcOrder>`` (2- and 4-operand),
 ``reconfig_data_format_srca/srcb`` (1- and 2-operand), ``pack_reconfig_data_format`` (1 and 2).
 CB formats: Float16_b and Float32 (in and out), Bfp8_b and Bfp4_b (input only; from a
