@@ -77,6 +77,10 @@ constexpr uint32_t kQsPages = kRowTiles * kDimTiles;
 // query scale and 1 / L (both in SrcB, constant along a row) would bias every output row alike;
 // those two multiplies then run on the SFPU in fp32 (scale_query, normalise_row).
 constexpr bool kRowScalingOnSfpu = get_named_compile_time_arg_val("row_scaling_on_sfpu") != 0;
+// Block row sums in this many DST tiles, then added (block_row_sums): 1 with fp32 DST; with a bf16
+// DST, whose every accumulation step rounds to bfloat16, a few shorter sums (shape.py
+// ComputeOptions.row_sum_groups).
+constexpr uint32_t kRowSumGroups = get_named_compile_time_arg_val("row_sum_groups");
 // Logit softcap c (FA3's softcap, Gemma 2's attn_logit_softcapping) as fp32 bits, 0 for none, and
 // 1 / c (fp32 bits, computed on the host: the kernel divides nothing): S = c tanh(S / c).
 constexpr uint32_t kSoftcap = get_named_compile_time_arg_val("softcap");
@@ -97,6 +101,7 @@ constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
 // (times_correction) would otherwise have no DST tile left for C.
 constexpr uint32_t kRescaleChunk = kRowScalingOnSfpu && kDimChunk == kDstTiles ? kDimChunk - 1 : kDimChunk;
 static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
+static_assert(kRowSumGroups >= 1 && kRowSumGroups <= kDstTiles, "row sums: one DST tile per group");
 static_assert(kRowTiles == 1 || kMaskUsers == 0, "an attention mask's rows are one row tile's: one row tile per request");
 
 // Points the SrcA / SrcB unpackers at the formats of `srca` / `srcb` and the packer at `out`'s,
@@ -364,9 +369,44 @@ void update_sum() {
     pack_to(kCbL, 1);
 }
 
+// The row sums of the block's `live` P tiles (SCRATCH, kept) into DST tile 0 (acquired here), for
+// packing into `out`. Tile t sums into DST tile t % groups; the groups' sums pass through S (free
+// from probabilities() to the next scores(); a whole block reserved and pushed, so its pages stay
+// aligned) and are added in order. A bf16 DST rounds every step of an accumulation to bfloat16, so
+// one sum over a long block errs in proportion to its length; kRowSumGroups shorter sums and a few
+// adds err about half as much (measured: README "Accuracy by compute config").
+void block_row_sums(uint32_t live, uint32_t out) {
+    const uint32_t groups = live < kRowSumGroups ? (live == 0 ? 1 : live) : kRowSumGroups;
+    if (groups == 1) {
+        reduce_rows<PoolType::SUM>(kCbScratch, live, out);
+        return;
+    }
+    cb_wait_front(kCbScratch, kBlockTiles);
+    formats(kCbConst, kCbScratch, kCbS);
+    reduce_init<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, kCbS);
+    tile_regs_acquire();
+    for (uint32_t t = 0; t < live; ++t) {
+        reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, t, kConstPageScaler, t % groups);
+    }
+    reduce_uninit();
+    cb_reserve_back(kCbS, kBlockTiles);
+    pack_reserved(kCbS, groups);
+    cb_push_back(kCbS, kBlockTiles);
+    cb_wait_front(kCbS, kBlockTiles);
+    formats(kCbS, kCbS, out);
+    copy_init(kCbS);
+    tile_regs_acquire();
+    copy_tile(kCbS, 0, 0);
+    add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbS);
+    for (uint32_t g = 1; g < groups; ++g) {
+        add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbS, g, 0);
+    }
+    cb_pop_front(kCbS, kBlockTiles);
+}
+
 // L = rowsum(P) on the first block, else L = C * L + rowsum(P).
 void running_sum(uint32_t live, bool first) {
-    reduce_rows<PoolType::SUM>(kCbScratch, live, first ? kCbL : kCbLsum);
+    block_row_sums(live, first ? kCbL : kCbLsum);
     if (first) {
         pack_to(kCbL, 1);
         return;
@@ -741,7 +781,7 @@ void attend_max_first(const Params& p) {
         cb_wait_front(kCbValues, kBlockPages);
         weighted_values(live, [&](uint32_t count) { out.o(count); });
         cb_pop_front(kCbValues, kBlockPages);
-        reduce_rows<PoolType::SUM>(kCbScratch, live, kCbL);
+        block_row_sums(live, kCbL);
         out.l();
         out.end();
         cb_pop_front(kCbScratch, kBlockTiles);

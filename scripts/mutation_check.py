@@ -157,6 +157,17 @@ MUTATIONS = [
              "    cb_wait_front(kCbQStage, kQsPages);\n    if constexpr (false) {",
              "at HiFi2 the query is scaled by a scale truncated in SrcB: every score too small alike",
              tests=("tests/test_attention_adversarial.py::test_hifi2_multiplies_by_the_row_factors_untruncated",)),
+    # bf16 DST (issue 20): a block's row sums accumulate in row_sum_groups DST tiles, then are added.
+    Mutation("row-sums-in-one-chain", "attention_compute.cpp",
+             "    const uint32_t groups = live < kRowSumGroups ? (live == 0 ? 1 : live) : kRowSumGroups;",
+             "    const uint32_t groups = 1;",
+             "a bf16 DST sums a long block's row sums in one chain of bfloat16 steps: each row's L off by ~1%",
+             tests=("tests/test_attention_adversarial.py::test_bf16_dst_row_sums_of_a_long_block[0]",)),
+    Mutation("row-sums-group-dropped", "attention_compute.cpp",
+             "    for (uint32_t g = 1; g < groups; ++g) {",
+             "    for (uint32_t g = 2; g < groups; ++g) {",
+             "one group's share of the block row sum is never added: L too small, the output too large",
+             tests=("tests/test_attention_adversarial.py::test_bf16_dst_row_sums_of_a_long_block[0]",)),
     # Several Q row tiles per request (issue 20 item 6, issue 22): one K/V read serves every row tile.
     Mutation("row-tile-reads-row-tile-0-query", "attention_compute.cpp",
              "    scores(p, live, p.block_first_tile(block), row * kDimTiles);",

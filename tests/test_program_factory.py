@@ -74,7 +74,7 @@ def test_kernels_have_absolute_paths_and_the_named_args_they_read():
     for role, kernel in zip(("reader", "compute", "writer"), program.kernels):
         assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 5
         assert dict(kernel.named_compile_time_args) == {name: value for name, value in {
-            "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0, "row_scaling_on_sfpu": 0,
+            "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0, "row_scaling_on_sfpu": 0, "row_sum_groups": 1,
             "inbox_slots": 0, "q_width_tiles": 16 * 4, "positions_bytes": 2 * 4,
             "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
             "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8, "window": 0, "sink": 0, "mask_users": 0,
@@ -91,11 +91,11 @@ _DATAFLOW_ARGS = {"dim_tiles", "block_tiles", "tile_bytes", "q_width_tiles", "kv
                   "mask_users", "work_row_bytes", "grid_x"}
 READER_ARGS = _DATAFLOW_ARGS | {"inbox_slots", "values_from_keys"}
 WRITER_ARGS = _DATAFLOW_ARGS | {"lse"}
-COMPUTE_ARGS = {"dim_tiles", "block_tiles", "dst_tiles", "exp_approx", "row_scaling_on_sfpu", "window", "sink",
+COMPUTE_ARGS = {"dim_tiles", "block_tiles", "dst_tiles", "exp_approx", "row_scaling_on_sfpu", "row_sum_groups", "window", "sink",
                 "attention_chunk", "row_tiles", "softcap", "softcap_recip", "mask_users", "inbox_slots", "lse",
                 "values_from_keys"}
 """What each kernel reads, written out here: the compute kernel's object does not depend on the cache's
-geometry, the batch or the grid (so the emulator shares it, and generic_op copies 15 args, not 29)."""
+geometry, the batch or the grid (so the emulator shares it, and generic_op copies 16 args, not 30)."""
 
 
 def test_each_kernel_reads_what_this_test_says_and_the_plan_gives_no_arg_nobody_reads():

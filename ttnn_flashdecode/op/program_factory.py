@@ -181,7 +181,7 @@ class Plan:
         return [("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
                 ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
                 ("exp_approx", int(self.compute.approx_exp)),
-                ("row_scaling_on_sfpu", int(self.compute.row_scaling_on_sfpu)),
+                ("row_scaling_on_sfpu", int(self.compute.row_scaling_on_sfpu)), ("row_sum_groups", self.compute.row_sum_groups(r.block_tiles)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,

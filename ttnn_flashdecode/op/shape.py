@@ -347,6 +347,11 @@ class DecodeShape:
         return self.batch * (self.n_q_heads if self.kind == "chunk" else self.n_kv_heads * self.requests_per_group)
 
 
+BF16_DST_ROW_SUM_GROUPS = 4
+"""Row-sum chains per block with a bf16 DST (:meth:`ComputeOptions.row_sum_groups`): a 16-tile block's
+32 bfloat16 steps as 4 chains of 8 and 3 adds; at most the 8 DST tiles of a bf16 half-sync acquire."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ComputeOptions:
     """The compute kernel's configuration (``ttnn.ComputeConfigDescriptor``) and its exp mode.
@@ -383,6 +388,13 @@ class ComputeOptions:
         truncated, and both factors sit in SrcB, constant along a row, so every output row would
         share the loss (measured on the emulator: output ~1% low, README "Accuracy by compute config")."""
         return self.math_fidelity in (ttnn.MathFidelity.LoFi, ttnn.MathFidelity.HiFi2)
+
+    def row_sum_groups(self, block_tiles: int) -> int:
+        """DST tiles a block's row sums accumulate in before they are added (the compute kernel's
+        ``block_row_sums``): 1 with fp32 DST; with a bf16 DST, which rounds every accumulation step to
+        bfloat16 so that one chain's error grows with the block, :data:`BF16_DST_ROW_SUM_GROUPS` (at
+        most ``block_tiles``). Measured: ``tests/test_attention_adversarial.py::test_bf16_dst_row_sums_of_a_long_block``."""
+        return 1 if self.fp32_dest_acc_en else min(BF16_DST_ROW_SUM_GROUPS, block_tiles)
 
     @property
     def dst_tiles(self) -> int:
