@@ -565,44 +565,50 @@ uint32_t read_tile_value(uint32_t cb, uint32_t tile, uint32_t element_offset) {
 // =============================================================================================
 // Copy.
 
-void copy_init(const char* api, uint32_t cb, uint32_t transpose, uint32_t transpose_within_face,
-               bool is_fp32_dest_acc_en) {
+namespace {
+// A data copy's init (copy_init, unary_bcast_init): the FPU configured for copies of `cb`.
+void data_copy_init(const char* api, Kind kind, uint32_t cb, bool is_fp32_dest_acc_en) {
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
-    if (transpose != 0 || transpose_within_face != 0)
-        failf(api, "transpose is not supported by the emulator (untested path disabled)");
     note_fpu_init(api);
     FpuCfg c;
-    c.kind = Kind::Copy;
+    c.kind = kind;
     c.cb0 = cb;
     c.desc = std::string(api) + "(" + cbn(cb) + ")";
     eng().fpu = c;
 }
 
-void copy_tile(uint32_t cb, uint32_t itile, uint32_t idst, bool is_fp32_dest_acc_en) {
-    const char* api = "copy_tile";
+// A data copy's checks (copy_tile, unary_bcast): its init since the FPU was last configured, the DST
+// index, the DST section; returns the tile's page.
+PageRef data_copy_page(const char* api, Kind kind, const char* init, uint32_t cb, uint32_t itile, uint32_t idst,
+                       bool is_fp32_dest_acc_en) {
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
     const FpuCfg& f = eng().fpu;
-    require_fpu(api, f.kind == Kind::Copy && f.cb0 == cb, "copy_init(" + cbn(cb) + ")");
+    require_fpu(api, f.kind == kind && f.cb0 == cb, std::string(init) + "(" + cbn(cb) + ")");
     check_idst(api, idst);
+    return in_page(api, cb, itile);
+}
+}  // namespace
+
+void copy_init(const char* api, uint32_t cb, uint32_t transpose, uint32_t transpose_within_face,
+               bool is_fp32_dest_acc_en) {
+    if (transpose != 0 || transpose_within_face != 0)
+        failf(api, "transpose is not supported by the emulator (untested path disabled)");
+    data_copy_init(api, Kind::Copy, cb, is_fp32_dest_acc_en);
+}
+
+void copy_tile(uint32_t cb, uint32_t itile, uint32_t idst, bool is_fp32_dest_acc_en) {
+    const char* api = "copy_tile";
+    PageRef p = data_copy_page(api, Kind::Copy, "copy_init", cb, itile, idst, is_fp32_dest_acc_en);
     Section& s = math_section(api);
-    PageRef p = in_page(api, cb, itile);
     check_format(api, "SrcA unpacker", eng().srca, cb, p.format, "reconfig_data_format_srca");
     // Unpack to SrcA (Float32 -> TF32/BF16 by truncation), then MOVA2D into DST.
     for (uint32_t i = 0; i < kTileElems; ++i) dst_put(s, idst, i, fpu_round(unpack_src(p, i)));
 }
 
 void unary_bcast_col_init(uint32_t cb, bool is_fp32_dest_acc_en) {
-    const char* api = "unary_bcast_init<BroadcastType::COL>";
-    enter(api);
-    check_dest_acc(api, is_fp32_dest_acc_en);
-    note_fpu_init(api);
-    FpuCfg c;
-    c.kind = Kind::BcastCopy;
-    c.cb0 = cb;
-    c.desc = std::string(api) + "(" + cbn(cb) + ")";
-    eng().fpu = c;
+    data_copy_init("unary_bcast_init<BroadcastType::COL>", Kind::BcastCopy, cb, is_fp32_dest_acc_en);
 }
 
 // bcast.h: the tile goes to SrcB with the column broadcast (Float32 -> TF32 / BF16 by truncation),
@@ -611,13 +617,9 @@ void unary_bcast_col_init(uint32_t cb, bool is_fp32_dest_acc_en) {
 // Default, so its Float32 CBs unpack to TF32).
 void unary_bcast_col(uint32_t cb, uint32_t itile, uint32_t idst, bool is_fp32_dest_acc_en) {
     const char* api = "unary_bcast<BroadcastType::COL>";
-    enter(api);
-    check_dest_acc(api, is_fp32_dest_acc_en);
-    const FpuCfg& f = eng().fpu;
-    require_fpu(api, f.kind == Kind::BcastCopy && f.cb0 == cb, "unary_bcast_init<BroadcastType::COL>(" + cbn(cb) + ")");
-    check_idst(api, idst);
+    PageRef p = data_copy_page(api, Kind::BcastCopy, "unary_bcast_init<BroadcastType::COL>", cb, itile, idst,
+                               is_fp32_dest_acc_en);
     Section& s = math_section(api);
-    PageRef p = in_page(api, cb, itile);
     check_format(api, "SrcB unpacker", eng().srcb, cb, p.format, "reconfig_data_format_srcb");
     for (uint32_t r = 0; r < 32; ++r) {
         const float v = fpu_round(unpack_src(p, elem_index(r, 0)));
@@ -1264,62 +1266,50 @@ void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
     }
 }
 
-void add_binary_tile_init() {
-    const char* api = "add_binary_tile_init";
+namespace {
+void sfpu_binary_init(const char* api, SfpuKind kind) {
     enter(api);
     SfpuCfg c;
-    c.kind = SfpuKind::BinaryAdd;
-    c.desc = "add_binary_tile_init()";
+    c.kind = kind;
+    c.desc = std::string(api) + "()";
     eng().sfpu = c;
 }
 
-// calculate_sfpu_binary<.., ADD, ..>: DST[odst] = DST[idst0] + DST[idst1], one fp32 add a datum.
+// calculate_sfpu_binary<.., ADD / MUL, ..>: DST[odst] = DST[idst0] op DST[idst1], one fp32 operation a
+// datum, then the store (a bf16 DST truncates; the wheel rounds to nearest even only for ADD / SUB /
+// RSUB with DstRoundingMode::NearestEven, not the default).
+template <typename Op>
+void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst0, uint32_t idst1, uint32_t odst, Op op) {
+    enter(api);
+    require_sfpu(api, kind, true, init);
+    check_idst(api, idst0, "idst0");
+    check_idst(api, idst1, "idst1");
+    check_idst(api, odst, "odst");
+    Section& s = math_section(api);
+    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+        for (uint32_t k = 0; k < kFaceElems; ++k) {
+            uint32_t i = face * kFaceElems + k;
+            float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
+            float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
+            dst_put(s, odst, i, sfpu_store(op(a, b)));
+        }
+    }
+}
+}  // namespace
+
+void add_binary_tile_init() { sfpu_binary_init("add_binary_tile_init", SfpuKind::BinaryAdd); }
+
 void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
-    const char* api = "add_binary_tile";
-    enter(api);
-    require_sfpu(api, SfpuKind::BinaryAdd, true, "add_binary_tile_init()");
-    check_idst(api, idst0, "idst0");
-    check_idst(api, idst1, "idst1");
-    check_idst(api, odst, "odst");
-    Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
-            uint32_t i = face * kFaceElems + k;
-            float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
-            float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
-            dst_put(s, odst, i, sfpu_store(a + b));
-        }
-    }
+    sfpu_binary("add_binary_tile", SfpuKind::BinaryAdd, "add_binary_tile_init()", idst0, idst1, odst,
+                [](float a, float b) { return a + b; });
 }
 
-void mul_binary_tile_init() {
-    const char* api = "mul_binary_tile_init";
-    enter(api);
-    SfpuCfg c;
-    c.kind = SfpuKind::BinaryMul;
-    c.desc = "mul_binary_tile_init()";
-    eng().sfpu = c;
-}
+void mul_binary_tile_init() { sfpu_binary_init("mul_binary_tile_init", SfpuKind::BinaryMul); }
 
-// calculate_sfpu_binary<.., MUL, ..>: DST[odst] = DST[idst0] * DST[idst1], one fp32 multiply a datum
-// (no bf16 rounding step of its own: the wheel rounds to nearest even only for ADD / SUB / RSUB).
 void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst) {
-    const char* api = "mul_binary_tile";
-    enter(api);
-    check_dest_acc(api, is_fp32_dest_acc_en);
-    require_sfpu(api, SfpuKind::BinaryMul, true, "mul_binary_tile_init()");
-    check_idst(api, idst0, "idst0");
-    check_idst(api, idst1, "idst1");
-    check_idst(api, odst, "odst");
-    Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
-            uint32_t i = face * kFaceElems + k;
-            float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
-            float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
-            dst_put(s, odst, i, sfpu_store(a * b));
-        }
-    }
+    check_dest_acc("mul_binary_tile", is_fp32_dest_acc_en);
+    sfpu_binary("mul_binary_tile", SfpuKind::BinaryMul, "mul_binary_tile_init()", idst0, idst1, odst,
+                [](float a, float b) { return a * b; });
 }
 
 // =============================================================================================
