@@ -353,14 +353,26 @@ void times_correction(uint32_t cb, uint32_t count) {
     }
 }
 
+// DST tile 0 = L (CB L's front page) times C, CB formats already set. On the FPU L goes to SrcB, whose
+// every bit HiFi3 / HiFi4 multiply by, and C = 1 exactly (a fold of NO_SINK) leaves L as a copy would
+// (SrcA drops its lowest TF32 bit); at LoFi / HiFi2 on the SFPU, as O's rescale (times_correction).
+void l_times_correction() {
+    if constexpr (kRowScalingOnSfpu) {
+        times_correction(kCbL, 1);
+    } else {
+        mul_init(kCbC, kCbL);
+        mul_tiles(kCbC, kCbL, 0, 0, 0);
+    }
+}
+
 // L = C * L + LSUM; frees LSUM (C stays for the output update).
 void update_sum() {
     cb_wait_front(kCbC, 1);
     cb_wait_front(kCbL, 1);
     cb_wait_front(kCbLsum, 1);
-    formats(kCbL, kCbC, kCbL);
+    formats(kCbC, kCbL, kCbL);
     tile_regs_acquire();
-    times_correction(kCbL, 1);
+    l_times_correction();
     reconfig_data_format_srcb(kCbLsum);
     add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum);
     add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum, 0, 0);
@@ -694,7 +706,7 @@ void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out) {
     }
     cb_wait_front(kCbL, 1);
     tile_regs_acquire();
-    times_correction(kCbL, 1);
+    l_times_correction();
     cb_pop_front(kCbL, 1);
     out.l();
     out.end();
