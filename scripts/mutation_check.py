@@ -157,6 +157,20 @@ MUTATIONS = [
              "    cb_wait_front(kCbQStage, kQsPages);\n    if constexpr (false) {",
              "at HiFi2 the query is scaled by a scale truncated in SrcB: every score too small alike",
              tests=("tests/test_attention_adversarial.py::test_hifi2_multiplies_by_the_row_factors_untruncated",)),
+    # The correction C as a full tile, in SrcA for O and L alike (issue 20).
+    Mutation("correction-not-broadcast", "attention_compute.cpp",
+             "    pack_to(kCbC, 1);\n    if constexpr (!kRowScalingOnSfpu) {",
+             "    pack_to(kCbC, 1);\n    if constexpr (false) {",
+             "C is packed with its factor in column 0 only (1 elsewhere): O's other columns are never rescaled",
+             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased",)),
+    Mutation("o-rescaled-from-srca", "attention_compute.cpp",
+             "        formats(kCbC, kCbO, kCbO);\n        tile_regs_acquire();\n"
+             "        times_correction(kCbO, count);  // old O pages of this chunk are at the front",
+             "        formats(kCbO, kCbC, kCbO);\n        tile_regs_acquire();\n"
+             "        mul_init(kCbO, kCbC); for (uint32_t i = 0; i < count; ++i) mul_tiles(kCbO, kCbC, i, 0, i);",
+             "O is rescaled from SrcA, whose lowest TF32 bit the multiplier drops, L from SrcB: O shrinks against L "
+             "at every block",
+             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased",)),
     # bf16 DST (issue 20): a block's row sums accumulate in row_sum_groups DST tiles, then are added.
     Mutation("row-sums-in-one-chain", "attention_compute.cpp",
              "    const uint32_t groups = live < kRowSumGroups ? (live == 0 ? 1 : live) : kRowSumGroups;",
