@@ -325,15 +325,15 @@ def test_attention_compute_configs(fp32_dest_acc_en, dst_full_sync_en, fidelity,
 HIFI2 = ttnn.ComputeConfigDescriptor(math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=True)
 
 HIFI2_ROW_FACTORS_REL_L2 = 1.1e-2
-"""The compute-config case at HiFi2 with fp32 DST: measured 8.0e-3 (HiFi4: 4.8e-3; the rest is SrcB's
+"""The compute-config case at HiFi2 with fp32 DST: measured 8.0e-3 (HiFi4: 4.7e-3; the rest is SrcB's
 truncation of QS and P, which no row shares). Multiplying by the query scale or by 1/L on the FPU, in
 SrcB truncated to 7 significant bits, biases every output row alike: measured 1.46e-2 and 1.25e-2."""
 
 RAMP_REL_L2 = 2e-2
 """64 one-tile blocks of climbing scores at HiFi2, fp32 DST: measured 1.16e-2 (HiFi4 on the same
-inputs: 1.27e-2, the bfloat16 scores' rounding at scores this large). The correction C in SrcB,
-truncated, re-weights every earlier block against the new one at each of the 63 rescales: measured
-2.5e-2 (and 4.0e-2 with L rescaled by a C in SrcA, as before)."""
+inputs: 1.27e-2, the bfloat16 scores' rounding at scores this large). On the FPU, HiFi2 truncates
+SrcB's factor of each of the 63 rescales to 7 significant bits: with C there, every earlier block
+loses weight against the new one each time (measured 2.5e-2; 4.0e-2 when L took its C from SrcA)."""
 
 
 def test_hifi2_multiplies_by_the_row_factors_untruncated():
