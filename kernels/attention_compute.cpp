@@ -268,11 +268,12 @@ void scores(const Params& p, uint32_t live, uint32_t first_tile, uint32_t qs) {
     }
 }
 
-// The row max (MAX) or row sum (SUM) over the block's `live` tiles of `cb` into DST tile 0
-// (acquired here), for packing into a statistics CB like `out`; `cb` keeps its pages. REDUCE_ROW
+// The row max (MAX) or row sum (SUM) over the block's `live` tiles of `cb` into DST tile 0 (tile t
+// into DST tile t % `groups`: block_row_sums) (acquired here), for packing into a CB like `out`;
+// `cb` keeps its pages. REDUCE_ROW
 // routes MAX data to SrcA and SUM data to SrcB (the scaler takes the other source).
 template <PoolType kPool>
-void reduce_rows(uint32_t cb, uint32_t live, uint32_t out) {
+void reduce_rows(uint32_t cb, uint32_t live, uint32_t out, uint32_t groups = 1) {
     cb_wait_front(cb, kBlockTiles);
     if constexpr (kPool == PoolType::MAX) {
         formats(cb, kCbConst, out);
@@ -282,7 +283,7 @@ void reduce_rows(uint32_t cb, uint32_t live, uint32_t out) {
     reduce_init<kPool, ReduceDim::REDUCE_ROW>(cb, kCbConst, out);
     tile_regs_acquire();
     for (uint32_t t = 0; t < live; ++t) {
-        reduce_tile<kPool, ReduceDim::REDUCE_ROW>(cb, kCbConst, t, kConstPageScaler, 0);
+        reduce_tile<kPool, ReduceDim::REDUCE_ROW>(cb, kCbConst, t, kConstPageScaler, t % groups);
     }
     reduce_uninit();
 }
@@ -400,14 +401,7 @@ void block_row_sums(uint32_t live, uint32_t out) {
         reduce_rows<PoolType::SUM>(kCbScratch, live, out);
         return;
     }
-    cb_wait_front(kCbScratch, kBlockTiles);
-    formats(kCbConst, kCbScratch, kCbS);
-    reduce_init<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, kCbS);
-    tile_regs_acquire();
-    for (uint32_t t = 0; t < live; ++t) {
-        reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(kCbScratch, kCbConst, t, kConstPageScaler, t % groups);
-    }
-    reduce_uninit();
+    reduce_rows<PoolType::SUM>(kCbScratch, live, kCbS, groups);
     cb_reserve_back(kCbS, kBlockTiles);
     pack_reserved(kCbS, groups);
     cb_push_back(kCbS, kBlockTiles);
