@@ -97,9 +97,16 @@ constexpr uint32_t kCbValues = kValuesFromKeys ? kCbK : kCbV;
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
 constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
+// fp32 DST: the running O and L are float32 CBs, and each block's rescale reads them through a
+// source register, which holds TF32 and truncates. Truncated once a block, O's elements and L each
+// lose their own share (by their mantissas), so the old blocks' weights drift apart block by block
+// (measured: rel-L2 1.28e-2 after 117 two-tile blocks). Rounded to TF32 (nearest) before they are
+// packed (round_state_to_tf32), the next read is exact and what is left is unbiased.
+constexpr bool kRoundState = DST_ACCUM_MODE;
 // Dim tiles per DST acquire when O is rescaled by C: one fewer than kDimChunk when the SFPU rescale
-// (times_correction) would otherwise have no DST tile left for C.
-constexpr uint32_t kRescaleChunk = kRowScalingOnSfpu && kDimChunk == kDstTiles ? kDimChunk - 1 : kDimChunk;
+// (times_correction) or the TF32 rounding would otherwise have no DST tile left for scratch.
+constexpr uint32_t kRescaleChunk =
+    (kRowScalingOnSfpu || kRoundState) && kDimChunk == kDstTiles ? kDimChunk - 1 : kDimChunk;
 static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
 static_assert(kRowSumGroups >= 1 && kRowSumGroups <= kDstTiles, "row sums: one DST tile per group");
 static_assert(kRowTiles == 1 || kMaskUsers == 0, "an attention mask's rows are one row tile's: one row tile per request");
@@ -373,6 +380,25 @@ void times_correction(uint32_t cb, uint32_t count) {
     }
 }
 
+// Rounds DST tiles [0, count) to TF32, to nearest (kRoundState; else nothing), DST tile `count` the
+// scratch: Veltkamp's split c = 8193 x, x' = c - (c - x) keeps 24 - 13 = 11 significant bits, each
+// step one fp32 SFPU operation rounded to nearest (SFPMAD). 8193 x is made as 2x * 4096.5, one rounding.
+void round_state_to_tf32(uint32_t count) {
+    if constexpr (kRoundState) {
+        constexpr uint32_t kHalfSplitter = 0x45800400;  // 4096.5f
+        const uint32_t scratch = count;
+        for (uint32_t i = 0; i < count; ++i) {
+            add_binary_tile_init();
+            add_binary_tile(i, i, scratch);
+            binop_with_scalar_tile_init();
+            mul_unary_tile(scratch, kHalfSplitter);
+            sub_binary_tile_init();
+            sub_binary_tile(scratch, i, i);
+            sub_binary_tile(scratch, i, i);
+        }
+    }
+}
+
 // L = C * L + LSUM; frees LSUM (C stays for the output update).
 void update_sum() {
     cb_wait_front(kCbC, 1);
@@ -384,6 +410,7 @@ void update_sum() {
     reconfig_data_format_srcb(kCbLsum);
     add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum);
     add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum, 0, 0);
+    round_state_to_tf32(1);
     cb_pop_front(kCbL, 1);
     cb_pop_front(kCbLsum, 1);
     pack_to(kCbL, 1);
@@ -464,6 +491,7 @@ void rescale_output() {
         for (uint32_t i = 0; i < count; ++i) {
             add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv, d0 + i, i);
         }
+        round_state_to_tf32(count);
         cb_pop_front(kCbO, count);
         pack_to(kCbO, count);
     }

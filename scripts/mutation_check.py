@@ -162,7 +162,7 @@ MUTATIONS = [
              "    pack_to(kCbC, 1);\n    if constexpr (!kRowScalingOnSfpu) {",
              "    pack_to(kCbC, 1);\n    if constexpr (false) {",
              "C is packed with its factor in column 0 only (1 elsewhere): O's other columns are never rescaled",
-             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased",)),
+             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased_and_accurate",)),
     Mutation("o-rescaled-from-srca", "attention_compute.cpp",
              "        formats(kCbC, kCbO, kCbO);\n        tile_regs_acquire();\n"
              "        times_correction(kCbO, count);  // old O pages of this chunk are at the front",
@@ -170,7 +170,18 @@ MUTATIONS = [
              "        mul_init(kCbO, kCbC); for (uint32_t i = 0; i < count; ++i) mul_tiles(kCbO, kCbC, i, 0, i);",
              "O is rescaled from SrcA, whose lowest TF32 bit the multiplier drops, L from SrcB: O shrinks against L "
              "at every block",
-             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased",)),
+             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased_and_accurate",)),
+    Mutation("state-truncated", "attention_compute.cpp",
+             "constexpr bool kRoundState = DST_ACCUM_MODE;",
+             "constexpr bool kRoundState = false;",
+             "O and L are packed unrounded: the next block's SrcB read truncates them to TF32, each element by "
+             "its own mantissa, and the old blocks' weights drift apart block by block",
+             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased_and_accurate",)),
+    Mutation("state-rounding-scratch-collides", "attention_compute.cpp",
+             "        const uint32_t scratch = count;",
+             "        const uint32_t scratch = 0;",
+             "the TF32 rounding's scratch is DST tile 0, the first state tile of the chunk: 8193 x overwrites x",
+             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased_and_accurate",)),
     # bf16 DST (issue 20): a block's row sums accumulate in row_sum_groups DST tiles, then are added.
     Mutation("row-sums-in-one-chain", "attention_compute.cpp",
              "    const uint32_t groups = live < kRowSumGroups ? (live == 0 ? 1 : live) : kRowSumGroups;",

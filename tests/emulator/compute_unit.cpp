@@ -18,6 +18,7 @@
 #include "api/compute/compute_kernel_hw_startup.h"
 #include "api/compute/eltwise_binary.h"
 #include "api/compute/eltwise_binary_sfpu.h"
+#include "api/compute/eltwise_unary/binop_with_scalar.h"
 #include "api/compute/eltwise_unary/exp.h"
 #include "api/compute/eltwise_unary/recip.h"
 #include "api/compute/matmul.h"
@@ -434,6 +435,55 @@ int main() {
              close(got, want, mag, FP32 ? FP32_REL : BF16_ULP, "mul_binary_tile");
              for (int i = 0; i < 1024 && !FP32; ++i)
                  require(std::fabs(got[i]) <= std::fabs(want[i]), "mul_binary_tile: bf16 store must truncate");
+         }},
+        {"sfpu_sub_and_the_tf32_split",
+         [] {
+             // sub_binary_tile is one fp32 subtraction, then the store. With it, add_binary_tile and
+             // mul_unary_tile, Veltkamp's split (c = 2x * 4096.5, c - (c - x): attention_compute.cpp
+             // round_state_to_tf32) rounds x * y, 16 significant bits, to TF32's 11, to nearest.
+             setup();
+             Tile x = rand_tile(-3, 3), y = rand_tile(0.25, 4);
+             push(0, x, DataFormat::Float16_b);
+             push(1, y, DataFormat::Float16_b);
+             compute_kernel_hw_startup(0, 1, 16);
+             cb_wait_front(0, 1);
+             cb_wait_front(1, 1);
+             auto load = [] {
+                 tile_regs_acquire();
+                 copy_init(0);
+                 copy_tile(0, 0, 0);
+                 copy_init(1);
+                 copy_tile(1, 0, 1);
+             };
+             load();
+             sub_binary_tile_init();
+             sub_binary_tile(0, 1, 0);
+             Tile got = commit_pack();
+             Tile want(1024), mag(1024);
+             for (int i = 0; i < 1024; ++i) want[i] = static_cast<float>(x[i]) - static_cast<float>(y[i]), mag[i] = std::fabs(want[i]);
+             close(got, want, mag, FP32 ? 0.0 : BF16_ULP, "sub_binary_tile");
+             if (!FP32) return;
+             load();
+             mul_binary_tile_init();
+             mul_binary_tile(0, 1, 0);
+             add_binary_tile_init();
+             add_binary_tile(0, 0, 1);
+             binop_with_scalar_tile_init();
+             mul_unary_tile(1, 0x45800400u);
+             sub_binary_tile_init();
+             sub_binary_tile(1, 0, 0);
+             sub_binary_tile(1, 0, 0);
+             got = commit_pack();
+             int rounded_away = 0;
+             for (int i = 0; i < 1024; ++i) {
+                 const float product = static_cast<float>(x[i]) * static_cast<float>(y[i]);
+                 const uint32_t bits = std::bit_cast<uint32_t>(static_cast<float>(got[i]));
+                 require((bits & 0x1fffu) == 0, "tf32 split: more than TF32's 10 mantissa bits left");
+                 const double half_ulp = std::ldexp(1.0, std::ilogb(product) - 11);
+                 require(std::fabs(got[i] - product) <= half_ulp, "tf32 split: not the nearest TF32 value");
+                 rounded_away += std::fabs(got[i]) > std::fabs(product);
+             }
+             require(rounded_away > 100, "tf32 split: never rounds up (truncation, not rounding)");
          }},
         {"fp32_cb_unpacks_truncated",
          [] {

@@ -152,7 +152,7 @@ struct FpuCfg {
     RDim dim = RDim::Row;
 };
 
-enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd, BinaryMul };
+enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd, BinarySub, BinaryMul };
 
 struct SfpuCfg {
     SfpuKind kind = SfpuKind::None;
@@ -1275,7 +1275,7 @@ void sfpu_binary_init(const char* api, SfpuKind kind) {
     eng().sfpu = c;
 }
 
-// calculate_sfpu_binary<.., ADD / MUL, ..>: DST[odst] = DST[idst0] op DST[idst1], one fp32 operation a
+// calculate_sfpu_binary<.., ADD / SUB / MUL, ..>: DST[odst] = DST[idst0] op DST[idst1], one fp32 operation a
 // datum, then the store (a bf16 DST truncates; the wheel rounds to nearest even only for ADD / SUB /
 // RSUB with DstRoundingMode::NearestEven, not the default).
 template <typename Op>
@@ -1302,6 +1302,13 @@ void add_binary_tile_init() { sfpu_binary_init("add_binary_tile_init", SfpuKind:
 void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
     sfpu_binary("add_binary_tile", SfpuKind::BinaryAdd, "add_binary_tile_init()", idst0, idst1, odst,
                 [](float a, float b) { return a + b; });
+}
+
+void sub_binary_tile_init() { sfpu_binary_init("sub_binary_tile_init", SfpuKind::BinarySub); }
+
+void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
+    sfpu_binary("sub_binary_tile", SfpuKind::BinarySub, "sub_binary_tile_init()", idst0, idst1, odst,
+                [](float a, float b) { return a - b; });
 }
 
 void mul_binary_tile_init() { sfpu_binary_init("mul_binary_tile_init", SfpuKind::BinaryMul); }

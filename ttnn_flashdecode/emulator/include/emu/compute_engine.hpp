@@ -114,6 +114,8 @@ void log_tile_init(bool approx, bool is_fp32_dest_acc_en);
 void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst);
 void add_binary_tile_init();
 void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst);
+void sub_binary_tile_init();
+void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst);
 void mul_binary_tile_init();
 void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst);
 

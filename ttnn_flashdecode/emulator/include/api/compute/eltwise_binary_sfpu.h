@@ -1,4 +1,4 @@
-// Emulator host version of api/compute/eltwise_binary_sfpu.h: the SFPU add and multiply of two DST tiles.
+// Emulator host version of api/compute/eltwise_binary_sfpu.h: the SFPU add, subtract and multiply of two DST tiles.
 #pragma once
 #ifndef COMPILE_FOR_TRISC
 #error "api/compute/eltwise_binary_sfpu.h is for compute kernels only (COMPILE_FOR_TRISC is not defined)"
@@ -12,6 +12,11 @@ namespace ckernel {
 ALWI void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) { emu::compute::add_binary_tile(idst0, idst1, odst); }
 
 ALWI void add_binary_tile_init() { emu::compute::add_binary_tile_init(); }
+
+// DST[odst] = DST[idst0] - DST[idst1], one fp32 subtraction on the SFPU, rounded to nearest.
+ALWI void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) { emu::compute::sub_binary_tile(idst0, idst1, odst); }
+
+ALWI void sub_binary_tile_init() { emu::compute::sub_binary_tile_init(); }
 
 // DST[odst] = DST[idst0] * DST[idst1], one fp32 multiply on the SFPU (no fidelity phases).
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
