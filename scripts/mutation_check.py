@@ -182,6 +182,23 @@ MUTATIONS = [
              "        const uint32_t scratch = 0;",
              "the TF32 rounding's scratch is DST tile 0, the first state tile of the chunk: 8193 x overwrites x",
              tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased_and_accurate",)),
+    # L1-sharded tensors on the emulator (issue 20): a height-sharded Q is read from the cores' L1.
+    Mutation("sharded-bank-halves-swapped", "ttnn_flashdecode/emulator/include/api/tensor/tensor_accessor_args.h",
+             "        return bank % 2 ? word >> 16 : word & 0xffffu;",
+             "        return bank % 2 ? word & 0xffffu : word >> 16;",
+             "the emulator's TensorAccessor takes bank 2i+1's coordinates for bank 2i: Q's shards read from the "
+             "wrong cores",
+             tests=("tests/emulator/test_emulator_sharded.py::test_a_height_sharded_host_q_is_read_from_l1",)),
+    Mutation("sharded-args-halves-swapped", "ttnn_flashdecode/emulator/__init__.py",
+             "    coords = [halves[i] | halves[i + 1] << 16 for i in range(0, len(halves), 2)]",
+             "    coords = [halves[i + 1] | halves[i] << 16 for i in range(0, len(halves), 2)]",
+             "the bank coordinates are packed high half first: not the layout ttnn's TensorAccessorArgs gives",
+             tests=("tests/emulator/test_emulator_sharded.py::test_sharded_accessor_args_are_ttnns",)),
+    Mutation("sharded-q-interleaved", "ttnn_flashdecode/op/launch.py",
+             "    q_shards = _q_shard_banks(q, shape)",
+             "    q_shards = None",
+             "a height-sharded host Q is silently read as DRAM interleaved",
+             tests=("tests/emulator/test_emulator_sharded.py::test_a_height_sharded_host_q_is_read_from_l1",)),
     # bf16 DST (issue 20): a block's row sums accumulate in row_sum_groups DST tiles, then are added.
     Mutation("row-sums-in-one-chain", "attention_compute.cpp",
              "    const uint32_t groups = live < kRowSumGroups ? (live == 0 ? 1 : live) : kRowSumGroups;",

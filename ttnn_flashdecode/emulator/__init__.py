@@ -101,8 +101,9 @@ get_tile_size, pages_reservable_at_back, pages_available_at_front}`` (``api/data
 ``noc_async_writes_flushed``, ``noc_async_atomic_barrier``, ``noc_async_full_barrier``;
 ``noc_async_read_page``, ``noc_async_write_page``, ``noc_async_read_tile``, ``noc_async_write_tile``
 (with a ``TensorAccessor`` or ``InterleavedAddrGen<true>``);
-``TensorAccessorArgs<CTA_OFFSET>()`` (DRAM-interleaved only: CTAs ``[2, aligned_page_size]``;
-sharded/L1/runtime-field configs fail with ``static_assert``), ``.next_compile_time_args_offset()``,
+``TensorAccessorArgs<CTA_OFFSET>()`` (DRAM interleaved, CTAs ``[2, aligned_page_size]``, or L1
+sharded with every field compile-time, CTAs as :func:`sharded_tensor_accessor_compile_time_args`;
+L1-interleaved and runtime-field configs fail with ``static_assert``), ``.next_compile_time_args_offset()``,
 ``TensorAccessor(args, base_addr, page_size)``, ``.get_noc_addr(page_id, offset=0)``,
 ``.get_aligned_page_size()``;
 ``get_semaphore(id)``, ``noc_semaphore_set``, ``noc_semaphore_wait``, ``noc_semaphore_wait_min``,
@@ -258,9 +259,11 @@ __all__ = [
     "DeadlockError",
     "DramBuffer",
     "Emulator",
+    "L1ShardedBuffer",
     "EmulatorError",
     "RunReport",
     "TT_DATA_FORMATS",
+    "sharded_tensor_accessor_compile_time_args",
     "tensor_accessor_compile_time_args",
 ]
 
@@ -306,6 +309,54 @@ def tensor_accessor_compile_time_args(buf: DramBuffer) -> list[int]:
     (ArgConfig IsDram = 2; no common runtime args).
     """
     return [2, buf.aligned_page_bytes or buf.page_bytes]
+
+
+@dataclasses.dataclass
+class L1ShardedBuffer:
+    """A sharded L1 buffer: ``pages_per_bank`` pages of ``page_bytes`` bytes at ``address`` in the
+    L1 of each bank core (``banks``: logical cores in bank order), as a sharded tensor's buffer.
+    ``data`` holds each bank's bytes (what :meth:`Emulator.write_l1_bank` last wrote)."""
+
+    address: int
+    page_bytes: int
+    banks: tuple[tuple[int, int], ...]
+    pages_per_bank: int
+    data: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def bank_bytes(self) -> int:
+        """Bytes the buffer takes in each bank core's L1."""
+        return self.pages_per_bank * self.page_bytes
+
+
+def sharded_tensor_accessor_compile_time_args(page_bytes: int, tensor_pages: Sequence[int], shard_pages: Sequence[int],
+                                              bank_noc_xy: Sequence[tuple[int, int]],
+                                              shard_contiguous: bool = False) -> list[int]:
+    """Compile-time args of ``TensorAccessorArgs`` for an L1-sharded tensor, every field static:
+    ``[Sharded (1), page_bytes, rank, banks (bit 31: shard-contiguous), *tensor_pages,
+    *shard_pages, bank coordinates two to a word]`` (bank ``2i`` in the low half; a half is
+    ``x << 8 | y``, NoC-0 coordinates). ``tensor_pages`` and ``shard_pages``: the tensor's and one
+    shard's shape in pages, outermost first (height sharding: rank 1, ``[pages]`` and
+    ``[pages per shard]``). What ``ttnn.TensorAccessorArgs(t).get_compile_time_args()`` gives for
+    such a tensor on a device (pinned by tests/emulator/test_emulator_sharded.py).
+
+    Raises:
+        ValueError: ranks differ or are 0, a shape entry is not positive, no banks, or a coordinate
+            does not fit a byte.
+    """
+    if len(tensor_pages) != len(shard_pages) or not tensor_pages:
+        raise ValueError(f"tensor_pages {list(tensor_pages)} and shard_pages {list(shard_pages)}: expected one rank >= 1")
+    if min(*tensor_pages, *shard_pages) < 1 or not bank_noc_xy:
+        raise ValueError("expected positive shapes and at least one bank")
+    halves = []
+    for x, y in bank_noc_xy:
+        if not (0 <= x < 256 and 0 <= y < 256):
+            raise ValueError(f"bank NoC coordinate {(x, y)} does not fit a byte each")
+        halves.append(x << 8 | y)
+    halves += [0] * (len(halves) % 2)
+    coords = [halves[i] | halves[i + 1] << 16 for i in range(0, len(halves), 2)]
+    banks = len(bank_noc_xy) | (1 << 31 if shard_contiguous else 0)
+    return [1, int(page_bytes), len(tensor_pages), banks, *map(int, tensor_pages), *map(int, shard_pages), *coords]
 
 
 @dataclasses.dataclass
@@ -533,6 +584,7 @@ class Emulator:
         self._h = h
         self._lock = threading.Lock()
         self._allocs: dict[int, int] = {}  # address -> bytes per bank
+        self._l1_buffers: list[L1ShardedBuffer] = []  # top down from the end of L1
         self._dram_limit = min(s.dram_view_bytes, 1 << 32)
 
     def __del__(self) -> None:
@@ -580,6 +632,44 @@ class Emulator:
             if buf.address not in self._allocs or self._lib.emu_dram_free(self._h, buf.address) != 0:
                 raise EmulatorError(f"DRAM buffer at 0x{buf.address:x} is not allocated")
             del self._allocs[buf.address]
+
+    # ------------------------------------------------------------------ L1 (sharded buffers)
+    def allocate_l1_sharded(self, banks: Sequence[tuple[int, int]], pages_per_bank: int, page_bytes: int) -> L1ShardedBuffer:
+        """Allocate ``pages_per_bank`` pages of ``page_bytes`` bytes at one address in the L1 of each
+        logical core of ``banks`` (bank order), top down from the end of L1, as the allocator places
+        a sharded tensor's buffer. Every later :meth:`run` finds the bytes there (written after the
+        launch's L1 poison); CBs that would reach the lowest such buffer of a core raise, as
+        tt-metal's "circular buffers clash with L1 buffers". Raises ``ValueError`` for non-positive
+        sizes, a repeated core or one outside the grid, :class:`EmulatorError` when L1 is full."""
+        banks = tuple((int(x), int(y)) for x, y in banks)
+        if pages_per_bank <= 0 or page_bytes <= 0 or not banks:
+            raise ValueError(f"expected banks and positive sizes, got {banks}, {pages_per_bank}, {page_bytes}")
+        if len(set(banks)) != len(banks) or any(not (0 <= x < self.grid[0] and 0 <= y < self.grid[1]) for x, y in banks):
+            raise ValueError(f"banks {banks}: expected distinct cores of the {self.grid[0]}x{self.grid[1]} grid")
+        with self._lock:
+            top = min([b.address for b in self._l1_buffers] or [self.spec.l1_bytes])
+            address = (top - pages_per_bank * page_bytes) // self.spec.l1_alignment * self.spec.l1_alignment
+            if address < self.spec.unreserved_base:
+                raise EmulatorError(f"L1 full: {pages_per_bank * page_bytes} bytes per core below 0x{top:x}")
+            buf = L1ShardedBuffer(address, int(page_bytes), banks, int(pages_per_bank))
+            self._l1_buffers.append(buf)
+        return buf
+
+    def write_l1_bank(self, buf: L1ShardedBuffer, bank: int, data: bytes | np.ndarray) -> None:
+        """Bank ``bank``'s bytes of ``buf`` (at most :attr:`L1ShardedBuffer.bank_bytes`; the rest
+        keeps L1's poison). Raises ``ValueError`` for a bank out of range or too many bytes."""
+        raw = np.ascontiguousarray(np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray))
+                                   else np.ascontiguousarray(data).view(np.uint8).reshape(-1))
+        if not 0 <= bank < len(buf.banks) or raw.size > buf.bank_bytes:
+            raise ValueError(f"bank {bank} of {len(buf.banks)}, {raw.size} bytes of at most {buf.bank_bytes}")
+        buf.data[buf.banks[bank]] = raw.copy()
+
+    def free_l1(self, buf: L1ShardedBuffer) -> None:
+        """Release ``buf``; raises :class:`EmulatorError` if it is not allocated."""
+        with self._lock:
+            if not any(b is buf for b in self._l1_buffers):
+                raise EmulatorError(f"L1 buffer at 0x{buf.address:x} is not allocated")
+            self._l1_buffers = [b for b in self._l1_buffers if b is not buf]
 
     def write_pages(self, buf: DramBuffer, data: bytes | np.ndarray) -> None:
         """Write all pages of ``buf``: page i = bytes ``[i*page_bytes, (i+1)*page_bytes)`` of ``data``.
@@ -664,8 +754,11 @@ class Emulator:
         if rc != 0:
             raise EmulatorError(err)
         d = json.loads(rep)
+        ran_on = {c for kernel_cores in ran["kernel_cores"].values() for c in kernel_cores}
         cores = {}
         for c in d["cores"]:
+            if tuple(c["core"]) not in ran_on:  # it only holds an L1 buffer
+                continue
             cores[tuple(c["core"])] = CoreStats(c["dram_read"], c["dram_write"], c["l1_read"], c["l1_write"],
                                                 dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]))
         program_hash = getattr(program, "custom_program_hash", None)
@@ -768,6 +861,10 @@ class Emulator:
                     f"CBs on this core need {end - spec.unreserved_base} bytes from the unreserved base "
                     f"0x{spec.unreserved_base:x}, {spec.l1_bytes - spec.unreserved_base} are free"
                 )
+            floor = min([b.address for b in self._l1_buffers if any(c in b.banks for c in cores)] or [spec.l1_bytes])
+            if end > floor:
+                raise EmulatorError(f"CB descriptor #{bi} (indices {idxs}) ends at 0x{end:x}, past an L1 buffer at "
+                                    f"0x{floor:x} on its cores: circular buffers clash with L1 buffers")
             for c in cores:
                 top[c] = end
             for f in cb.format_descriptors:
@@ -787,6 +884,11 @@ class Emulator:
                 check_core(c, f"semaphore #{si}")
                 if c in per_core:
                     per_core[c]["sem"].append((int(sd.id), int(sd.initial_value) & 0xFFFFFFFF))
+
+        for buf in self._l1_buffers:
+            for c in buf.banks:
+                check_core(c, "an L1 buffer")
+                per_core.setdefault(c, {"k": [], "cb": [], "sem": []}).setdefault("l1", []).append(buf)
 
         words: list[int] = [len(per_core)]
         strings: list[str] = []
@@ -811,6 +913,12 @@ class Emulator:
             for role, so, name, rt, crt, compute in d["k"]:
                 fid, fp32, full, approx = compute or (4, False, False, False)
                 words += [role, s(so), s(name), fid, int(fp32), int(full), int(approx), len(rt), *rt, len(crt), *crt]
+            preloads = [(buf.address, buf.data[c]) for buf in d.get("l1", []) if c in buf.data]
+            words.append(len(preloads))
+            for address, raw in preloads:
+                padded = np.zeros(-(-raw.size // 4) * 4, np.uint8)
+                padded[:raw.size] = raw
+                words += [address, int(raw.size), *padded.view("<u4").tolist()]
         for w in words:
             if not 0 <= w <= 0xFFFFFFFF:
                 raise EmulatorError(f"argument {w} does not fit a uint32")

@@ -103,6 +103,45 @@ def _constant_pages(head_dim: int, scale: float | None, sink: tuple[float, ...] 
     return pages
 
 
+def _q_shard_banks(q, shape: DecodeShape):
+    """``(bank cores, pages per shard)`` when ``q`` is a ttnn tensor described as L1 height-sharded
+    (a device tensor's ``.cpu()`` keeps its memory config), else None. The heads layout only, as on
+    a device; its shard must span Q's whole width and whole tile rows (ttnn's height sharding).
+
+    Raises:
+        ValueError: a sharded Q of the rows layout, or a shard that is not whole tile rows of Q.
+    """
+    config = q.memory_config() if isinstance(q, ttnn.Tensor) else None
+    if config is None or not config.is_sharded():
+        return None
+    if shape.q_layout != "heads" or not height_sharded_l1(config):
+        raise ValueError(f"q: expected a DRAM-interleaved tensor (or, q_layout 'heads', L1 height-sharded), got {config}")
+    spec = config.shard_spec
+    height, width = (int(x) for x in spec.shape)
+    if width != q.padded_shape[-1] or height % 32:
+        raise ValueError(f"q: a height shard of whole tile rows spanning Q's width {q.padded_shape[-1]} expected, "
+                         f"got shard shape {[height, width]}")
+    row_major = spec.orientation == ttnn.ShardOrientation.ROW_MAJOR
+    banks = [(c.x, c.y) for c in ttnn.corerange_to_cores(spec.grid, None, row_major)]
+    return banks, height // 32 * (width // 32)
+
+
+def _sharded_q_buffer(emu, q_pages: np.ndarray, banks, shard_pages: int):
+    """Q's pages in an emulated L1 height-sharded buffer: shard ``s`` (pages ``s * shard_pages``
+    on) in bank ``s % len(banks)``, slot ``s // len(banks)`` (round robin), and the buffer's
+    TensorAccessorArgs (as ``ttnn.TensorAccessorArgs`` gives for such a tensor)."""
+    from ttnn_flashdecode.emulator import sharded_tensor_accessor_compile_time_args
+
+    shards = -(-len(q_pages) // shard_pages)
+    buffer = emu.allocate_l1_sharded(banks, -(-shards // len(banks)) * shard_pages, q_pages.shape[1])
+    for bank in range(min(len(banks), shards)):
+        emu.write_l1_bank(buffer, bank, np.concatenate([q_pages[s * shard_pages:(s + 1) * shard_pages]
+                                                        for s in range(bank, shards, len(banks))]))
+    args = sharded_tensor_accessor_compile_time_args(q_pages.shape[1], [len(q_pages)], [shard_pages],
+                                                     [emu.worker_core_from_logical_core(*c) for c in banks])
+    return buffer, args
+
+
 def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, *, grid=None,
                     max_split=None):
     _last_report.value = None
@@ -121,9 +160,16 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         raise ValueError("attention_sink: per-device sinks (a sink tensor sharded over a mesh) need a mesh: Q, K, V "
                          "on that mesh, or host multi-device tensors")
     const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
+    q_shards = _q_shard_banks(q, shape)
     buffers = []
+    q_sharded = q_accessor_args = None
     try:
+        if q_shards is not None:
+            q_sharded, q_accessor_args = _sharded_q_buffer(emu, q_pages, *q_shards)
         for pages in (q_pages, *kv_pages, const_pages):
+            if pages is q_pages and q_sharded is not None:
+                buffers.append(q_sharded)
+                continue
             buffer = emu.allocate_dram(len(pages), pages.shape[1])
             buffers.append(buffer)
             emu.write_pages(buffer, pages)
@@ -145,7 +191,8 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
             buffers.append(mask_buffer)
             emu.write_pages(mask_buffer, mask_pages)
         operands = _accessor_operands(buffers[:6], table_buffer, mask_buffer)
-        accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in operands])
+        accessor_args = operand_accessor_args([q_accessor_args if b is q_sharded else tensor_accessor_compile_time_args(b)
+                                               for b in operands])
         plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, cores, accessor_args,
                             emu.worker_core_from_logical_core, max_split=max_split)
         check_windows(plan)
@@ -171,7 +218,10 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
             np.ascontiguousarray(emu.read_pages(lse_buffer)).view("<f4").reshape(shape.lse_shape).astype(np.float32)
     finally:
         for buffer in buffers:
-            emu.free(buffer)
+            if buffer is not q_sharded:
+                emu.free(buffer)
+        if q_sharded is not None:
+            emu.free_l1(q_sharded)
     _last_report.value = report
     if shape.q_layout == "rows":
         result = _heads_unpadded(result[:, :, :shape.q_height], shape)

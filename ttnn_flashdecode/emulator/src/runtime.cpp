@@ -1420,6 +1420,19 @@ __attribute__((visibility("default"))) int emu_run(int h, const uint32_t* w, int
                 core->k[k->slot] = k.get();
                 R->kernels.push_back(std::move(k));
             }
+            // L1 buffers' bytes (a sharded tensor's shards), written over the poison before any
+            // kernel starts: addr, bytes, then the data as ceil(bytes / 4) words.
+            const uint32_t npre = next();
+            for (uint32_t j = 0; j < npre; ++j) {
+                const uint32_t addr = next(), bytes = next();
+                if (uint64_t(addr) + bytes > t_dev->arch.l1_size)
+                    throw std::runtime_error(fmt("core (%u,%u): L1 buffer [0x%x, +%u) is outside L1 (%u bytes)",
+                                                 core->lx, core->ly, addr, bytes, t_dev->arch.l1_size));
+                for (uint32_t b = 0; b < bytes; b += 4) {
+                    const uint32_t word = next();
+                    std::memcpy(core->l1 + addr + b, &word, std::min<uint32_t>(4, bytes - b));
+                }
+            }
             const uint32_t key = xy_key(core->nx, core->ny);
             if (R->by_xy.count(key))
                 throw std::runtime_error(fmt("two cores at NoC (%u,%u)", core->nx, core->ny));
