@@ -83,3 +83,33 @@ def test_a_sharded_q_of_the_rows_layout_is_refused():
     k = ttnn.Tensor(np.zeros((2, 8, 64, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
     with pytest.raises(ValueError, match="height-sharded"):
         attention(q, k, k, cur_pos=[3, 4])
+
+
+@pytest.mark.usefixtures("mock_cluster")
+@pytest.mark.parametrize("users, grid, orientation", LAYOUTS[:2])
+def test_a_height_sharded_output_is_written_to_l1(users, grid, orientation):
+    """``memory_config=`` L1 height-sharded (the drop-in's output as tt-transformers asks for it):
+    the writer writes each user's rows into the shard cores' L1, read back from there; the
+    values are the DRAM output's, bit for bit, and DRAM writes drop by exactly the output's bytes."""
+    rng = np.random.default_rng(7 + users)
+    q = ttnn.Tensor(rng.standard_normal((1, users, 8, HEAD_DIM)).astype(np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    k, v = (ttnn.Tensor(rng.standard_normal((users, 1, 128, HEAD_DIM)).astype(np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+            for _ in range(2))
+    positions = [int(p) for p in rng.integers(0, 128, users)]
+    interleaved = to_numpy(scaled_dot_product_attention_decode(q, k, v, cur_pos=positions))
+    dram = last_report().totals
+    sharded = to_numpy(scaled_dot_product_attention_decode(q, k, v, cur_pos=positions,
+                                                           memory_config=_config(users, grid, orientation)))
+    report = last_report().totals
+    assert np.array_equal(sharded, interleaved)
+    out_bytes = users * 8 * (HEAD_DIM // 32) * 2 * 32  # two 32-byte face rows per head and dim tile
+    assert dram.dram_write_bytes - report.dram_write_bytes == out_bytes
+    assert report.l1_write_bytes - dram.l1_write_bytes == out_bytes
+
+
+@pytest.mark.usefixtures("mock_cluster")
+def test_an_l1_interleaved_output_is_refused_on_the_emulator():
+    q = ttnn.Tensor(np.zeros((1, 2, 8, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    k = ttnn.Tensor(np.zeros((2, 1, 64, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    with pytest.raises(ValueError, match="memory_config: expected DRAM interleaved"):
+        scaled_dot_product_attention_decode(q, k, k, cur_pos=[3, 4], memory_config=ttnn.L1_MEMORY_CONFIG)

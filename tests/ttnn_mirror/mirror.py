@@ -4,8 +4,8 @@ The peer tests build torch tensors, upload them with ``ttnn.as_tensor(..., devic
 ``ttnn.transformer.scaled_dot_product_attention_decode`` / ``paged_scaled_dot_product_attention_decode``.
 The mirror makes the same inputs with numpy (:func:`fa_rand`: the peer's unit normal plus a 0.1% of
 10x outliers), hands them to our drop-ins as HOST ttnn tensors of the peer's dtypes and layouts (the
-emulator's stand-in for device tensors; sharded memory configs are device-only, see each file's
-docstring) and makes the call with the peer's keywords: ``scale=d**-0.5``, ``program_config=
+emulator's stand-in for device tensors; an L1 height-sharded Q or output as the peer's, through
+:func:`host_sharded` / :func:`height_sharded`, placed in the emulated cores' L1) and makes the call with the peer's keywords: ``scale=d**-0.5``, ``program_config=
 ttnn.SDPAProgramConfig(...)`` (:func:`program_config`), the peer's ``WormholeComputeKernelConfig``,
 ``cur_pos`` / ``cur_pos_tensor``, ``sliding_window_size``, ``attention_sink``, ``attn_mask`` ...
 
@@ -148,6 +148,22 @@ def paged_pcc(grid, b, q_dtype, kv_dtype) -> float:
 def host(array, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT):
     """A host ttnn tensor of ``array`` (what ``ttnn.as_tensor(..., dtype, layout)`` makes, without a device)."""
     return ttnn.Tensor(np.ascontiguousarray(array, np.float32), dtype, layout=layout)
+
+
+def host_sharded(array, dtype, config):
+    """A host ttnn tensor of ``array`` (TILE) carrying the memory config ``config``, as a sharded
+    device tensor's ``.cpu()`` keeps it: the emulator places its shards in the cores' L1."""
+    array = np.ascontiguousarray(array, np.float32)
+    return ttnn.Tensor(array.reshape(-1).tolist(), list(array.shape), dtype, ttnn.TILE_LAYOUT, None, config)
+
+
+def height_sharded(b: int, padded_num_heads: int, d: int):
+    """The peer's ``height_sharded_memcfg``: L1 height-sharded, one user's ``padded_num_heads`` rows a
+    shard, on ``num_to_corerange(b)`` (a row of ``min(b, 8)`` cores, ``b // 8`` rows past 8)."""
+    across = min(b, 8)
+    grid = ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(across - 1, b // across - 1))
+    spec = ttnn.ShardSpec(ttnn.CoreRangeSet({grid}), [padded_num_heads, d], ttnn.ShardOrientation.ROW_MAJOR)
+    return ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1, spec)
 
 
 def positions(values):

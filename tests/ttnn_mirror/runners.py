@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import ttnn
 
-from mirror import (FINFO_MIN, bf16_dst_score_floor, check, compute_config, fa_rand, get_chunk_size, host, nearest_n,
-                    nearest_pow_2,
+from mirror import (FINFO_MIN, bf16_dst_score_floor, check, compute_config, fa_rand, get_chunk_size, height_sharded, host,
+                    host_sharded, nearest_n, nearest_pow_2,
                     paged_pcc, poison_outside, positions, program_config, reference, rel_l2_bar, single_iter_pcc,
                     stored, to_paged)
 from ttnn_flashdecode.transformer import paged_scaled_dot_product_attention_decode, scaled_dot_product_attention_decode
@@ -30,8 +30,10 @@ def _rel_l2_bar(compute, want, *reference_args, **reference_keywords) -> float:
 
 def run_single_iter(b, nh, nkv, s, d, dtype, grid, q_dtype=ttnn.bfloat16, cur_pos_tensor=False, *, start_indices=None,
                     causal=True, sub_core_grids=None, sliding_window_size=None, poison=False, q_layout=ttnn.TILE_LAYOUT,
-                    mask_dtype=ttnn.bfloat4_b, seed=1234, label=""):
-    """One decode call as ``run_test_sdpa_decode_single_iter`` makes it; returns (pcc, rel-L2)."""
+                    mask_dtype=ttnn.bfloat4_b, seed=1234, sharded_in=False, sharded_out=False, label=""):
+    """One decode call as ``run_test_sdpa_decode_single_iter`` makes it; returns (pcc, rel-L2).
+    ``sharded_in`` / ``sharded_out``: Q / the output L1 height-sharded (:func:`mirror.height_sharded`),
+    honoured by the emulator (Q's shards read from, the output's written to, the cores' L1)."""
     rng = np.random.default_rng(seed)
     padded_num_heads = nearest_pow_2(nearest_n(nh, 32))
     k, v = fa_rand(rng, b, nkv, s, d), fa_rand(rng, b, nkv, s, d)
@@ -59,10 +61,11 @@ def run_single_iter(b, nh, nkv, s, d, dtype, grid, q_dtype=ttnn.bfloat16, cur_po
     ref_args = (stored(q, q_dtype), want_k, want_v)
     ref_keywords = dict(first=first, last=last, scale=scale, mask=None if mask is None else stored(mask, mask_dtype)[:, 0])
     want = reference(*ref_args, **ref_keywords)
-    tt_q = host(q, q_dtype, layout=q_layout)
+    sharded = height_sharded(b, padded_num_heads, d)
+    tt_q = host_sharded(q, q_dtype, sharded) if sharded_in else host(q, q_dtype, layout=q_layout)
     tt_k, tt_v = host(k, dtype), host(v, dtype)
     keywords = dict(scale=scale, program_config=config, compute_kernel_config=compute,
-                    memory_config=ttnn.DRAM_MEMORY_CONFIG)
+                    memory_config=sharded if sharded_out else ttnn.DRAM_MEMORY_CONFIG)
     if not causal:
         out = scaled_dot_product_attention_decode(tt_q, tt_k, tt_v, is_causal=False,
                                                   attn_mask=host(mask, mask_dtype), **keywords)

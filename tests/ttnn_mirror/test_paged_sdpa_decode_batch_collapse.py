@@ -7,12 +7,12 @@ Mirrored: ``test_paged_sdpa_decode_batch_identity_dram_single_device``: 8 users 
 Q and K/V (one user's cache repeated, paged through a shuffled page table), 8 Q heads, 1 KV head,
 head_dim 128, block_size 64, 256 positions, every user at 130, ``SDPAProgramConfig(the device's
 grid, exp_approx_mode=False, q_chunk_size=0, k_chunk_size=0)`` (0: the op chooses), HiFi4 with bf16
-DST, DRAM output. The peer's assertion: every user's output bit-identical to user 0's (atol 0).
+DST, Q L1 height-sharded (``in_cfg``: one user's 32 padded head rows a shard on
+``num_to_corerange(8)``; the emulator places the shards in those cores' L1), DRAM output. The peer's assertion: every user's output bit-identical to user 0's (atol 0).
 The mirror adds our float64 reference (PCC 0.99, the bar of the sibling decode tests, and the
 rel-L2 bar of the compute config) and a poison twin (NaN / +-Inf past position 130).
 
-Device-only (not mirrored): Q height-sharded in L1 (``in_cfg``: DRAM here, the same maths), the
-``l1_small_size`` device parameter, and both Galaxy tests
+Device-only (not mirrored): the ``l1_small_size`` device parameter, and both Galaxy tests
 (``test_paged_sdpa_decode_olmo_tg_batch_identity`` and ``..._rect_grid``): an 8x4 mesh of 32 chips
 (``mesh_device``, ``ShardTensor2dMesh``, ``ReplicateTensorToMesh``; the op runs such meshes since issue 23,
 but a Galaxy is not mocked here: docs/multi_chip.md), with the output height-sharded on a 50- / 60-core
@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 import ttnn
 
-from mirror import check, compute_config, fa_rand, host, poison_outside, positions, program_config, reference
+from mirror import check, compute_config, fa_rand, height_sharded, host, host_sharded, poison_outside, positions
+from mirror import program_config, reference
 from mirror import rel_l2_bar, stored, to_numpy
 from ttnn_flashdecode.transformer import paged_scaled_dot_product_attention_decode
 
@@ -52,7 +53,8 @@ def test_paged_sdpa_decode_batch_identity_dram_single_device(poison):
         -1, N_KV, BLOCK_SIZE, D)[permutation]
     compute = compute_config("HiFi4")
     config = program_config((8, 8), 0, 0, exp_approx_mode=False)
-    out = paged_scaled_dot_product_attention_decode(host(q), host(pages(k)), host(pages(v)),
+    in_cfg = height_sharded(B_LOCAL, 32, D)
+    out = paged_scaled_dot_product_attention_decode(host_sharded(q, ttnn.bfloat16, in_cfg), host(pages(k)), host(pages(v)),
                                                     ttnn.Tensor(table, ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT),
                                                     cur_pos_tensor=positions([CUR_POS] * B_LOCAL), scale=D ** -0.5,
                                                     program_config=config, compute_kernel_config=compute,

@@ -27,9 +27,9 @@ the other poison twins are in the long sweep.
 Not mirrored, or not as written:
 
 * test_sdpa_decode_perf, test_sdpa_decode_ndpcc: skipped in the peer (``pytest.mark.skip``).
-* Sharded memory configs (``sharded_in`` / ``sharded_out``: Q and the output L1 height-sharded)
-  are device-only: host tensors have no memory config, and the emulator's output is DRAM
-  interleaved. The cases run with DRAM-interleaved Q and output: the maths is the same.
+* Sharded memory configs (``sharded_in`` / ``sharded_out``: Q and the output L1 height-sharded):
+  honoured, each of the peer's three calls made (:func:`mirror.height_sharded`; the emulator
+  places the shards in the cores' L1 and the kernels read / write them there).
 * ``device.num_program_cache_entries()`` / ``cache_entries_counter`` assertions: ttnn's program
   cache is a device feature; not asserted.
 * test_sdpa_decode_sharded_on_subcoregrids: ``device_params={"dispatch_core_axis": COL}`` is a
@@ -272,7 +272,7 @@ def test_sdpa_decode_tree_reduction_power_of_2_regression(poison):
     check(out, want, min_pcc=0.99, max_rel_l2=rel_l2_bar(compute_config("HiFi4", True)), label="tree reduction")
 
 
-# ------------------------------------------------------------------ sharded (device-only memory configs: DRAM here)
+# ------------------------------------------------------------------ sharded (L1 height-sharded Q and output)
 
 def _sharded_cases():
     cases = []
@@ -295,8 +295,11 @@ def _sharded_cases():
 @pytest.mark.parametrize("b, s, dtype, q_dtype, poison", default_part(
     _sharded_cases(), {"all_bfp8-b1-clean", "all_bfp8-b1-poison"}))
 def test_sdpa_decode_sharded(b, s, dtype, q_dtype, poison):
-    """The peer's three calls (sharded in / out / both) are one call here: sharding is device-only."""
-    run_single_iter(b, 8, 1, s, 128, dtype, (8, 8), q_dtype, poison=poison, label=f"sharded b={b} s={s}")
+    """The peer's three calls: Q L1 height-sharded, the output, both (the emulator places the shards in
+    the cores' L1 and reads / writes them there)."""
+    for sharded_in, sharded_out in ((True, False), (False, True), (True, True)):
+        run_single_iter(b, 8, 1, s, 128, dtype, (8, 8), q_dtype, poison=poison, sharded_in=sharded_in,
+                        sharded_out=sharded_out, label=f"sharded b={b} s={s} in={sharded_in} out={sharded_out}")
 
 
 @pytest.mark.usefixtures("mock_cluster")

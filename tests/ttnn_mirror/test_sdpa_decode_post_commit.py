@@ -12,8 +12,8 @@ calls) is thinned in the default run to every 16th start plus the last; the whol
 the long sweep, with the cases that cost more than the default budget carries
 (``[8, 8, 1, 32768]`` at 16k positions, ~25 s; the program-cache calls, 16 users x 8k).
 
-Not mirrored as written: sharded Q / output memory configs (device-only: DRAM interleaved here, the
-same maths); ``num_program_cache_entries`` / ``cache_entries_counter`` assertions (a device
+Sharded Q / output memory configs are honoured (the emulator places L1 height shards in the cores'
+L1). Not mirrored as written: ``num_program_cache_entries`` / ``cache_entries_counter`` assertions (a device
 feature); the ``reset_seeds`` / ``requires_fresh_device`` fixtures (device housekeeping);
 test_sdpa_decode_broadcast_mask_batch's helper is not in the stored sdpa_test_utils.py: mirrored
 from the nightly docstring (issue #39910: one batch-1 mask read by every user).
@@ -90,8 +90,11 @@ def test_sdpa_decode_paged_attention(full, poison):
 @pytest.mark.parametrize("poison", [pytest.param(False, id="clean", marks=long_sweep),
                                     pytest.param(True, id="poison", marks=long_sweep)])
 def test_sdpa_decode_sharded(poison):
-    """The peer's three calls (sharded in / out / both) are one call here: sharding is device-only."""
-    run_single_iter(1, 8, 1, 32768, 128, BFP8, (8, 8), BFP8, poison=poison, label="sharded all_bfp8")
+    """The peer's three calls: Q L1 height-sharded, the output, both (the emulator places the shards in
+    the cores' L1 and reads / writes them there)."""
+    for sharded_in, sharded_out in ((True, False), (False, True), (True, True)):
+        run_single_iter(1, 8, 1, 32768, 128, BFP8, (8, 8), BFP8, poison=poison, sharded_in=sharded_in,
+                        sharded_out=sharded_out, label=f"sharded all_bfp8 in={sharded_in} out={sharded_out}")
 
 
 @pytest.mark.usefixtures("mock_cluster")

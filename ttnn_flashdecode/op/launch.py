@@ -103,47 +103,56 @@ def _constant_pages(head_dim: int, scale: float | None, sink: tuple[float, ...] 
     return pages
 
 
-def _q_shard_banks(q, shape: DecodeShape):
-    """``(bank cores, pages per shard)`` when ``q`` is a ttnn tensor described as L1 height-sharded
-    (a device tensor's ``.cpu()`` keeps its memory config), else None. The heads layout only, as on
-    a device; its shard must span Q's whole width and whole tile rows (ttnn's height sharding).
+def _height_shards(config, shape: DecodeShape, width: int, what: str):
+    """``(bank cores, pages per shard)`` when ``config`` (a memory config, or None) is sharded: L1
+    height-sharded with the heads layout only, as on a device; its shard whole tile rows spanning
+    the tensor's ``width``. None for an interleaved one.
 
     Raises:
-        ValueError: a sharded Q of the rows layout, or a shard that is not whole tile rows of Q.
+        ValueError: a config neither DRAM interleaved nor (heads layout) L1 height-sharded, or a
+            shard that is not whole tile rows across the width.
     """
-    config = q.memory_config() if isinstance(q, ttnn.Tensor) else None
-    if config is None or not config.is_sharded():
+    if config is None or (not config.is_sharded() and config.buffer_type == ttnn.BufferType.DRAM):
         return None
     if shape.q_layout != "heads" or not height_sharded_l1(config):
-        raise ValueError(f"q: expected a DRAM-interleaved tensor (or, q_layout 'heads', L1 height-sharded), got {config}")
+        raise ValueError(f"{what}: expected DRAM interleaved (or, q_layout 'heads', L1 height-sharded), got {config}")
     spec = config.shard_spec
-    height, width = (int(x) for x in spec.shape)
-    if width != q.padded_shape[-1] or height % 32:
-        raise ValueError(f"q: a height shard of whole tile rows spanning Q's width {q.padded_shape[-1]} expected, "
-                         f"got shard shape {[height, width]}")
+    height, shard_width = (int(x) for x in spec.shape)
+    if shard_width != width or height % 32:
+        raise ValueError(f"{what}: a height shard of whole tile rows spanning the width {width} expected, got shard "
+                         f"shape {[height, shard_width]}")
     row_major = spec.orientation == ttnn.ShardOrientation.ROW_MAJOR
     banks = [(c.x, c.y) for c in ttnn.corerange_to_cores(spec.grid, None, row_major)]
     return banks, height // 32 * (width // 32)
 
 
-def _sharded_q_buffer(emu, q_pages: np.ndarray, banks, shard_pages: int):
-    """Q's pages in an emulated L1 height-sharded buffer: shard ``s`` (pages ``s * shard_pages``
+def _sharded_buffer(emu, pages: np.ndarray, banks, shard_pages: int):
+    """``pages`` in an emulated L1 height-sharded buffer: shard ``s`` (pages ``s * shard_pages``
     on) in bank ``s % len(banks)``, slot ``s // len(banks)`` (round robin), and the buffer's
     TensorAccessorArgs (as ``ttnn.TensorAccessorArgs`` gives for such a tensor)."""
     from ttnn_flashdecode.emulator import sharded_tensor_accessor_compile_time_args
 
-    shards = -(-len(q_pages) // shard_pages)
-    buffer = emu.allocate_l1_sharded(banks, -(-shards // len(banks)) * shard_pages, q_pages.shape[1])
+    shards = -(-len(pages) // shard_pages)
+    buffer = emu.allocate_l1_sharded(banks, -(-shards // len(banks)) * shard_pages, pages.shape[1])
     for bank in range(min(len(banks), shards)):
-        emu.write_l1_bank(buffer, bank, np.concatenate([q_pages[s * shard_pages:(s + 1) * shard_pages]
+        emu.write_l1_bank(buffer, bank, np.concatenate([pages[s * shard_pages:(s + 1) * shard_pages]
                                                         for s in range(bank, shards, len(banks))]))
-    args = sharded_tensor_accessor_compile_time_args(q_pages.shape[1], [len(q_pages)], [shard_pages],
+    args = sharded_tensor_accessor_compile_time_args(pages.shape[1], [len(pages)], [shard_pages],
                                                      [emu.worker_core_from_logical_core(*c) for c in banks])
     return buffer, args
 
 
+def _read_sharded(emu, buffer, num_pages: int, shard_pages: int) -> np.ndarray:
+    """The ``num_pages`` pages of ``buffer`` (see :func:`_sharded_buffer`) as the last run left them."""
+    size = shard_pages * buffer.page_bytes
+    banks = buffer.banks
+    shards = [emu.peek_l1(banks[s % len(banks)], buffer.address + s // len(banks) * size, size)
+              for s in range(-(-num_pages // shard_pages))]
+    return np.concatenate(shards)[:num_pages * buffer.page_bytes].reshape(num_pages, buffer.page_bytes)
+
+
 def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, *, grid=None,
-                    max_split=None):
+                    max_split=None, memory_config=None):
     _last_report.value = None
     from ttnn_flashdecode.emulator import tensor_accessor_compile_time_args
 
@@ -160,12 +169,15 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         raise ValueError("attention_sink: per-device sinks (a sink tensor sharded over a mesh) need a mesh: Q, K, V "
                          "on that mesh, or host multi-device tensors")
     const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
-    q_shards = _q_shard_banks(q, shape)
+    width = shape.head_dim if shape.q_layout == "heads" else q_np.shape[-1]
+    q_shards = _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, width, "q")
+    out_shards = _height_shards(memory_config, shape, width, "memory_config")
     buffers = []
-    q_sharded = q_accessor_args = None
+    q_sharded = out_sharded = None
+    sharded_args = {}  # L1 buffer id -> its TensorAccessorArgs
     try:
         if q_shards is not None:
-            q_sharded, q_accessor_args = _sharded_q_buffer(emu, q_pages, *q_shards)
+            q_sharded, sharded_args[id(q_sharded)] = _sharded_buffer(emu, q_pages, *q_shards)
         for pages in (q_pages, *kv_pages, const_pages):
             if pages is q_pages and q_sharded is not None:
                 buffers.append(q_sharded)
@@ -173,9 +185,13 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
             buffer = emu.allocate_dram(len(pages), pages.shape[1])
             buffers.append(buffer)
             emu.write_pages(buffer, pages)
-        out_buffer = emu.allocate_dram(len(q_pages), q_pages.shape[1])
+        if out_shards is None:
+            out_buffer = emu.allocate_dram(len(q_pages), q_pages.shape[1])
+            emu.write_pages(out_buffer, np.zeros_like(q_pages))
+        else:
+            out_sharded, sharded_args[id(out_sharded)] = _sharded_buffer(emu, np.zeros_like(q_pages), *out_shards)
+            out_buffer = out_sharded
         buffers.append(out_buffer)
-        emu.write_pages(out_buffer, np.zeros_like(q_pages))
         positions = _positions_page(inputs.positions)
         buffers.append(emu.allocate_dram(1, positions.nbytes))  # one page: the whole vector
         emu.write_pages(buffers[-1], positions)
@@ -191,8 +207,8 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
             buffers.append(mask_buffer)
             emu.write_pages(mask_buffer, mask_pages)
         operands = _accessor_operands(buffers[:6], table_buffer, mask_buffer)
-        accessor_args = operand_accessor_args([q_accessor_args if b is q_sharded else tensor_accessor_compile_time_args(b)
-                                               for b in operands])
+        accessor_args = operand_accessor_args([sharded_args[id(b)] if id(b) in sharded_args
+                                               else tensor_accessor_compile_time_args(b) for b in operands])
         plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, cores, accessor_args,
                             emu.worker_core_from_logical_core, max_split=max_split)
         check_windows(plan)
@@ -213,15 +229,18 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
             set_addresses(program, addresses)
             report = emu.run(program, timeout_s=emulator_deadline(shape))
         report.plan = plan
-        result = tiles.from_tile_bytes(emu.read_pages(out_buffer), shape.q_tiled_shape)
+        out_pages = emu.read_pages(out_buffer) if out_sharded is None else \
+            _read_sharded(emu, out_sharded, len(q_pages), out_shards[1])
+        result = tiles.from_tile_bytes(out_pages, shape.q_tiled_shape)
         lse = None if lse_buffer is None else \
             np.ascontiguousarray(emu.read_pages(lse_buffer)).view("<f4").reshape(shape.lse_shape).astype(np.float32)
     finally:
         for buffer in buffers:
-            if buffer is not q_sharded:
+            if id(buffer) not in sharded_args:
                 emu.free(buffer)
-        if q_sharded is not None:
-            emu.free_l1(q_sharded)
+        for buffer in (q_sharded, out_sharded):
+            if buffer is not None:
+                emu.free_l1(buffer)
     _last_report.value = report
     if shape.q_layout == "rows":
         result = _heads_unpadded(result[:, :, :shape.q_height], shape)

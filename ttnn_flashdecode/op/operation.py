@@ -346,9 +346,8 @@ def attention(
         if key is not None:
             fast_path.remember(key, q, k, v, cur_pos_tensor, page_table_tensor, launch)
         return _with_q_dtype(out, q_dtype, lambda o: ttnn.typecast(o, q_dtype))
-    if memory_config is not None and memory_config != ttnn.DRAM_MEMORY_CONFIG:
-        raise ValueError(f"memory_config: expected None or ttnn.DRAM_MEMORY_CONFIG on the emulator, got {memory_config}")
-    out = run_on_emulator(q, k, v, inputs, scale, block_tiles, split, compute, grid=grid, max_split=max_split)
+    out = run_on_emulator(q, k, v, inputs, scale, block_tiles, split, compute, grid=grid, max_split=max_split,
+                          memory_config=memory_config)
     return _with_q_dtype(out, q_dtype, lambda o: ttnn.Tensor(to_numpy(o), q_dtype, layout=ttnn.TILE_LAYOUT))
 
 
