@@ -113,3 +113,49 @@ def test_an_l1_interleaved_output_is_refused_on_the_emulator():
     k = ttnn.Tensor(np.zeros((2, 1, 64, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
     with pytest.raises(ValueError, match="memory_config: expected DRAM interleaved"):
         scaled_dot_product_attention_decode(q, k, k, cur_pos=[3, 4], memory_config=ttnn.L1_MEMORY_CONFIG)
+
+
+def _cores(x0, y0, x1, y1):
+    return ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(x0, y0), ttnn.CoreCoord(x1, y1))})
+
+
+@pytest.mark.usefixtures("mock_cluster")
+@pytest.mark.parametrize("cores, shard, match", [
+    (_cores(0, 0, 2, 0), [32, HEAD_DIM], "memory_config: 8 shards of 32 rows on 3 cores"),
+    (_cores(0, 8, 7, 8), [32, HEAD_DIM], r"memory_config: shard cores \[.*\] are outside the 8x8 grid"),
+    (_cores(0, 0, 7, 0), [16, HEAD_DIM], "memory_config: a height shard of whole tile rows"),
+    (_cores(0, 0, 7, 0), [32, 64], "memory_config: a height shard of whole tile rows spanning the padded width 128"),
+], ids=["more-shards-than-cores", "core-outside-the-grid", "half-a-tile-row", "half-the-width"])
+def test_bad_sharded_outputs_are_refused_by_name(cores, shard, match):
+    q = ttnn.Tensor(np.zeros((1, 8, 8, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    k = ttnn.Tensor(np.zeros((8, 1, 64, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    config = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                               ttnn.ShardSpec(cores, shard, ttnn.ShardOrientation.ROW_MAJOR))
+    with pytest.raises(ValueError, match=match):
+        scaled_dot_product_attention_decode(q, k, k, cur_pos=[3] * 8, memory_config=config)
+
+
+@pytest.mark.usefixtures("mock_cluster")
+def test_head_dim_80_shards_span_the_padded_width():
+    """head_dim 80 pads to 3 tiles: a shard is [32, 96] (ttnn refuses [32, 80])."""
+    rng = np.random.default_rng(80)
+    q = rng.standard_normal((1, 2, 8, 80)).astype(np.float32)
+    k, v = (ttnn.Tensor(rng.standard_normal((2, 1, 64, 80)).astype(np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+            for _ in range(2))
+    config = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                               ttnn.ShardSpec(_cores(0, 0, 1, 0), [32, 96], ttnn.ShardOrientation.ROW_MAJOR))
+    plain = to_numpy(scaled_dot_product_attention_decode(ttnn.Tensor(q, ttnn.bfloat16).to(ttnn.TILE_LAYOUT), k, v,
+                                                         cur_pos=[40, 63]))
+    sharded = to_numpy(scaled_dot_product_attention_decode(_host_sharded(q, config), k, v, cur_pos=[40, 63],
+                                                           memory_config=config))
+    assert np.array_equal(sharded, plain)
+
+
+@pytest.mark.usefixtures("mock_cluster")
+def test_a_cache_outside_dram_is_refused():
+    q = ttnn.Tensor(np.zeros((1, 2, 8, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    k = ttnn.Tensor(np.zeros((2, 1, 64, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    l1_k = ttnn.Tensor(np.zeros(2 * 64 * HEAD_DIM, np.float32).tolist(), [2, 1, 64, HEAD_DIM], ttnn.bfloat16,
+                       ttnn.TILE_LAYOUT, None, ttnn.L1_MEMORY_CONFIG)
+    with pytest.raises(ValueError, match="k: expected a DRAM-interleaved tensor"):
+        scaled_dot_product_attention_decode(q, l1_k, k, cur_pos=[3, 4])

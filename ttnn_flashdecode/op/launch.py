@@ -103,14 +103,17 @@ def _constant_pages(head_dim: int, scale: float | None, sink: tuple[float, ...] 
     return pages
 
 
-def _height_shards(config, shape: DecodeShape, width: int, what: str):
+def _height_shards(config, shape: DecodeShape, pages, grid, what: str):
     """``(bank cores, pages per shard)`` when ``config`` (a memory config, or None) is sharded: L1
     height-sharded with the heads layout only, as on a device; its shard whole tile rows spanning
-    the tensor's ``width``. None for an interleaved one.
+    the tensor's padded width (``pages``: its tile pages, ``[n, row_tiles]``-shaped count), on at
+    least as many cores of the emulator's ``grid`` as there are shards (ttnn refuses more shards
+    than cores). None for a DRAM-interleaved one.
 
     Raises:
-        ValueError: a config neither DRAM interleaved nor (heads layout) L1 height-sharded, or a
-            shard that is not whole tile rows across the width.
+        ValueError: a config neither DRAM interleaved nor (heads layout) L1 height-sharded, a shard
+            that is not whole tile rows across the padded width, more shards than cores, or a
+            core outside the grid; each names ``what``.
     """
     if config is None or (not config.is_sharded() and config.buffer_type == ttnn.BufferType.DRAM):
         return None
@@ -118,12 +121,20 @@ def _height_shards(config, shape: DecodeShape, width: int, what: str):
         raise ValueError(f"{what}: expected DRAM interleaved (or, q_layout 'heads', L1 height-sharded), got {config}")
     spec = config.shard_spec
     height, shard_width = (int(x) for x in spec.shape)
-    if shard_width != width or height % 32:
-        raise ValueError(f"{what}: a height shard of whole tile rows spanning the width {width} expected, got shard "
-                         f"shape {[height, shard_width]}")
+    width = shape.dim_tiles * 32
+    if shard_width != width or height % 32 or height == 0:
+        raise ValueError(f"{what}: a height shard of whole tile rows spanning the padded width {width} (head_dim "
+                         f"{shape.head_dim}) expected, got shard shape {[height, shard_width]}")
     row_major = spec.orientation == ttnn.ShardOrientation.ROW_MAJOR
     banks = [(c.x, c.y) for c in ttnn.corerange_to_cores(spec.grid, None, row_major)]
-    return banks, height // 32 * (width // 32)
+    shard_pages = height // 32 * shape.dim_tiles
+    shards = -(-pages // shard_pages)
+    if shards > len(banks):
+        raise ValueError(f"{what}: {shards} shards of {height} rows on {len(banks)} cores: ttnn needs a core a shard")
+    outside = [c for c in banks if not (c[0] < grid[0] and c[1] < grid[1])]
+    if outside:
+        raise ValueError(f"{what}: shard cores {outside} are outside the {grid[0]}x{grid[1]} grid")
+    return banks, shard_pages
 
 
 def _sharded_buffer(emu, pages: np.ndarray, banks, shard_pages: int):
@@ -169,9 +180,13 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         raise ValueError("attention_sink: per-device sinks (a sink tensor sharded over a mesh) need a mesh: Q, K, V "
                          "on that mesh, or host multi-device tensors")
     const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
-    width = shape.head_dim if shape.q_layout == "heads" else q_np.shape[-1]
-    q_shards = _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, width, "q")
-    out_shards = _height_shards(memory_config, shape, width, "memory_config")
+    for name, tensor in (("k", k), ("v", v)):  # as on a device: the cache is DRAM interleaved
+        config = tensor.memory_config() if isinstance(tensor, ttnn.Tensor) else None
+        if config is not None and (config.is_sharded() or config.buffer_type != ttnn.BufferType.DRAM):
+            raise ValueError(f"{name}: expected a DRAM-interleaved tensor, got {config}")
+    q_shards = _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, len(q_pages), emu.grid,
+                              "q")
+    out_shards = _height_shards(memory_config, shape, len(q_pages), emu.grid, "memory_config")
     buffers = []
     q_sharded = out_sharded = None
     sharded_args = {}  # L1 buffer id -> its TensorAccessorArgs

@@ -158,7 +158,10 @@ def attention(
         compute_kernel_config: ``ttnn.ComputeConfigDescriptor`` / ttnn compute config /
             :class:`~ttnn_flashdecode.op.shape.ComputeOptions`; default HiFi4 with fp32
             DST accumulation.
-        memory_config: output memory config on a device; must be DRAM interleaved (default).
+        memory_config: the output's memory config: DRAM interleaved (default) or, with
+            ``q_layout="heads"``, L1 height-sharded (whole tile rows a shard, no more shards than
+            cores), on a device and on the emulator alike (there the shards sit in the emulated
+            cores' L1); anything else raises ValueError.
         split: split-K slices per request. ``None`` (default): the scheduler cuts long requests
             so every core of the grid gets about the same live tiles (short requests stay whole);
             ``1``: never split; ``k``: cut every request into ``k`` slices (some may be empty).

@@ -248,7 +248,8 @@ def scaled_dot_product_attention_decode(
         program_config: ``ttnn.SDPAProgramConfig`` or None: the grid or core set, the K/V block,
             the cores per request and the exp mode (:func:`_program_config_keywords`).
         compute_kernel_config: as :func:`ttnn_flashdecode.attention`.
-        memory_config: the output's: DRAM interleaved (default) or, on a device, L1 height-sharded.
+        memory_config: the output's: DRAM interleaved (default) or L1 height-sharded (on a device,
+            and on the emulator, which places the shards in its cores' L1).
         share_cache: True: K and V hold one cache (batch 1) that every user attends to, up to its
             own position (ttnn's meaning); False / None: one cache per user.
         sliding_window_size: ``W`` (positions, the row's own included) or ``None`` / 0 (no
