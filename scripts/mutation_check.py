@@ -195,8 +195,8 @@ MUTATIONS = [
              "the bank coordinates are packed high half first: not the layout ttnn's TensorAccessorArgs gives",
              tests=("tests/emulator/test_emulator_sharded.py::test_sharded_accessor_args_are_ttnns",)),
     Mutation("sharded-q-interleaved", "ttnn_flashdecode/op/launch.py",
-             "    q_shards = _q_shard_banks(q, shape)",
-             "    q_shards = None",
+             "    q_shards = _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, len(q_pages), emu.grid,",
+             "    q_shards = None and _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, len(q_pages), emu.grid,",
              "a height-sharded host Q is silently read as DRAM interleaved",
              tests=("tests/emulator/test_emulator_sharded.py::test_a_height_sharded_host_q_is_read_from_l1",)),
     # bf16 DST (issue 20): a block's row sums accumulate in row_sum_groups DST tiles, then are added.
