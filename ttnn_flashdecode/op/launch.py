@@ -106,9 +106,9 @@ def _constant_pages(head_dim: int, scale: float | None, sink: tuple[float, ...] 
 def _height_shards(config, shape: DecodeShape, pages, grid, what: str):
     """``(bank cores, pages per shard)`` when ``config`` (a memory config, or None) is sharded: L1
     height-sharded with the heads layout only, as on a device; its shard whole tile rows spanning
-    the tensor's padded width (``pages``: its tile pages, ``[n, row_tiles]``-shaped count), on at
-    least as many cores of the emulator's ``grid`` as there are shards (ttnn refuses more shards
-    than cores). None for a DRAM-interleaved one.
+    the tensor's padded width, on at least as many cores of the emulator's ``grid`` as the
+    tensor's ``pages`` (tiles) make shards (ttnn refuses more shards than cores). None for a
+    DRAM-interleaved one.
 
     Raises:
         ValueError: a config neither DRAM interleaved nor (heads layout) L1 height-sharded, a shard
