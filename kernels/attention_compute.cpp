@@ -696,31 +696,40 @@ void share_max(uint32_t children, uint32_t m_own, bool root, uint32_t m_request)
     cb_pop_front(kCbMaxInbox, kInboxSlots);  // the whole inbox, as the reader pushed it
 }
 
-// Where a combine pass-2 step leaves the new (O, L): back in O and L, or -- the last step of a slice
-// that sends its partial -- straight into OUTBOX (O pages, then L), so no step copies the state.
+// Where a combine pass-2 step leaves the new (O, L): back in the state CBs O and L; in PV and LSUM
+// (kTemp: between the steps of one row tile's combine when the state CBs hold other row tiles' state
+// too, whose front is then not this row tile's); or -- the last step of a slice that sends its
+// partial -- straight into OUTBOX (O pages, then L), so no step copies the state.
+enum class StateTo : uint32_t { kState, kTemp, kOutbox };
 struct StateOut {
-    bool outbox;
+    StateTo to;
     void begin() const {
-        if (outbox) {
+        if (to == StateTo::kOutbox) {
             cb_reserve_back(kCbOutbox, partial_pages(kDimTiles));
         }
     }
-    void o(uint32_t count) const { outbox ? pack_reserved(kCbOutbox, count) : pack_to(kCbO, count); }
-    void l() const { outbox ? pack_reserved(kCbOutbox, 1) : pack_to(kCbL, 1); }
+    void o(uint32_t count) const {
+        to == StateTo::kOutbox ? pack_reserved(kCbOutbox, count) : pack_to(to == StateTo::kTemp ? kCbPv : kCbO, count);
+    }
+    void l() const { to == StateTo::kOutbox ? pack_reserved(kCbOutbox, 1) : pack_to(to == StateTo::kTemp ? kCbLsum : kCbL, 1); }
     void end() const {
-        if (outbox) {
+        if (to == StateTo::kOutbox) {
             cb_push_back(kCbOutbox, partial_pages(kDimTiles));
         }
     }
 };
+// The (O, L) CBs a pass-2 step reads what the step before it left through `to`.
+constexpr uint32_t state_o(StateTo to) { return to == StateTo::kTemp ? kCbPv : kCbO; }
+constexpr uint32_t state_l(StateTo to) { return to == StateTo::kTemp ? kCbLsum : kCbL; }
 
-// Combine pass 2, first step: C = exp(own M - M), then O = C * O and L = C * L; frees own M and C.
+// Combine pass 2, first step, for the row tile at the front of the state CBs: C = exp(own M - M)
+// (M: `m_request` page `row`), then O = C * O and L = C * L; frees own M's front page and C.
 // Every CB of the combine passes (and OUTBOX) is a statistics CB, in the format share_max set up:
 // no step after it reconfigures the unpackers or the packer.
-void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out) {
+void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out, uint32_t row) {
     DeviceZoneScopedN("fd-compute-rescale");
-    cb_wait_front(m_request, 1);
-    correction(m_own, m_request, /*reconfigure=*/false);
+    cb_wait_front(m_request, row + 1);
+    correction(m_own, m_request, /*reconfigure=*/false, row);
     cb_wait_front(kCbC, 1);
     cb_wait_front(kCbO, kDimTiles);
     out.begin();
@@ -742,28 +751,30 @@ void rescale_state(uint32_t m_own, uint32_t m_request, StateOut out) {
     cb_pop_front(kCbC, 1);
 }
 
-// Combine pass 2: O += O_j and L += L_j for each child j's partial (inbox slot j), as it lands;
-// the last child's sums go to OUTBOX when `to_outbox`.
-void add_children(uint32_t children, bool to_outbox) {
+// Combine pass 2: O += O_j and L += L_j for each child j's partial (inbox slot j), as it lands,
+// starting from the (O, L) the step before left through `between`; each step leaves its sums
+// through `between` again, the last child's through `last`.
+void add_children(uint32_t children, StateTo between, StateTo last) {
     DeviceZoneScopedN("fd-compute-sum");
     constexpr uint32_t kPartial = partial_pages(kDimTiles);
+    const uint32_t o = state_o(between), l = state_l(between);
     for (uint32_t j = 0; j < children; ++j) {
-        const StateOut out{to_outbox && j + 1 == children};
+        const StateOut out{j + 1 == children ? last : between};
         cb_wait_front(kCbPartials, (j + 1) * kPartial);
         const uint32_t o_j = j * kPartial, l_j = o_j + kDimTiles;
-        cb_wait_front(kCbO, kDimTiles);
+        cb_wait_front(o, kDimTiles);
         out.begin();
-        add_init(kCbO, kCbPartials);
-        per_dim_chunk([&](uint32_t d, uint32_t i) { add_tiles(kCbO, kCbPartials, i, o_j + d, i); },
+        add_init(o, kCbPartials);
+        per_dim_chunk([&](uint32_t d, uint32_t i) { add_tiles(o, kCbPartials, i, o_j + d, i); },
                       [&](uint32_t count) {
-                          cb_pop_front(kCbO, count);
+                          cb_pop_front(o, count);
                           out.o(count);
                       });
-        cb_wait_front(kCbL, 1);
-        add_init(kCbL, kCbPartials);
+        cb_wait_front(l, 1);
+        add_init(l, kCbPartials);
         tile_regs_acquire();
-        add_tiles(kCbL, kCbPartials, 0, l_j, 0);
-        cb_pop_front(kCbL, 1);
+        add_tiles(l, kCbPartials, 0, l_j, 0);
+        cb_pop_front(l, 1);
         out.l();
         out.end();
     }
@@ -771,20 +782,30 @@ void add_children(uint32_t children, bool to_outbox) {
     cb_pop_front(kCbPartials, kInboxPages);  // the whole inbox, as the reader pushed it
 }
 
-// A split slice's end: both combine passes; slice 0 then normalises, the others' last pass-2 step
-// has left their partial (O unnormalised, L; relative to the request's max) in OUTBOX for the
-// writer. `m_own` holds this slice's M; `m_spare` is free.
+// A split slice's end: both combine passes, one row tile at a time (a round per row tile, the
+// reader and writer keeping step: attention_protocol.hpp "Q row tiles"); slice 0 then normalises,
+// the others' last pass-2 step of each round has left their partial (O unnormalised, L; relative
+// to the request's max) in OUTBOX for the writer. `m_own` holds this slice's M (a page per row
+// tile); `m_spare` is free (slice 0 gathers the request's maxima there, a page per round).
+// With several row tiles the state CBs hold the other row tiles' state too: a round's rescaled
+// state waits in PV / LSUM for its children's partials, and its result goes to the back of the
+// state CBs (or OUTBOX), so after R rounds they are in row-tile order again.
 void combine(const Params& p, uint32_t m_own, uint32_t m_spare) {
     const bool root = p.reducer();
     const uint32_t children = p.tree_children();
-    share_max(children, m_own, root, m_spare);
+    const StateTo last = root ? StateTo::kState : StateTo::kOutbox;
+    const StateTo between = kRowTiles > 1 ? StateTo::kTemp : StateTo::kState;
     const uint32_t m_request = root ? m_spare : kCbMaxGlobal;
-    rescale_state(m_own, m_request, StateOut{!root && children == 0});
-    add_children(children, !root);
+    for (uint32_t row = 0; row < kRowTiles; ++row) {
+        share_max(children, m_own, root, m_spare);
+        rescale_state(m_own, m_request, StateOut{children == 0 ? last : between}, root ? row : 0);
+        add_children(children, between, last);
+        if (!root) {
+            cb_pop_front(kCbMaxGlobal, 1);
+        }
+    }
     if (root) {
         normalise(m_request, p.idle());
-    } else {
-        cb_pop_front(kCbMaxGlobal, 1);
     }
 }
 
@@ -798,7 +819,7 @@ void skip_block() {
     }
 }
 
-// A split slice whose live tiles fit one block takes the request's max before exponentiating
+// A split slice (of one row tile) whose live tiles fit one block takes the request's max before exponentiating
 // (attention_protocol.hpp, "max first"): P = exp(S - M) with the request's M, so its (O, L) need
 // no rescale, and a slice without children packs them straight into OUTBOX.
 void attend_max_first(const Params& p) {
@@ -817,7 +838,7 @@ void attend_max_first(const Params& p) {
     {
         DeviceZoneScopedN("fd-compute-after-max");
         probabilities(live, m_request);
-        const StateOut out{!root && children == 0};
+        const StateOut out{!root && children == 0 ? StateTo::kOutbox : StateTo::kState};
         out.begin();
         cb_wait_front(kCbValues, kBlockPages);
         weighted_values(live, [&](uint32_t count) { out.o(count); });
@@ -832,7 +853,7 @@ void attend_max_first(const Params& p) {
         skip_block();  // padding up to a whole double block
     }
     formats(kCbO, kCbPartials, kCbO);  // add_children expects the statistics formats
-    add_children(children, !root);
+    add_children(children, StateTo::kState, root ? StateTo::kState : StateTo::kOutbox);
     if (root) {
         normalise(m_request, p.idle());
     } else {
@@ -877,7 +898,7 @@ void attend(Params p) {
     p.attention_chunk = kChunk;
     cb_wait_front(kCbConst, kConstPages);
     scale_query();
-    if (p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {
+    if (kRowTiles == 1 && p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {
         attend_max_first(p);
         cb_pop_front(kCbQs, kQsPages);
         cb_pop_front(kCbConst, kConstPages);

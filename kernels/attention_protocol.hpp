@@ -132,8 +132,8 @@ enum Cb : uint32_t {
 enum Semaphore : uint32_t {
     kSemQueryReady = 0,  // on slices 1..: the parent has staged Q and CONST (counts split items)
     kSemFetched = 1,     // on a parent: children that have copied its Q and CONST pages
-    kSemInboxReady = 2,  // on a child: its parent has reserved both its inboxes (counts split items)
-    kSemMaxReady = 3,    // on slices 1..: the parent holds the request's max (counts split items)
+    kSemInboxReady = 2,  // on a child: its parent has reserved both its inboxes (counts combine rounds)
+    kSemMaxReady = 3,    // on slices 1..: the parent holds the request's max (counts combine rounds)
     kSemMaxFetched = 4,  // on a parent: children that have copied the request's max
     kSemArrived = 5,     // on a parent, + inbox slot: 1 = that child's subtree max has landed,
                          // 2 = its partial has too
@@ -219,8 +219,11 @@ constexpr uint32_t const_pages(bool windowed, bool sink, uint32_t row_tiles) {
 // describe row tile 0 (q_rows 32, its Q / output first page); row tile r is row_tile(r): the same
 // request with Q and the output r * row_tile_pages() pages on (its 32 heads). Compute keeps one
 // running state (M, L, O) per row tile; the reader stages R tiles of Q (QSTAGE r * dim_tiles..)
-// and the writer writes R tiles of output. Unsplit decode only (valid_layout): a split group keeps
-// one request per row tile (the host plans it so).
+// and the writer writes R tiles of output. Decode only, of whole row tiles (valid_layout). Split,
+// every slice keeps the R states of its share of the K/V, and the combine runs in R rounds, one
+// per row tile in row-tile order (combine rounds: kSemInboxReady and kSemMaxReady count them):
+// each round is the one-row-tile combine (the inboxes hold one row tile's partials), so a split
+// group still reads each live K/V tile once.
 
 // Values from keys (named compile-time arg values_from_keys 1; MLA's latent cache, V = K's
 // columns): the call's V operand is its K operand, so the reader reads each K/V block once, into CB
@@ -596,13 +599,13 @@ struct Params {
     }
     // capacity_tiles a whole number of double blocks: the longest padded read window (at the
     // cache's last position) stays inside the cache.
-    // Several row tiles (residency_row_tiles > 1): unsplit decode of whole row tiles only.
+    // Several row tiles (residency_row_tiles > 1): decode of whole row tiles only.
     constexpr bool valid_layout(uint32_t residency_dim_tiles, uint32_t residency_block_tiles,
                                 uint32_t residency_row_tiles = 1) const {
         return q_rows >= 1 && q_rows <= 32 && query_row <= 31 && dim_tiles == residency_dim_tiles &&
                block_tiles == residency_block_tiles && block_tiles != 0 && capacity_tiles != 0 &&
                capacity_tiles % (2 * block_tiles) == 0 && split_index < slices() && valid_kind() &&
-               (residency_row_tiles == 1 || (!split() && (flags & ~kFlagHeadRows) == 0 && q_rows == kTilePositions));
+               (residency_row_tiles == 1 || ((flags & ~kFlagHeadRows) == 0 && q_rows == kTilePositions));
     }
     // The position-dependent half, true for every kv_positions_at() result of a valid layout.
     constexpr bool valid_positions() const {

@@ -449,6 +449,17 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
     }
 }
 
+// A combine round's inboxes, whole (every core pushes and pops them in full cycles, so their CB
+// pointers sit at the CB's start whenever a child computes a slot address), then tells this slice's
+// children in the combine tree they may send (kSemInboxReady counts the rounds).
+void open_inboxes(const Params& p) {
+    cb_reserve_back(kCbMaxInbox, kInboxSlots);
+    cb_reserve_back(kCbPartials, kInboxPages);
+    for (uint32_t level = 0; level < p.tree_children(); ++level) {
+        noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(kSemInboxReady)), 1);
+    }
+}
+
 // Raises `ready` on this slice's children in the combine tree and waits until `fetched` counts
 // them all: they have copied what this slice staged for them.
 void share_with_children(const Params& p, Semaphore ready, Semaphore fetched) {
@@ -481,13 +492,13 @@ void hand_over_inbox(const Params& p, uint32_t cb, uint32_t slot_pages, uint32_t
 // compute: the copies spread down the tree instead of queueing at slice 0's port. Both CBs have
 // one page, so on every core the page sits at the CB's start (where this core's reserved
 // MAX_GLOBAL page is; this kernel never moves its MAX_OUT pointers).
-void fetch_request_max(const Params& p, uint32_t split_items) {
+void fetch_request_max(const Params& p, uint32_t combine_rounds) {
     DeviceZoneScopedN("fd-reader-max");
     const uint32_t parent = p.split_first_core + p.tree_parent();
     cb_reserve_back(kCbMaxGlobal, 1);
     const uint32_t page = get_write_ptr(kCbMaxGlobal);
     const uint32_t source = p.tree_parent() == 0 ? get_write_ptr(kCbMaxOut) : page;
-    noc_semaphore_wait_min(semaphore(kSemMaxReady), split_items);
+    noc_semaphore_wait_min(semaphore(kSemMaxReady), combine_rounds);
     noc_async_read(core_noc_addr(parent, source), page, get_tile_size(kCbMaxGlobal));
     noc_async_read_barrier();
     noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemMaxFetched)), 1);
@@ -537,7 +548,8 @@ void kernel_main() {
     // pointers are there).
     const uint32_t stage_base = get_write_ptr(kCbQStage);
     const uint32_t const_base = get_write_ptr(kCbConst);
-    uint32_t split_items = 0;  // split slices served so far: the *_READY semaphores count them
+    uint32_t split_items = 0;     // split slices served so far: kSemQueryReady counts them
+    uint32_t combine_rounds = 0;  // combine rounds (a split slice's row tiles) so far: kSemMaxReady counts them
 
     // This core's work row: read from DRAM once, into the reader's own copy, then copied in L1 to
     // compute (WORK) and to the writer (WRITER_WORK).
@@ -566,13 +578,7 @@ void kernel_main() {
         split_items += p.split() ? 1 : 0;
 
         if (p.split()) {
-            // The whole inboxes, always: every core pushes and pops them in full cycles, so their
-            // CB pointers sit at the CB's start whenever a child computes a slot address.
-            cb_reserve_back(kCbMaxInbox, kInboxSlots);
-            cb_reserve_back(kCbPartials, kInboxPages);
-            for (uint32_t level = 0; level < p.tree_children(); ++level) {
-                noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(kSemInboxReady)), 1);
-            }
+            open_inboxes(p);  // combine round 0 (row tile 0), before the K/V: children may finish first
         }
         cb_reserve_back(kCbQStage, kRowTiles * kDimTiles);
         cb_reserve_back(kCbConst, kConstPages);
@@ -589,7 +595,7 @@ void kernel_main() {
             // once, and the copies spread down the tree instead of queueing at slice 0's port.
             const uint32_t parent = p.split_first_core + p.tree_parent();
             noc_semaphore_wait_min(semaphore(kSemQueryReady), split_items);
-            noc_async_read(core_noc_addr(parent, stage_base), stage, kDimTiles * kTileBytes);
+            noc_async_read(core_noc_addr(parent, stage_base), stage, kRowTiles * kDimTiles * kTileBytes);
             noc_async_read(core_noc_addr(parent, const_base), pages, 2 * kTileBytes);
             fetch_masks(p, const_reader, pages);
             noc_async_read_barrier();
@@ -604,11 +610,18 @@ void kernel_main() {
         stream_kv(p, k_reader, v_reader, table_page);
 
         if (p.split()) {
-            hand_over_inbox(p, kCbMaxInbox, 1, 1);  // combine pass 1: the children's subtree maxima
-            if (!p.reducer()) {
-                fetch_request_max(p, split_items);
+            // The combine, a round per Q row tile (compute's combine(); the writer keeps step).
+            for (uint32_t round = 0; round < kRowTiles; ++round) {
+                if (round > 0) {
+                    open_inboxes(p);  // waits until compute has drained the last round's
+                }
+                ++combine_rounds;
+                hand_over_inbox(p, kCbMaxInbox, 1, 1);  // combine pass 1: the children's subtree maxima
+                if (!p.reducer()) {
+                    fetch_request_max(p, combine_rounds);
+                }
+                hand_over_inbox(p, kCbPartials, partial_pages(kDimTiles), 2);  // pass 2: their partials
             }
-            hand_over_inbox(p, kCbPartials, partial_pages(kDimTiles), 2);  // pass 2: their partials
         }
     }
 }

@@ -16,6 +16,7 @@
 // A split request's slice >= 1 instead delivers, to its parent's inboxes, first its subtree's max
 // (MAX_OUT) and then its partial (OUTBOX: O, L, summed over its subtree), raising the parent's
 // kSemArrived + its slot after each; slice 0 first shares the request's max with its children.
+// With several row tiles, once per row tile (a combine round each, in row-tile order).
 #include <cstdint>
 
 #include "api/dataflow/dataflow_api.h"
@@ -41,10 +42,10 @@ constexpr uint32_t fp32_column0_word(uint32_t row) { return (row / 16u) * 512u +
 // parent's inbox `inbox`, then raises the parent's kSemArrived + slot. Every core has the same CB
 // layout and pushes / pops its inboxes only in whole cycles, so the parent's inbox starts where
 // this core's `inbox` write pointer sits (this kernel never moves it).
-void send_to_parent(const Params& p, uint32_t split_items, uint32_t from, uint32_t inbox, uint32_t pages) {
+void send_to_parent(const Params& p, uint32_t combine_rounds, uint32_t from, uint32_t inbox, uint32_t pages) {
     const uint32_t bytes = pages * get_tile_size(from);
     cb_wait_front(from, pages);
-    noc_semaphore_wait_min(semaphore(kSemInboxReady), split_items);
+    noc_semaphore_wait_min(semaphore(kSemInboxReady), combine_rounds);
     const uint32_t slot = get_write_ptr(inbox) + p.tree_slot() * bytes;
     const uint32_t parent = p.split_first_core + p.tree_parent();
     noc_async_write(get_read_ptr(from), core_noc_addr(parent, slot), bytes);
@@ -111,7 +112,7 @@ void write_lse(const Params& p, const Accessor& lse_writer, uint32_t stage) {
 }  // namespace
 
 void kernel_main() {
-    uint32_t split_items = 0;  // split slices served so far: kSemInboxReady counts them
+    uint32_t combine_rounds = 0;  // combine rounds (a split slice's row tiles) so far: kSemInboxReady counts them
 
     cb_wait_front(kCbWriterWork, 1);  // this core's work row, copied for the writer by the reader
     const uint32_t row = get_read_ptr(kCbWriterWork);
@@ -128,15 +129,19 @@ void kernel_main() {
         if (!p.valid_layout(kDimTiles, kBlockTiles, kRowTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
-        split_items += p.split() ? 1 : 0;
         if (p.split() && !p.reducer()) {
             DeviceZoneScopedN("fd-writer-partial");
-            send_to_parent(p, split_items, kCbMaxOut, kCbMaxInbox, 1);                       // pass 1
-            send_to_parent(p, split_items, kCbOutbox, kCbPartials, partial_pages(kDimTiles));  // pass 2
+            for (uint32_t round = 0; round < kRowTiles; ++round) {  // the combine, a round per Q row tile
+                ++combine_rounds;
+                send_to_parent(p, combine_rounds, kCbMaxOut, kCbMaxInbox, 1);                       // pass 1
+                send_to_parent(p, combine_rounds, kCbOutbox, kCbPartials, partial_pages(kDimTiles));  // pass 2
+            }
             continue;
         }
         if (p.split()) {
-            share_request_max(p);
+            for (uint32_t round = 0; round < kRowTiles; ++round) {
+                share_request_max(p);
+            }
         }
         for (uint32_t r = 0; r < kRowTiles; ++r) {  // Q row tiles (attention_protocol.hpp "Q row tiles")
             cb_wait_front(kCbOut, kDimTiles);

@@ -1,12 +1,12 @@
 """More than 32 Q heads per KV head (issue 20 item 6: 64 Q heads per KV head span two tile rows;
 issue 22: MLA's 128), on the emulator against the float64 reference.
 
-A KV group whose heads span R = heads / 32 row tiles is one request of R row tiles when the plan
-does not split it (``attention_protocol.hpp`` "Q row tiles"): every K/V block that reaches L1
-serves all R, so the group's K/V is read once (the bytes test bounds it at 1.05x the minimum). A
-split group keeps one request per 32 heads, each reading the K/V (``plan.shape.row_tiles`` 1).
-Hard inputs: both Q layouts, paged, an idle user, positions 0 / 31 / 32, scores all large and
-negative, return_lse and attention sinks at 128 heads. Pass bar: tests/bars.py.
+A KV group whose heads span R = heads / 32 row tiles is one request of R row tiles
+(``attention_protocol.hpp`` "Q row tiles"), split or not: every K/V block that reaches L1 serves
+all R, so the group's K/V is read once (the bytes tests bound it at 1.05x the minimum, unsplit and
+split over 8 cores); a split request's combine runs a round per row tile. Hard inputs: both Q
+layouts, paged, an idle user, positions 0 / 31 / 32, scores all large and negative, empty split
+slices, return_lse and attention sinks at 128 heads, split and not. Pass bar: tests/bars.py.
 """
 
 from __future__ import annotations
@@ -45,19 +45,20 @@ def _row_tiles() -> int:
 @pytest.mark.parametrize("n_q, n_kv", [(64, 1), (128, 2), (96, 1)])
 @pytest.mark.parametrize("split", [1, 2])
 def test_decode_heads_past_one_tile_row(n_q, n_kv, split):
-    """Unsplit: one request of every row tile per group; split: one request per row tile."""
+    """One request of every row tile per group, split or not (split: the combine a round per row
+    tile)."""
     positions = [0, 31, 32, 200]
     q, k, v = _inputs(n_q + split, 4, n_q, n_kv, 64, 256)
     out = run_quiet(attention, q, k, v, cur_pos=positions, split=split)
-    assert _row_tiles() == (n_q // n_kv // 32 if split == 1 else 1)
     assert_close(out, attention_reference(q, k, v, cur_pos=positions), f"{n_q}/{n_kv} split {split}")
+    assert _row_tiles() == n_q // n_kv // 32
 
 
 @pytest.mark.parametrize("max_cores", [1, 8])
 def test_ttnn_heads_layout_paged_with_an_idle_user(max_cores):
     """ttnn's ``[1, b, nh, dh]`` Q through the drop-in's paged twin, 64 heads on one KV head:
-    ``max_cores_per_head_batch`` 1 keeps each group whole (one request of two row tiles), 8 splits
-    it (a request per row tile)."""
+    ``max_cores_per_head_batch`` 1 keeps each group on one core, 8 splits it; one request of two
+    row tiles either way."""
     batch, n_q, head_dim, block = 2, 64, 128, 64
     q, k, v = _inputs(5, batch, n_q, 1, head_dim, 512)
     table = np.arange(batch * 8, dtype=np.int32)[::-1].reshape(batch, 8).copy()
@@ -71,18 +72,20 @@ def test_ttnn_heads_layout_paged_with_an_idle_user(max_cores):
                                     exp_approx_mode=False, max_cores_per_head_batch=max_cores)
     out = run_quiet(paged_scaled_dot_product_attention_decode, q.reshape(1, batch, n_q, head_dim), paged_k, paged_v,
                     table, cur_pos_tensor=positions, program_config=config)
-    assert _row_tiles() == (2 if max_cores == 1 else 1)
+    assert _row_tiles() == 2
+    assert last_report().plan.split == (max_cores > 1)
     want = attention_reference(q, k, v, cur_pos=[300, -1])
     got = np.asarray(out, np.float64).reshape(1, 1, batch, n_q * head_dim)
     assert_close(got[:, :, :1], want[:, :, :1], "paged 64 heads, user 0")
     assert not got[:, :, 1].any(), "an idle user's rows are zero"
 
 
-def test_large_negative_scores_every_row_tile():
+@pytest.mark.parametrize("split", [1, 4])
+def test_large_negative_scores_every_row_tile(split):
     """Exact scores (tests/test_sliding_window.py's construction): head ``h``'s Q is one-hot in dim
     ``h``, K's dim ``h`` holds its scores, half-integers in [-120, -100] (exp() of any underflows
-    float32), for both row tiles of heads, over four K/V blocks: each row tile keeps its own
-    running max through every block's correction."""
+    float32), for both row tiles of heads, over four K/V blocks (split: a block per slice): each
+    row tile keeps its own running max through every block's correction and every combine round."""
     n_q, head_dim, capacity = 64, 64, 256
     rng = np.random.default_rng(9)
     scores = rng.integers(-240, -199, size=(n_q, capacity)) / 2.0
@@ -93,53 +96,58 @@ def test_large_negative_scores_every_row_tile():
         k[0, 0, :, head] = 2.0 * scores[head]
     v = _bf16(rng.standard_normal((1, 1, capacity, head_dim)))
     q, k = _bf16(q), _bf16(k)
-    out = run_quiet(attention, q, k, v, cur_pos=[capacity - 1], scale=0.5, split=1, block_tiles=2)
+    out = run_quiet(attention, q, k, v, cur_pos=[capacity - 1], scale=0.5, split=split, block_tiles=1 if split > 1 else 2)
     assert _row_tiles() == 2
     want = attention_reference(q, k, v, cur_pos=[capacity - 1], scale=0.5)
     assert_close(out, want, "large negative scores")
 
 
+@pytest.mark.parametrize("split", [1, 8])
 @pytest.mark.parametrize("n_q", [64, 128])
-def test_unsplit_wide_group_reads_its_kv_once(n_q, record_property):
-    """DRAM bytes (read and written) of one unsplit group of ``n_q`` heads on one KV head: within
-    1.05x of the minimum, each live K/V tile once plus Q's rows read and the output's written. On
-    top: the constants' rows and the work row, and the row gathers' 64-byte DRAM chunks around each
-    32-byte face row of Q (2x Q's bytes). Measured (head_dim 64, 2048 positions) 1.016x at 64 heads
-    and 1.030x at 128; one request per row tile read the K/V 2x / 4x."""
+def test_wide_group_reads_its_kv_once(n_q, split, record_property):
+    """DRAM bytes (read and written) of one group of ``n_q`` heads on one KV head, unsplit and split
+    over 8 cores: within 1.05x of the minimum, each live K/V tile once plus Q's rows read and the
+    output's written. On top: the constants' rows and the work rows, and the row gathers' 64-byte
+    DRAM chunks around each 32-byte face row of Q (2x Q's bytes; split slices copy Q and the
+    partials core to core, not through DRAM). Measured (head_dim 64, 2048 positions) 1.016x at 64
+    heads and 1.030x at 128, unsplit; one request per row tile read the K/V 2x / 4x."""
     head_dim, capacity = 64, 2048
     q, k, v = _inputs(1, 1, n_q, 1, head_dim, capacity)
-    out = run_quiet(attention, q, k, v, cur_pos=[capacity - 1], split=1)
+    out = run_quiet(attention, q, k, v, cur_pos=[capacity - 1], split=split)
     assert _row_tiles() == n_q // 32
+    assert last_report().plan.split == (split > 1)
     totals = last_report().totals
     moved = totals.dram_read_bytes + totals.dram_write_bytes
     kv = 2 * capacity * head_dim * 2
     rows = n_q * head_dim * 2  # Q's group rows, read; the output's, written
     minimum = kv + 2 * rows
-    record_property("figure", f"{n_q} heads/KV head unsplit: {moved} B, {moved / minimum:.4f}x the minimum {minimum} B")
-    print(f"\n[emulator] {n_q} heads/KV head: {moved} B moved, {moved / minimum:.4f}x the minimum")
+    record_property("figure", f"{n_q} heads/KV head split {split}: {moved} B, {moved / minimum:.4f}x the minimum {minimum} B")
+    print(f"\n[emulator] {n_q} heads/KV head split {split}: {moved} B moved, {moved / minimum:.4f}x the minimum")
     assert kv <= totals.dram_read_bytes
     assert moved <= MAX_BYTES_OVER_MINIMUM * minimum, (moved, minimum)
-    assert moved >= minimum + rows + CONSTANT_ROWS_BYTES + work_row_bytes(1)  # Q's 64-byte chunks, constants, work
+    assert moved >= minimum + rows + CONSTANT_ROWS_BYTES + work_row_bytes(split)  # Q's 64-byte chunks, constants, work
     assert_close(out, attention_reference(q, k, v, cur_pos=[capacity - 1]), f"{n_q} heads")
 
 
+@pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("feature", ["lse", "sink"])
-def test_mla_like_128_heads_per_kv_head(feature):
-    """MLA's 128 Q heads on one KV head (head_dim 64 to stay fast), one request of four row tiles:
-    with return_lse (each row tile's LSE to its own heads) and with attention sinks (each row tile
-    its own sink page), against float64; two users, one mid-tile and one idle."""
+def test_mla_like_128_heads_per_kv_head(feature, split):
+    """MLA's 128 Q heads on one KV head (head_dim 64 to stay fast), one request of four row tiles,
+    on one core or split over 3 (an idle user's slices all empty): with return_lse (each row tile's
+    LSE to its own heads) and with attention sinks (each row tile its own sink page, folded in by
+    slice 0 after the four combine rounds), against float64; two users, one mid-tile and one idle."""
     batch, n_q, head_dim, capacity = 2, 128, 64, 512
     q, k, v = _inputs(22, batch, n_q, 1, head_dim, capacity, k_shift=0.5)
     positions = [333, -1]
     if feature == "lse":
-        out, lse = run_quiet(attention, q, k, v, cur_pos=positions, split=1, return_lse=True)
+        out, lse = run_quiet(attention, q, k, v, cur_pos=positions, split=split, return_lse=True)
         want, want_lse = attention_reference(q, k, v, cur_pos=positions, return_lse=True)
         got_lse = np.asarray(lse, np.float64).reshape(want_lse.shape)
         assert np.isneginf(got_lse[..., 1, :]).all() and np.isneginf(want_lse[..., 1, :]).all()
         np.testing.assert_allclose(got_lse[..., 0, :], want_lse[..., 0, :], rtol=0, atol=2e-2)
     else:
         sinks = _bf16(np.random.default_rng(3).standard_normal(n_q) * 4.0).astype(np.float64)
-        out = run_quiet(attention, q, k, v, cur_pos=positions, split=1, attention_sink=sinks)
+        out = run_quiet(attention, q, k, v, cur_pos=positions, split=split, attention_sink=sinks)
         want = attention_reference(q, k, v, cur_pos=positions, attention_sink=sinks)
         plain = attention_reference(q, k, v, cur_pos=positions)
         assert np.abs(plain - want).max() > 0.05  # the sinks matter

@@ -151,11 +151,11 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
     """The plan :func:`attention` runs for these shapes, without running it (no device needed).
 
     A decode KV group of more than 32 Q heads (64, 128 per KV head) is one request of several Q row
-    tiles, reading its K/V once, when it is not split: the plan of one request per row tile (each
-    reading the K/V) comes first, and when it splits no request (or ``split`` is 1) and the wider
-    request's CBs fit L1, the group's request serves every row tile instead (``plan.shape.row_tiles``).
-    A split group keeps one request per row tile: its slices spread the K/V read over more cores
-    (latency) at the cost of reading it once per row tile (bytes; docs/design.md).
+    tiles (``plan.shape.row_tiles``), reading its K/V once, split or not (a split request's combine
+    runs a round per row tile): the scheduler splits it over the cores as any request, so each
+    core does R times a 32-head slice's compute on 1/R of the positions a request per row tile
+    would give it, and the K/V is read once instead of R times. When the wider request's CBs do
+    not fit L1 (or the caller's block does not), one request per row tile instead.
 
     Positions play no part (trace-safe: one program for every position vector): the requests are
     scheduled as if every one were at the cache's full capacity
@@ -182,16 +182,15 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
     Raises:
         ValueError: as :func:`attention` for block size, split and request-count limits.
     """
-    plan = _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget,
-                                   max_split)
     rows = _row_tiles(shape)
-    if rows > 1 and (split == 1 or not plan.split):
+    if rows > 1:
         try:
-            return plan_program(dataclasses.replace(shape, row_tiles=rows), block_tiles, 1, compute, arch, grid,
+            return plan_program(dataclasses.replace(shape, row_tiles=rows), block_tiles, split, compute, arch, grid,
                                 accessor_args, noc_xy, l1_budget, max_split)
-        except ValueError:  # the wider request's CBs (or the caller's block) do not fit L1: one per row tile
+        except ValueError:  # the wider request's CBs (or the caller's block or split) do not fit L1: one per row tile
             pass
-    return plan
+    return _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget,
+                                   max_split)
 
 
 def _plan_row_tile_requests(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,

@@ -471,9 +471,9 @@ def encode(request: Request, residency) -> list[int]:
         )
     if request.dim_tiles != residency.dim_tiles:
         raise ValueError(f"dim_tiles: expected the residency's {residency.dim_tiles}, got {request.dim_tiles}")
-    if getattr(residency, "row_tiles", 1) > 1 and (request.split_count > 1 or request.flags & ~Flag.HEAD_ROWS
+    if getattr(residency, "row_tiles", 1) > 1 and (request.flags & ~Flag.HEAD_ROWS
                                                    or request.q_rows != MAX_Q_ROWS):  # Params::valid_layout
-        raise ValueError(f"row tiles: expected an unsplit decode request of {MAX_Q_ROWS} rows per row tile, got {request}")
+        raise ValueError(f"row tiles: expected a decode request of {MAX_Q_ROWS} rows per row tile, got {request}")
     _require("capacity_tiles", request.capacity_tiles, 1, _U32)
     double_block = 2 * request.block_tiles
     if request.capacity_tiles % double_block:

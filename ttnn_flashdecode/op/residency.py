@@ -239,9 +239,9 @@ def _validate(residency: Residency) -> None:
         raise ValueError(f"q_rows: expected 1 <= q_rows <= 32, got {residency.q_rows}")
     if not 1 <= residency.dim_tiles <= MAX_DIM_TILES:
         raise ValueError(f"dim_tiles: expected 1 <= dim_tiles <= {MAX_DIM_TILES} (head_dim <= 512), got {residency.dim_tiles}")
-    if not 1 <= residency.row_tiles <= MAX_ROW_TILES or residency.row_tiles > 1 and (residency.max_split > 1 or residency.mask):
-        raise ValueError(f"row_tiles: expected 1 <= row_tiles <= {MAX_ROW_TILES}, and 1 in a split program or with an "
-                         f"attention mask, got {residency.row_tiles} (max_split {residency.max_split}, mask {residency.mask})")
+    if not 1 <= residency.row_tiles <= MAX_ROW_TILES or residency.row_tiles > 1 and residency.mask:
+        raise ValueError(f"row_tiles: expected 1 <= row_tiles <= {MAX_ROW_TILES}, and 1 with an attention mask, got "
+                         f"{residency.row_tiles} (mask {residency.mask})")
     if residency.block_tiles < 1:
         raise ValueError(f"block_tiles: expected >= 1, got {residency.block_tiles}")
     if not 1 <= residency.max_split <= MAX_SPLIT:
