@@ -199,6 +199,24 @@ MUTATIONS = [
              "    q_shards = None and _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, len(q_pages), emu.grid,",
              "a height-sharded host Q is silently read as DRAM interleaved",
              tests=("tests/emulator/test_emulator_sharded.py::test_a_height_sharded_host_q_is_read_from_l1",)),
+    # Split-K with Q row tiles (issue 20 item 6): the combine runs a round per row tile.
+    Mutation("combine-rounds-share-row-0-max", "attention_compute.cpp",
+             "        rescale_state(m_own, m_request, StateOut{children == 0 ? last : between}, root ? row : 0);",
+             "        rescale_state(m_own, m_request, StateOut{children == 0 ? last : between}, 0);",
+             "slice 0 rescales every row tile's state by row tile 0's request max, while its children's partials "
+             "are relative to their own row tile's",
+             tests=("tests/test_wide_gqa.py::test_mla_like_128_heads_per_kv_head[sink-3]",)),
+    Mutation("combine-round-adds-to-the-wrong-row-tile", "attention_compute.cpp",
+             "    const StateTo between = kRowTiles > 1 ? StateTo::kTemp : StateTo::kState;",
+             "    const StateTo between = StateTo::kState;",
+             "a round's rescaled state goes to the back of the state CBs, so its children's partials are added to "
+             "the next row tile's state at the front",
+             tests=("tests/test_wide_gqa.py::test_mla_like_128_heads_per_kv_head[sink-3]",)),
+    Mutation("split-slices-copy-one-row-tile-of-q", "attention_reader.cpp",
+             "            noc_async_read(core_noc_addr(parent, stage_base), stage, kRowTiles * kDimTiles * kTileBytes);",
+             "            noc_async_read(core_noc_addr(parent, stage_base), stage, kDimTiles * kTileBytes);",
+             "slices 1.. copy only row tile 0 of the parent's staged Q: the other row tiles score stale L1",
+             tests=("tests/test_wide_gqa.py::test_mla_like_128_heads_per_kv_head[sink-3]",)),
     # bf16 DST (issue 20): a block's row sums accumulate in row_sum_groups DST tiles, then are added.
     Mutation("row-sums-in-one-chain", "attention_compute.cpp",
              "    const uint32_t groups = live < kRowSumGroups ? (live == 0 ? 1 : live) : kRowSumGroups;",

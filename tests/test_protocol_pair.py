@@ -242,14 +242,14 @@ REFUSED_PATCHES = KIND_REFUSALS + [
 
 @pytest.mark.parametrize("flags", [0, protocol.Flag.HEAD_ROWS])
 def test_header_row_tiles_of_a_wide_group(functions, flags):
-    """Row tile 0 of a 64- or 128-head group (q_rows 32, unsplit decode, both Q layouts) is valid with
-    several row tiles and its row tiles' pages match; split, it is not (``attention_protocol.hpp``
-    "Q row tiles")."""
-    for split_count in (0, 2):
-        request = protocol.Request(q_rows=32, dim_tiles=4, kv_positions=1000, block_tiles=2, capacity_tiles=64,
+    """Row tile 0 of a 64- or 128-head group (q_rows 32, decode, both Q layouts, split or not) is
+    valid with several row tiles and its row tiles' pages match; a request of fewer rows than a row
+    tile is not (``attention_protocol.hpp`` "Q row tiles")."""
+    for split_count, q_rows in ((0, 32), (2, 32), (2, 16)):
+        request = protocol.Request(q_rows=q_rows, dim_tiles=4, kv_positions=1000, block_tiles=2, capacity_tiles=64,
                                    flags=int(flags), split_count=split_count, q=protocol.Operand.interleaved(0, 256),
                                    out=protocol.Operand.interleaved(0, 256))
-        assert _row_tiles_valid(request) == (split_count == 0)
+        assert _row_tiles_valid(request) == (q_rows == 32)
         words = protocol.encode(request, Residency(q_rows=32, dim_tiles=4, block_tiles=2))
         _compare(functions, [pair for pair in _method_cases(request, words, 999)
                              if pair[0][0] in ("valid_layout", "row_tile_pages", "row_tile")])
