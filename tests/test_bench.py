@@ -125,7 +125,8 @@ def test_bench_mesh_prints_tensor_and_context_parallel_rows(capsys):
 def test_bench_mla_prints_measured_bytes_and_the_modelled_bound(capsys):
     """``bench --mla``: DeepSeek-V3's MLA bytes measured on the emulator (here at 64 positions to stay
     fast) at 16/64/128 heads, unsplit within 1.05x of the minimum at 128 heads once the latent
-    outweighs Q (checked at 256 positions in tests/test_mla.py), and the modelled rows' bound."""
+    outweighs Q (checked at 256 positions in tests/test_mla.py), the planner's split as few bytes
+    (the latent once), and the modelled rows' bound."""
     from ttnn_flashdecode.tools import mla_bench
 
     assert cli.main(["bench", "--mla", "--contexts", "64", "--batches", "1"]) == 0
@@ -134,6 +135,10 @@ def test_bench_mla_prints_measured_bytes_and_the_modelled_bound(capsys):
     rows = {(r.heads, r.mode): r for r in mla_bench.measure((128,), 64)}
     unsplit = rows[(128, "unsplit")]
     assert unsplit.cores == 1 and unsplit.dram_read_bytes >= 64 * 576 * 2 + 128 * 576 * 2
+    planner = rows[(128, "planner")]  # split over cores, the group still one request: the latent read once
+    assert planner.cores > 1 and planner.ratio <= 1.05 * unsplit.ratio
     modelled = {(r.context, r.batch, r.mode): r for r in mla_bench.model((8192,), (1, 32), ("bfloat16",))}
     assert modelled[(8192, 32, "unsplit")].bound == "compute"  # 128 heads: the FPU floor passes the DRAM time
-    assert modelled[(8192, 1, "split")].latent_reads == 4 and modelled[(8192, 1, "split")].bound == "DRAM"
+    split = modelled[(8192, 1, "split")]  # one request of four row tiles over 64 cores: the latent read once
+    assert split.latent_reads == 1 and split.dram_bytes == modelled[(8192, 1, "unsplit")].dram_bytes
+    assert split.fpu_s < modelled[(8192, 1, "unsplit")].fpu_s / 32

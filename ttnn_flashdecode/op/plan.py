@@ -16,12 +16,17 @@ from ttnn_flashdecode.op.grid import grid_size, grid_text
 from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, Plan, build_program, plan_decode
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_ROW_TILES, Residency, cb_budget_bytes, l1_bytes, max_block_tiles
-from ttnn_flashdecode.op.schedule import schedule
+from ttnn_flashdecode.op.schedule import DEFAULT_MIN_SLICE_TILES, schedule
 
 __all__ = ["DEFAULT_BLOCK_TILES", "DEFAULT_ARCH", "plan_program", "program_for", "check_windows"]
 
 DEFAULT_BLOCK_TILES = 16
 """The seed's block size (DESIGN.md §8): 16 position tiles = 512 positions per K/V block."""
+
+min_slice_tiles_per_row_tile = DEFAULT_MIN_SLICE_TILES
+"""The smallest split-K slice (live position tiles) the planner cuts from a request of one Q row
+tile (``split=None``); an R-row request's slices may be R times shorter. ``bench
+--min-slice-tiles`` swaps it for a what-if."""
 
 DEFAULT_ARCH = "wormhole_b0"
 """Architecture the emulator models when no device says otherwise (n150 / n300)."""
@@ -217,7 +222,11 @@ def _plan_row_tile_requests(shape: DecodeShape, block_tiles, split, compute: Com
             f"requests: expected at most {grid_cores * per_core} (batch x {heads}) on a {grid_text(grid)} "
             f"({per_core} per core), got {len(kv_positions)} ({shape.batch} x {shape.requests // shape.batch})"
         )
-    plan_schedule = schedule(kv_positions, grid_cores, max_split=max_split, max_slices_per_core=per_core, split=split)
+    # A tile of an R-row request is R row tiles' work: its slices may be R times shorter, so a split
+    # group spreads over as many cores as R requests of one row tile each would.
+    min_slice_tiles = max(1, min_slice_tiles_per_row_tile // shape.row_tiles)
+    plan_schedule = schedule(kv_positions, grid_cores, max_split=max_split, max_slices_per_core=per_core, split=split,
+                             min_slice_tiles=min_slice_tiles)
     largest = max(plan_schedule.split_count(r) for r in range(len(kv_positions)))
     if block_tiles is not None:
         blocks = block_tiles

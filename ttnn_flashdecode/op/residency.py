@@ -88,8 +88,8 @@ CONST_PAGES = 4
 """CONST pages of a program without a sliding window (``protocol.const_pages``)."""
 
 MAX_ROW_TILES = 4
-"""Most Q row tiles per request: 128 Q heads per KV head (MLA's). The planner gives a wider KV group
-one request per row tile (:func:`ttnn_flashdecode.op.plan.plan_program`)."""
+"""Most Q row tiles per request: 128 Q heads per KV head (MLA's). The planner gives a KV group whose
+row tiles do not fit one request's L1 one request per row tile (:func:`ttnn_flashdecode.op.plan.plan_program`)."""
 
 MAX_DIM_TILES = 18
 """Largest head_dim in tiles (576 elements: MLA's latent, DeepSeek-V3): the range the op is built and tested for. The reader's

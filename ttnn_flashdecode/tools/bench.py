@@ -85,22 +85,21 @@ def _min_slice_tiles(tiles: int | None):
     """Make the op's planner cut slices no smaller than ``tiles`` (a what-if; None: its default).
 
     The op's planner (``plan.plan_program``) calls :func:`ttnn_flashdecode.op.schedule.schedule` with
-    the default bound; this swaps in a bound for the duration, for both the analytic rows and
-    the emulator runs.
+    the bound ``plan.min_slice_tiles_per_row_tile``; this swaps in another for the duration, for
+    both the analytic rows and the emulator runs.
     """
     if tiles is None:
         yield
         return
     from ttnn_flashdecode.op import plan
-    from ttnn_flashdecode.op import schedule as schedule_module
 
-    original = plan.schedule
-    plan.schedule = functools.partial(schedule_module.schedule, min_slice_tiles=tiles)
+    original = plan.min_slice_tiles_per_row_tile
+    plan.min_slice_tiles_per_row_tile = tiles
     plan.plan_program.cache_clear()  # plans are cached: none made under either bound may leak
     try:
         yield
     finally:
-        plan.schedule = original
+        plan.min_slice_tiles_per_row_tile = original
         plan.plan_program.cache_clear()
 
 

@@ -12,9 +12,9 @@ all the group's Q row tiles) and as the planner splits it. Bytes are the emulato
 **Modelled** (:func:`model`; nothing here ran on a card): per call ``max(DRAM bytes / chip bandwidth,
 the busiest core's FPU time)``:
 
-* DRAM: n150's 288 GB/s (TT_FACTS §8); bytes as measured above, scaled: the latent is read once
-  unsplit, once per Q row tile (32 heads) when the group is split over cores (what the emulator
-  counts), plus Q and the output.
+* DRAM: n150's 288 GB/s (TT_FACTS §8); bytes as measured above, scaled: the latent is read once,
+  unsplit or split (the group is one request of every Q row tile either way, its combine a round
+  per row tile: what the emulator counts), plus Q and the output.
 * FPU: every 32x32x32 matmul tile costs 64 cycles at HiFi4, the default fidelity (TT_FACTS §8:
   ``tech_reports/matrix_engine/matrix_engine.md``, GEMM_FLOPS.md), at 1.0 GHz (n150). Per live
   position tile a row tile takes ``dim_tiles`` tiles for Q.K^T and ``dim_tiles`` for P.V (the
@@ -22,7 +22,7 @@ the busiest core's FPU time)``:
   counted (no exp, reductions, unpack or pack), so the FPU time is a LOWER bound: a row that the
   model calls DRAM-bound may still be compute-bound on a card; one it calls compute-bound is.
 * Cores: unsplit, one per user (``batch`` busy cores, at most the 64 of the grid); split, the
-  planner's slices, each row tile's request cut over ``64 // (batch * row tiles)`` cores.
+  planner's slices, each user's request (all its row tiles) cut over ``64 // batch`` cores.
 """
 
 from __future__ import annotations
@@ -125,10 +125,10 @@ def model(contexts: Sequence[int] = (1024, 8192, 32768), batches: Sequence[int] 
                 latent = batch * tiles * (LATENT // 32) * cm.kv_tile_bytes(kv_dtype)
                 per_position_tile = row_tiles * 2 * (LATENT // 32) * FPU_CYCLES_PER_TILE  # cycles, one row tile each
                 plans = [("unsplit", min(batch, GRID_CORES), 1, tiles * per_position_tile * -(-batch // GRID_CORES))]
-                slices = GRID_CORES // (batch * row_tiles)
-                if slices > 1:  # each row tile's request over `slices` cores
-                    per_core = -(-tiles // slices) * (per_position_tile // row_tiles)
-                    plans.append(("split", batch * row_tiles * slices, row_tiles, per_core))
+                slices = GRID_CORES // batch
+                if slices > 1:  # each user's request of every row tile over `slices` cores: the latent read once
+                    per_core = -(-tiles // slices) * per_position_tile
+                    plans.append(("split", batch * slices, 1, per_core))
                 for mode, cores, reads, cycles in plans:
                     dram = base + (reads - 1) * latent
                     rows.append(ModelledRow(context, batch, kv_dtype, mode, cores, reads, dram,

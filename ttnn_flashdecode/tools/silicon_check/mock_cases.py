@@ -90,13 +90,15 @@ CASES = (
          cache_block_size=64, kv_dtype="bfloat8_b", drop_in=True),
     Case("paged blocks of 16 positions (tt-metal #37927's shape), bfloat16", 1, 32, 8, 128, 512, dict(cur_pos=[256]),
          cache_block_size=16),
-    Case("64 Q heads on one KV head, scheduler split (a request per row tile of heads), paged", 2, 64, 1, 128, 1024,
-         dict(cur_pos=[5, 1000]), cache_block_size=64),
+    Case("64 Q heads on one KV head, scheduler split: one request of two row tiles, combine a round per row tile, "
+         "paged", 2, 64, 1, 128, 1024, dict(cur_pos=[5, 1000]), cache_block_size=64),
     # Issue 20 item 6 / issue 22: one request of several Q row tiles per KV group, its K/V read once.
     Case("64 Q heads on one KV head, unsplit: one request of two row tiles, paged", 2, 64, 1, 128, 1024,
          dict(cur_pos=[5, 1000], split=1), cache_block_size=64),
     Case("MLA-like: 128 Q heads on one KV head, d512 (four row tiles), sinks + return_lse, an idle slot, unsplit", 2,
          128, 1, 512, 1024, dict(cur_pos=[-1, 1000], split=1, attention_sink=[0.5] * 128, return_lse=True)),
+    Case("MLA-like: 128 Q heads on one KV head, d512 (four row tiles), sinks + return_lse, scheduler split (four "
+         "combine rounds)", 1, 128, 1, 512, 4096, dict(cur_pos=[4000], attention_sink=[0.5] * 128, return_lse=True)),
     Case("drop-in 64 Q heads on one KV head, Q height-sharded, max_cores_per_head_batch 1 (two row tiles)", 4, 64, 1,
          128, 2048, dict(cur_pos=[5, 100, 1000, 2047], max_cores_per_head_batch=1), drop_in=True),
     Case("non-causal with a device attn_mask (Whisper), scheduler split", 2, 20, 20, 64, 1536, dict(), mask=True),
