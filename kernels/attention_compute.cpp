@@ -70,7 +70,10 @@ constexpr bool kWindowed = kWindow != 0 || kChunk != 0;
 // Q row tiles per request (attention_protocol.hpp "Q row tiles"): one running state (M, L, O) per
 // row tile, every K/V block serving them all; 1 normally.
 constexpr uint32_t kRowTiles = get_named_compile_time_arg_val("row_tiles");
-constexpr uint32_t kConstPages = const_pages(kWindowed, kSink, kRowTiles);
+// Row-tile users (attention_protocol.hpp "Row-tile users"): row tile r is user `user + r`, its own
+// position and masks (ttnn's spec_multi_pos_tiles candidates against one scan of the cache).
+constexpr bool kRowTileUsers = get_named_compile_time_arg_val("row_tile_users") != 0;
+constexpr uint32_t kConstPages = const_pages(kWindowed, kSink, kRowTiles, kRowTileUsers);
 // QSTAGE / QS pages per request: row tile r's query at pages r * dim_tiles ...
 constexpr uint32_t kQsPages = kRowTiles * kDimTiles;
 // 1 at LoFi / HiFi2: the FPU multiplies by SrcB's top 7 significant bits only, truncated, so the
@@ -154,6 +157,12 @@ void per_dim_chunk(TileOp tile_op, Finish finish) {
     }
 }
 
+// DST tile `dst` = 0 (a finite tile times 0, on the SFPU).
+void zero_dst(uint32_t dst) {
+    binop_with_scalar_tile_init();
+    mul_unary_tile(dst, 0u);
+}
+
 // DST tile `dst` = tile `a` of `cb_a` times tile `b` of `cb_b` (`b_is_column`: its column 0, across
 // every column), elementwise on the SFPU in fp32 (no fidelity phases), with DST tile `scratch` for
 // the second factor. Both are copies into DST, no FPU multiply. DST is acquired by the caller.
@@ -195,6 +204,26 @@ void scale_query() {
     }
     cb_pop_front(kCbQStage, kQsPages);
     cb_wait_front(kCbQs, kQsPages);
+}
+
+// Row tile `row`'s kv_positions: its own POSITIONS entry's with row-tile users (UNPACK reads it and
+// shares it with MATH and PACK), else the request's.
+uint32_t row_kv_positions(const Params& p, uint32_t row) {
+    if constexpr (kRowTileUsers) {
+        return p.kv_positions_at(static_cast<int32_t>(read_tile_value(kCbPositions, 0, row_tile_user(p.user, row, true))));
+    }
+    return p.kv_positions;
+}
+
+// The request's kv_positions: with row-tile users the largest of its row tiles' (what the reader
+// reads and the slices split), else its own entry's.
+uint32_t request_kv_positions(const Params& p) {
+    uint32_t most = 0;
+    for (uint32_t row = 0; row < (kRowTileUsers ? kRowTiles : 1); ++row) {
+        const uint32_t own = p.kv_positions_at(static_cast<int32_t>(read_tile_value(kCbPositions, 0, row_tile_user(p.user, row, kRowTileUsers))));
+        most = own > most ? own : most;
+    }
+    return most;
 }
 
 // Score modifier "logit softcap": S = c tanh(S / c) on the scaled scores (DST tile 0), before every
@@ -240,8 +269,9 @@ void add_attn_mask(uint32_t t) {
 
 // S = QS . K^T for the block's `live` tiles, the first of them window tile `first_tile`, QS from page
 // `qs` (row tile qs / dim_tiles); a masked tile (the last live one and, with several rows per head,
-// the one before) gets its CONST mask page.
-void scores(const Params& p, uint32_t live, uint32_t first_tile, uint32_t qs) {
+// the one before) gets its CONST mask page. Row-tile users: row tile qs / dim_tiles's own masks,
+// from its own kv positions `own` (own_mask_page).
+void scores(const Params& p, uint32_t live, uint32_t first_tile, uint32_t qs, uint32_t own = 0) {
     DeviceZoneScopedN("fd-compute-scores");
     cb_reserve_back(kCbS, kBlockTiles);
     if constexpr (kMaskUsers != 0) {
@@ -255,7 +285,9 @@ void scores(const Params& p, uint32_t live, uint32_t first_tile, uint32_t qs) {
             matmul_tiles(kCbQs, kCbK, qs + d, t * kDimTiles + d, 0);
         }
         cap_scores();
-        const uint32_t mask_page = p.mask_page(first_tile + t);
+        const uint32_t mask_page = kRowTileUsers
+                                       ? own_mask_page(own, first_tile + t, row_mask_page(kSink, kRowTiles, qs / kDimTiles))
+                                       : p.mask_page(first_tile + t);
         if (mask_page != kNoMask) {
             // S += MASK: 0 on each row's live columns, MASK_VALUE on its dead ones, so exp() zeroes them.
             add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbConst);
@@ -553,7 +585,7 @@ void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
 // fp32_dest_acc_en; the host requires it), the LLK's accurate log and an SFPU add, so no step
 // rounds to bfloat16. An idle slot's L is 0 (normalise folds no sink into it): log(0) = -inf (the
 // LLK's special case) and -inf + M (MASK_VALUE) = -inf. Leaves L and M for normalise.
-void log_sum_exp(uint32_t m) {
+void log_sum_exp(uint32_t m, bool idle) {
     if constexpr (kLse) {
         DeviceZoneScopedN("fd-compute-lse");
         cb_wait_front(kCbL, 1);
@@ -562,6 +594,9 @@ void log_sum_exp(uint32_t m) {
         tile_regs_acquire();
         copy_init(kCbL);
         copy_tile(kCbL, 0, 0);
+        if (idle) {
+            zero_dst(0);  // an idle row: L = 0, so LSE = -inf
+        }
         copy_init(m);  // a statistics CB like L: same format
         copy_tile(m, 0, 1);
         log_tile_init();
@@ -573,17 +608,21 @@ void log_sum_exp(uint32_t m) {
 }
 
 // OUT = O * (1 / L) (and, with return_lse, the LSE first) for the row tile at the front of the
-// state CBs; frees its O, L and running max (`m`'s front page).
+// state CBs; frees its O, L and running max (`m`'s front page). An idle row's OUT = O * 0 = 0,
+// never 0 / 0: an idle slot's O and L are 0; an idle row tile of row-tile users has attended
+// only killed columns (O and L finite, from every one weighed alike).
 void normalise_row(uint32_t m, bool idle) {
-    log_sum_exp(m);
+    log_sum_exp(m, idle);
     cb_wait_front(kCbL, 1);
     formats(kCbL, kCbL, kCbLsum);
     copy_init(kCbL);
     recip_tile_init();
     tile_regs_acquire();
     copy_tile(kCbL, 0, 0);
-    if (!idle) {
-        recip_tile(0);  // an idle slot's L is 0 (and O is 0): OUT = O * L = 0, never 0 / 0
+    if (idle) {
+        zero_dst(0);
+    } else {
+        recip_tile(0);
     }
     pack_to(kCbLsum, 1);
     cb_pop_front(kCbL, 1);
@@ -614,8 +653,9 @@ void normalise_row(uint32_t m, bool idle) {
 // The end of a request on its normalising core, every row tile in order (the writer takes OUT a row
 // tile at a time): the sinks folded into each row tile's state first (a whole cycle of the state
 // CBs, so they are back in order), then OUT per row tile. `m_final` holds the final running maxima.
-void normalise(uint32_t m_final, bool idle) {
+void normalise(uint32_t m_final, const Params& p) {
     DeviceZoneScopedN("fd-compute-normalise");
+    const bool idle = p.idle();
     uint32_t m = m_final;
     if constexpr (kSink) {
         if (!(kLse && idle)) {  // with return_lse an idle slot keeps L = 0: its LSE is -inf, its output 0 either way
@@ -626,7 +666,7 @@ void normalise(uint32_t m_final, bool idle) {
         }
     }
     for (uint32_t row = 0; row < kRowTiles; ++row) {
-        normalise_row(m, idle);
+        normalise_row(m, idle || row_kv_positions(p, row) == 0);
     }
 }
 
@@ -805,7 +845,7 @@ void combine(const Params& p, uint32_t m_own, uint32_t m_spare) {
         }
     }
     if (root) {
-        normalise(m_request, p.idle());
+        normalise(m_request, p);
     }
 }
 
@@ -819,45 +859,54 @@ void skip_block() {
     }
 }
 
-// A split slice (of one row tile) whose live tiles fit one block takes the request's max before exponentiating
+// A split slice whose live tiles fit one block takes the request's max before exponentiating
 // (attention_protocol.hpp, "max first"): P = exp(S - M) with the request's M, so its (O, L) need
-// no rescale, and a slice without children packs them straight into OUTBOX.
+// no rescale, and a slice without children packs them straight into OUTBOX. Several row tiles: a
+// combine round per row tile, in row-tile order, against the one block in L1 (as combine()).
 void attend_max_first(const Params& p) {
     const uint32_t live = p.slice_live_tiles();
     const bool root = p.reducer();
     const uint32_t children = p.tree_children();
+    const StateTo last = root ? StateTo::kState : StateTo::kOutbox;
+    const StateTo between = kRowTiles > 1 ? StateTo::kTemp : StateTo::kState;
+    const uint32_t m_request = root ? kCbMB : kCbMaxGlobal;  // slice 0 gathers the request's M in M_B
     cb_wait_front(kCbK, kBlockPages);
-    scores(p, live, p.block_first_tile(0), 0);
-    if constexpr (!kValuesFromKeys) {
-        cb_pop_front(kCbK, kBlockPages);
+    for (uint32_t row = 0; row < kRowTiles; ++row) {
+        const bool last_row = row + 1 == kRowTiles;
+        scores(p, live, p.block_first_tile(0), row * kDimTiles, row_kv_positions(p, row));
+        if (last_row && !kValuesFromKeys) {
+            cb_pop_front(kCbK, kBlockPages);
+        }
+        running_max(live, /*first=*/true, kCbMB, kCbMA);  // this slice's M in M_A
+        cb_wait_front(kCbMA, 1);
+        share_max(children, kCbMA, root, kCbMB);
+        {
+            DeviceZoneScopedN("fd-compute-after-max");
+            probabilities(live, m_request, root ? row : 0);
+            const StateOut out{children == 0 ? last : between};
+            out.begin();
+            cb_wait_front(kCbValues, kBlockPages);
+            weighted_values(live, [&](uint32_t count) { out.o(count); });
+            if (last_row) {
+                cb_pop_front(kCbValues, kBlockPages);
+            }
+            block_row_sums(live, kCbL);
+            out.l();
+            out.end();
+            cb_pop_front(kCbScratch, kBlockTiles);
+        }
+        cb_pop_front(kCbMA, 1);
+        formats(kCbO, kCbPartials, kCbO);  // add_children expects the statistics formats
+        add_children(children, between, last);
+        if (!root) {
+            cb_pop_front(kCbMaxGlobal, 1);
+        }
     }
-    running_max(live, /*first=*/true, kCbMB, kCbMA);  // this slice's M in M_A
-    cb_wait_front(kCbMA, 1);
-    share_max(children, kCbMA, root, kCbMB);  // slice 0: the request's M in M_B
-    const uint32_t m_request = root ? kCbMB : kCbMaxGlobal;
-    {
-        DeviceZoneScopedN("fd-compute-after-max");
-        probabilities(live, m_request);
-        const StateOut out{!root && children == 0 ? StateTo::kOutbox : StateTo::kState};
-        out.begin();
-        cb_wait_front(kCbValues, kBlockPages);
-        weighted_values(live, [&](uint32_t count) { out.o(count); });
-        cb_pop_front(kCbValues, kBlockPages);
-        block_row_sums(live, kCbL);
-        out.l();
-        out.end();
-        cb_pop_front(kCbScratch, kBlockTiles);
-    }
-    cb_pop_front(kCbMA, 1);
     for (uint32_t block = 1; block < p.blocks(); ++block) {
         skip_block();  // padding up to a whole double block
     }
-    formats(kCbO, kCbPartials, kCbO);  // add_children expects the statistics formats
-    add_children(children, StateTo::kState, root ? StateTo::kState : StateTo::kOutbox);
     if (root) {
-        normalise(m_request, p.idle());
-    } else {
-        cb_pop_front(kCbMaxGlobal, 1);
+        normalise(m_request, p);
     }
 }
 
@@ -870,7 +919,7 @@ void attend_block(const Params& p, uint32_t block, uint32_t live, uint32_t row, 
     const bool first = block == 0;
     const bool last_row = row + 1 == kRowTiles;
     cb_wait_front(kCbK, kBlockPages);
-    scores(p, live, p.block_first_tile(block), row * kDimTiles);
+    scores(p, live, p.block_first_tile(block), row * kDimTiles, row_kv_positions(p, row));
     if (last_row && !kValuesFromKeys) {
         cb_pop_front(kCbK, kBlockPages);
     }
@@ -898,7 +947,7 @@ void attend(Params p) {
     p.attention_chunk = kChunk;
     cb_wait_front(kCbConst, kConstPages);
     scale_query();
-    if (kRowTiles == 1 && p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {
+    if (p.split() && p.slice_live_tiles() > 0 && p.slice_live_tiles() <= kBlockTiles) {
         attend_max_first(p);
         cb_pop_front(kCbQs, kQsPages);
         cb_pop_front(kCbConst, kConstPages);
@@ -925,7 +974,7 @@ void attend(Params p) {
     if (p.split()) {
         combine(p, m_old, m_new);
     } else {
-        normalise(m_old, p.idle());
+        normalise(m_old, p);
     }
     cb_pop_front(kCbQs, kQsPages);
     cb_pop_front(kCbConst, kConstPages);
@@ -945,7 +994,7 @@ void kernel_main() {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
         // The same value the reader read (UNPACK reads it and shares it with MATH and PACK).
-        p.kv_positions = p.kv_positions_at(static_cast<int32_t>(read_tile_value(kCbPositions, 0, p.user)));
+        p.kv_positions = request_kv_positions(p);
         attend(p);
     }
     cb_pop_front(kCbPositions, 1);

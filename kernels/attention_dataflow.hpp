@@ -43,7 +43,9 @@ constexpr uint32_t kChunk = get_named_compile_time_arg_val("attention_chunk");
 constexpr bool kWindowed = kWindow != 0 || kChunk != 0;
 // Q row tiles per request (attention_protocol.hpp "Q row tiles"): 1 normally.
 constexpr uint32_t kRowTiles = get_named_compile_time_arg_val("row_tiles");
-constexpr uint32_t kConstPages = const_pages(kWindowed, kSink, kRowTiles);
+// Row-tile users (attention_protocol.hpp "Row-tile users"): row tile r is user `user + r`.
+constexpr bool kRowTileUsers = get_named_compile_time_arg_val("row_tile_users") != 0;
+constexpr uint32_t kConstPages = const_pages(kWindowed, kSink, kRowTiles, kRowTileUsers);
 // Attention mask (attention_protocol.hpp "Attention mask"): users of the mask (1: broadcast over
 // the batch), 0 without one; its TensorAccessorArgs follow PAGE_TABLE's.
 constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");

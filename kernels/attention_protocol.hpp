@@ -208,10 +208,16 @@ constexpr uint32_t kConstPageWindowNext = 5;
 constexpr uint32_t kConstPageSink = 6;
 // CONST pages per request: 4; 6 in a windowed program (named compile-time arg window != 0); 6 +
 // row_tiles with attention sinks (named compile-time arg sink != 0; pages 4-5 unused without a
-// window): page kConstPageSink + r holds Q row tile r's sinks (see "Q row tiles" below).
-constexpr uint32_t const_pages(bool windowed, bool sink, uint32_t row_tiles) {
-    return sink ? kConstPageSink + row_tiles : windowed ? kConstPageWindowNext + 1 : kConstPageMaskBefore + 1;
+// window): page kConstPageSink + r holds Q row tile r's sinks (see "Q row tiles" below); with
+// row-tile users (named compile-time arg row_tile_users != 0, below) row_tiles more, each row
+// tile's own tail mask (row_mask_page).
+constexpr uint32_t const_pages(bool windowed, bool sink, uint32_t row_tiles, bool row_tile_users) {
+    return row_tile_users ? kConstPageSink + (sink ? row_tiles : 0) + row_tiles
+           : sink         ? kConstPageSink + row_tiles
+           : windowed     ? kConstPageWindowNext + 1
+                          : kConstPageMaskBefore + 1;
 }
+
 
 // Q row tiles (named compile-time arg row_tiles = R, 1 normally): a decode KV group of more than 32
 // Q heads (64, or MLA's 128, per KV head) is one request of R = heads / 32 row tiles, so each K/V
@@ -263,6 +269,38 @@ constexpr uint32_t kv_face_row_offset(uint32_t row, uint32_t half, uint32_t tile
 }
 constexpr uint32_t kInterleavedBit = 1u << 31;
 constexpr uint32_t kNoMask = 0xFFFFFFFFu;
+
+// Row-tile users (named compile-time arg row_tile_users 1; ttnn's spec_multi_pos_tiles candidates,
+// the drop-in's users_per_table_row consecutive users of one KV head and 32 Q heads each): a request
+// of R row tiles serves R consecutive users, row tile r being user `user + r` (row_tile_user), each
+// with its own POSITIONS entry, all reading one page-table row (the group's), so the group's cache
+// is read ONCE for every candidate. Decode without a window, attention chunk or mask. The request's
+// kv_positions is the largest of its row tiles' (what the reader reads and the slices split); row
+// tile r's scores take its own tail mask on its own last live tile (CONST page row_mask_page(r),
+// a constants tail-mask tile) and the kill mask on every later tile (CONST page kConstPageKill:
+// MASK_VALUE everywhere, so exp() zeroes them and the running max and correction are unchanged),
+// own_mask_page. An idle row tile (its entry -1) has every tile killed, and compute writes it
+// zeros (its L taken as 0).
+constexpr uint32_t kConstPageKill = kConstPageMaskBefore;  // decode never masks the tile before the last
+constexpr uint32_t row_tile_user(uint32_t user, uint32_t row, bool row_tile_users) {
+    return row_tile_users ? user + row : user;
+}
+constexpr uint32_t row_mask_page(bool sink, uint32_t row_tiles, uint32_t row) {
+    return kConstPageSink + (sink ? row_tiles : 0) + row;
+}
+// The CONST page row tile r adds to window tile `tile`'s scores, for its own kv positions `own`
+// (kv_positions_at of its entry): none before its last live tile, `own_page` (row_mask_page) on it
+// when it is partial, the kill mask past it.
+constexpr uint32_t own_mask_page(uint32_t own, uint32_t tile, uint32_t own_page) {
+    const uint32_t live = (own + 31u) / 32u;
+    if (tile + 1 < live) {
+        return kNoMask;
+    }
+    if (tile + 1 == live) {
+        return own % 32u != 0 ? own_page : kNoMask;
+    }
+    return kConstPageKill;
+}
 constexpr uint32_t kGatherMask = 0xFFFFFFFEu;  // a mask page assembled row by row (see "Masks")
 
 // The constants tile and row that hold a mask row live for columns c < width (width 0..32).

@@ -201,12 +201,34 @@ void gather_sinks(const Params& p, const Accessor& const_reader, uint32_t pages)
     }
 }
 
+// Row-tile users (attention_protocol.hpp "Row-tile users"): the kill page, filled in L1, and each
+// row tile's own tail mask (CONST page row_mask_page(r)) when this slice owns that row tile's
+// partial last live tile. Reads the row tiles' POSITIONS entries from the reader's own copy at
+// `positions` (read_positions').
+template <typename Accessor>
+void fetch_row_tile_masks(const Params& p, const Accessor& const_reader, uint32_t pages, uint32_t positions) {
+    if constexpr (kRowTileUsers) {
+        const uint32_t kill = pages + kConstPageKill * kTileBytes;
+        for (uint32_t word = 0; word < kTileBytes / sizeof(uint32_t); ++word) {
+            l1_set_word(kill, word, kKillMaskWord);
+        }
+        for (uint32_t r = 0; r < kRowTiles; ++r) {
+            const uint32_t own = p.kv_positions_at(static_cast<int32_t>(l1_word(positions, row_tile_user(p.user, r, true))));
+            const uint32_t last = (own + kTilePositions - 1) / kTilePositions;
+            if (own % kTilePositions != 0 && last - 1 >= p.slice_begin() && last - 1 < p.slice_end()) {
+                noc_async_read_page(p.constants.first_page() + kConstTailMaskTile + own % kTilePositions, const_reader,
+                                    pages + row_mask_page(kSink, kRowTiles, r) * kTileBytes);
+            }
+        }
+    }
+}
+
 // CONST pages 2 and 3: the masks this slice needs (attention_protocol.hpp "Masks",
 // slice_mask_tile): a constants tile read whole, or a per-row mask assembled from constants rows;
 // the kill mask (an empty slice's) is filled in L1, not read: every empty slice of a short
 // request would otherwise read the same tile from DRAM.
 template <typename Accessor>
-void fetch_masks(const Params& p, const Accessor& const_reader, uint32_t pages) {
+void fetch_masks(const Params& p, const Accessor& const_reader, uint32_t pages, uint32_t positions) {
     for (uint32_t page = kConstPageMask; page <= kConstPageMaskBefore; ++page) {
         const uint32_t mask = p.slice_mask_tile(page);
         const uint32_t dst = pages + page * kTileBytes;
@@ -226,6 +248,7 @@ void fetch_masks(const Params& p, const Accessor& const_reader, uint32_t pages) 
     }
     fill_window_masks(p, pages);
     gather_sinks(p, const_reader, pages);
+    fetch_row_tile_masks(p, const_reader, pages, positions);
 }
 
 // CONST pages 0 and 1 (scaler, scale) into the reserved pages at `pages`: only their distinct rows
@@ -507,8 +530,10 @@ void fetch_request_max(const Params& p, uint32_t combine_rounds) {
 }
 
 // Reads the POSITIONS page, derives kv_positions of each of this core's requests into
-// `kv_positions` (attention_protocol.hpp kv_positions_at), then hands the page to compute.
-void read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions) {
+// `kv_positions` (attention_protocol.hpp kv_positions_at), then hands the page to compute. Returns
+// the reader's own copy of it (row-tile users: after the work row in READER_WORK, whose page the
+// host sizes for both; each row tile's own mask needs its entry later), else 0.
+uint32_t read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions) {
     cb_reserve_back(kCbPositions, 1);
     const uint32_t page = get_write_ptr(kCbPositions);
     const auto positions_reader = TensorAccessor(kPositionsArgs, operand_base(kCommonPositionsBase), kPositionsBytes);
@@ -516,16 +541,29 @@ void read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions) {
     noc_async_read_barrier();
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
-        const int32_t position = static_cast<int32_t>(l1_word(page, p.user));
-        kv_positions[r] = p.kv_positions_at(position);
-        if (p.position_clamped(position)) {
-            // A device-side value the host never saw: clamped (or idled) above, so nothing is read
-            // outside the cache; reported where DPRINT reaches (the emulator's RunReport.errors).
-            DPRINT("ERROR ttnn_flashdecode: POSITIONS[{}] = {} is outside the cache of {} positions; clamped to {} live\n",
-                   p.user, position, p.capacity_tiles * kTilePositions, kv_positions[r]);
+        kv_positions[r] = 0;  // row-tile users: the largest of the row tiles' (attention_protocol.hpp)
+        for (uint32_t t = 0; t < (kRowTileUsers ? kRowTiles : 1); ++t) {
+            const uint32_t user = row_tile_user(p.user, t, kRowTileUsers);
+            const int32_t position = static_cast<int32_t>(l1_word(page, user));
+            const uint32_t live = p.kv_positions_at(position);
+            kv_positions[r] = live > kv_positions[r] ? live : kv_positions[r];
+            if (p.position_clamped(position)) {
+                // A device-side value the host never saw: clamped (or idled) above, so nothing is read
+                // outside the cache; reported where DPRINT reaches (the emulator's RunReport.errors).
+                DPRINT("ERROR ttnn_flashdecode: POSITIONS[{}] = {} is outside the cache of {} positions; clamped to {} live\n",
+                       user, position, p.capacity_tiles * kTilePositions, live);
+            }
+        }
+    }
+    uint32_t copy = 0;
+    if constexpr (kRowTileUsers) {
+        copy = row + kWorkRowBytes;
+        for (uint32_t word = 0; word < kPositionsBytes / sizeof(uint32_t); ++word) {
+            l1_set_word(copy, word, l1_word(page, word));
         }
     }
     cb_push_back(kCbPositions, 1);
+    return copy;
 }
 
 // Copies of this core's work row (at `row`, the reader's own) into WORK for compute and WRITER_WORK
@@ -557,7 +595,7 @@ void kernel_main() {
     hand_over_work_row(row);
     const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));
     uint32_t kv_positions[kMaxRequestsPerCore];
-    read_positions(row, requests, kv_positions);
+    const uint32_t positions_page = read_positions(row, requests, kv_positions);
     const auto q_reader = TensorAccessor(kQArgs, operand_base(kCommonQBase), kTileBytes);
     const auto k_reader = TensorAccessor(kKArgs, operand_base(kCommonKBase), kKvTileBytes);
     const auto v_reader = TensorAccessor(kVArgs, operand_base(kCommonVBase), kKvTileBytes);
@@ -587,7 +625,7 @@ void kernel_main() {
         if (!p.split() || p.reducer()) {
             gather_query(p, q_reader, stage);
             fetch_constants(p, const_reader, pages);
-            fetch_masks(p, const_reader, pages);
+            fetch_masks(p, const_reader, pages, positions_page);
             noc_async_read_barrier();
         } else {
             // Q and CONST pages 0-1 from this slice's parent in the combine tree (slice 0 read them
@@ -597,7 +635,7 @@ void kernel_main() {
             noc_semaphore_wait_min(semaphore(kSemQueryReady), split_items);
             noc_async_read(core_noc_addr(parent, stage_base), stage, kRowTiles * kDimTiles * kTileBytes);
             noc_async_read(core_noc_addr(parent, const_base), pages, 2 * kTileBytes);
-            fetch_masks(p, const_reader, pages);
+            fetch_masks(p, const_reader, pages, positions_page);
             noc_async_read_barrier();
             noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemFetched)), 1);
         }

@@ -148,7 +148,9 @@ void kernel_main() {
             scatter_rows(p.row_tile(r), out_writer);
             cb_pop_front(kCbOut, kDimTiles);
             if constexpr (kLse) {
-                write_lse(p.row_tile(r), lse_writer, lse_stage);
+                Params tile = p.row_tile(r);
+                tile.user = row_tile_user(p.user, r, kRowTileUsers);  // its LSE row: row-tile users' own
+                write_lse(tile, lse_writer, lse_stage);
             }
         }
     }

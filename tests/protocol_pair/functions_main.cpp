@@ -49,6 +49,7 @@ Operand next_operand() {
 #define FREE2(fn) if (std::strcmp(name, #fn) == 0) { const uint32_t a = next(); const uint32_t b = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a, b))); continue; }
 #define FREE2_INT32(fn) if (std::strcmp(name, #fn) == 0) { const int32_t a = static_cast<int32_t>(next()); const uint32_t b = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a, b))); continue; }
 #define FREE3(fn) if (std::strcmp(name, #fn) == 0) { const uint32_t a = next(); const uint32_t b = next(); const uint32_t c = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a, b, c))); continue; }
+#define FREE4(fn) if (std::strcmp(name, #fn) == 0) { uint32_t a[4]; for (uint32_t& x : a) x = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a[0], a[1], a[2], a[3]))); continue; }
 #define FREE6(fn) if (std::strcmp(name, #fn) == 0) { uint32_t a[6]; for (uint32_t& x : a) x = next(); std::printf("%u\n", static_cast<uint32_t>(fn(a[0], a[1], a[2], a[3], a[4], a[5]))); continue; }
 #define METHOD0(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); std::printf("%u\n", static_cast<uint32_t>(p.fn())); continue; }
 #define METHOD1(fn) if (std::strcmp(name, #fn) == 0) { const Params p = next_params(); const uint32_t a = next(); std::printf("%u\n", static_cast<uint32_t>(p.fn(a))); continue; }
@@ -83,7 +84,10 @@ int main() {
         FREE2_INT32(cache_block_valid)
         FREE1(page_table_chunk_first)
         FREE2(page_table_chunk_entries)
-        FREE3(const_pages)
+        FREE4(const_pages)
+        FREE3(row_tile_user)
+        FREE3(row_mask_page)
+        FREE3(own_mask_page)
         FREE1(clamp_mask_half)
         FREE1(clamp_mask_word)
         FREE3(window_mask_word)

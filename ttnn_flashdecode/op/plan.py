@@ -159,8 +159,12 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
     tiles (``plan.shape.row_tiles``), reading its K/V once, split or not (a split request's combine
     runs a round per row tile): the scheduler splits it over the cores as any request, so each
     core does R times a 32-head slice's compute on 1/R of the positions a request per row tile
-    would give it, and the K/V is read once instead of R times. When the wider request's CBs do
-    not fit L1 (or the caller's block does not), one request per row tile instead.
+    would give it, and the K/V is read once instead of R times. Likewise ``users_per_table_row``
+    candidates of one sequence (ttnn's ``spec_multi_pos_tiles``; 32 heads on one KV head each) are
+    one request of a row tile per candidate, each with its own position
+    (``plan.shape.row_tile_users``), split as one candidate would be. When the wider request's
+    CBs do not fit L1 (or the caller's block does not), one request per row tile (or candidate)
+    instead.
 
     Positions play no part (trace-safe: one program for every position vector): the requests are
     scheduled as if every one were at the cache's full capacity
@@ -188,10 +192,13 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         ValueError: as :func:`attention` for block size, split and request-count limits.
     """
     rows = _row_tiles(shape)
-    if rows > 1:
+    candidates = shape.users_per_table_row if rows == 1 and shape.row_tiles == 1 and not shape.row_tile_users \
+        and shape.users_per_table_row <= MAX_ROW_TILES and shape.candidate_row_tiles_fit(shape.users_per_table_row) else 1
+    wider = dataclasses.replace(shape, row_tiles=rows) if rows > 1 else \
+        dataclasses.replace(shape, row_tiles=candidates, row_tile_users=True) if candidates > 1 else None
+    if wider is not None:
         try:
-            return plan_program(dataclasses.replace(shape, row_tiles=rows), block_tiles, split, compute, arch, grid,
-                                accessor_args, noc_xy, l1_budget, max_split)
+            return plan_program(wider, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget, max_split)
         except ValueError:  # the wider request's CBs (or the caller's block or split) do not fit L1: one per row tile
             pass
     return _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget,
@@ -223,8 +230,11 @@ def _plan_row_tile_requests(shape: DecodeShape, block_tiles, split, compute: Com
             f"({per_core} per core), got {len(kv_positions)} ({shape.batch} x {shape.requests // shape.batch})"
         )
     # A tile of an R-row request is R row tiles' work: its slices may be R times shorter, so a split
-    # group spreads over as many cores as R requests of one row tile each would.
-    min_slice_tiles = max(1, min_slice_tiles_per_row_tile // shape.row_tiles)
+    # group spreads over as many cores as R requests of one row tile each would. Not candidates:
+    # their group splits as one candidate would (ttnn's spec mode), so each candidate's reduction
+    # tree is the one it has alone and its bits match the per-candidate call's.
+    min_slice_tiles = min_slice_tiles_per_row_tile if shape.row_tile_users else \
+        max(1, min_slice_tiles_per_row_tile // shape.row_tiles)
     plan_schedule = schedule(kv_positions, grid_cores, max_split=max_split, max_slices_per_core=per_core, split=split,
                              min_slice_tiles=min_slice_tiles)
     largest = max(plan_schedule.split_count(r) for r in range(len(kv_positions)))

@@ -187,7 +187,8 @@ class Plan:
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
                 ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users),
                 ("attention_chunk", self.shape.attention_chunk), *self.shape.softcap_args, ("lse", int(self.shape.lse)),
-                ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys))]
+                ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
+                ("row_tile_users", int(r.row_tile_users))]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -336,7 +337,7 @@ def decode_requests(plan: Plan) -> list[Request]:
     heads_per_request = 1 if chunk else shape.q_rows * shape.row_tiles  # a request's words: its row tile 0
     kv_positions = iter(shape.planned_kv_positions)
     requests = []
-    for user in range(shape.batch):
+    for user in range(0, shape.batch, shape.row_tiles if shape.row_tile_users else 1):  # row-tile users: a group's first
         row_tile, query_row = divmod(user * shape.rows, protocol.TILE_POSITIONS)
         for first in range(0, shape.n_q_heads, heads_per_request):
             group = first // shape.gqa_ratio

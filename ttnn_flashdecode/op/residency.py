@@ -87,9 +87,11 @@ LSE_STAGE_BYTES = 32 * 64 + 64
 CONST_PAGES = 4
 """CONST pages of a program without a sliding window (``protocol.const_pages``)."""
 
-MAX_ROW_TILES = 4
-"""Most Q row tiles per request: 128 Q heads per KV head (MLA's). The planner gives a KV group whose
-row tiles do not fit one request's L1 one request per row tile (:func:`ttnn_flashdecode.op.plan.plan_program`)."""
+MAX_ROW_TILES = 16
+"""Most Q row tiles per request: 512 Q heads per KV head, or 16 speculative candidates (ttnn's
+``spec_multi_pos_tiles``) of one sequence. L1 decides below it: the planner gives a KV group (or a
+candidate group) whose row tiles do not fit one request's L1 one request per row tile
+(:func:`ttnn_flashdecode.op.plan.plan_program`)."""
 
 MAX_DIM_TILES = 18
 """Largest head_dim in tiles (576 elements: MLA's latent, DeepSeek-V3): the range the op is built and tested for. The reader's
@@ -125,6 +127,8 @@ class Residency:
             QSTAGE, QS and the running state (M_A, M_B, L, O) hold one per row tile, and so does
             CONST's sink page; the K/V blocks, scores and per-block CBs do not grow.
         values_from_keys: V is K (``attention_protocol.hpp`` "Values from keys"): no CB V.
+        row_tile_users: row tile r of a request is user ``user + r`` with its own position
+            (``attention_protocol.hpp`` "Row-tile users"): CONST holds a tail-mask page per row tile.
     """
 
     q_rows: int
@@ -143,6 +147,7 @@ class Residency:
     lse: bool = False
     row_tiles: int = 1
     values_from_keys: bool = False
+    row_tile_users: bool = False
 
     @property
     def work_row_bytes(self) -> int:
@@ -186,7 +191,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
     dim, block, rows = residency.dim_tiles, residency.block_tiles, residency.row_tiles
     kv_pages = 2 * block * dim  # two blocks: the reader fills one while compute drains the other
     return {
-        CB.Q: 1, CB.K: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink, rows),
+        CB.Q: 1, CB.K: kv_pages, CB.CONST: const_pages(residency.windowed, residency.sink, rows, residency.row_tile_users),
         CB.S: block, CB.SCRATCH: block,
         CB.M_A: rows, CB.M_B: rows, CB.L: rows, CB.LSUM: 1, CB.C: 1,
         CB.O: rows * dim, CB.PV: dim, CB.QSTAGE: rows * dim, CB.QS: rows * dim, CB.OUT: dim, CB.POSITIONS: 1,
@@ -219,7 +224,10 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, INT32, residency.positions_page_bytes, pages)
         if cb == CB.PAGE_TABLE:
             return CbSpec(int(cb), cb.name, INT32, 4 * PAGE_TABLE_CHUNK_ENTRIES, pages)
-        if cb in (CB.WORK, CB.READER_WORK, CB.WRITER_WORK):
+        if cb == CB.READER_WORK:  # row-tile users: the reader's own copy of POSITIONS follows the work row
+            copy = residency.positions_page_bytes if residency.row_tile_users else 0
+            return CbSpec(int(cb), cb.name, INT32, residency.work_row_bytes + copy, pages)
+        if cb in (CB.WORK, CB.WRITER_WORK):
             return CbSpec(int(cb), cb.name, INT32, residency.work_row_bytes, pages)
         if cb == CB.LSE:  # float32 whatever fp32_stats says (return_lse needs fp32 DST accumulation)
             return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
@@ -242,6 +250,9 @@ def _validate(residency: Residency) -> None:
     if not 1 <= residency.row_tiles <= MAX_ROW_TILES or residency.row_tiles > 1 and residency.mask:
         raise ValueError(f"row_tiles: expected 1 <= row_tiles <= {MAX_ROW_TILES}, and 1 with an attention mask, got "
                          f"{residency.row_tiles} (mask {residency.mask})")
+    if residency.row_tile_users and (residency.row_tiles < 2 or residency.windowed or residency.mask):
+        raise ValueError(f"row_tile_users: expected several row tiles, no window, chunk or attention mask, got row_tiles "
+                         f"{residency.row_tiles} (windowed {residency.windowed}, mask {residency.mask})")
     if residency.block_tiles < 1:
         raise ValueError(f"block_tiles: expected >= 1, got {residency.block_tiles}")
     if not 1 <= residency.max_split <= MAX_SPLIT:
@@ -314,7 +325,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
                                   residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
                                   kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
                                   mask=residency.mask, lse=residency.lse, row_tiles=residency.row_tiles,
-                                  values_from_keys=residency.values_from_keys)
+                                  values_from_keys=residency.values_from_keys, row_tile_users=residency.row_tile_users)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -327,6 +338,7 @@ def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
     sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1, values_from_keys: bool = False,
+    row_tile_users: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -346,13 +358,14 @@ def max_block_tiles(
         lse: a call with ``return_lse`` (CBs LSE and LSE_STAGE).
         row_tiles: Q row tiles per request (:class:`Residency`).
         values_from_keys: V is K (no CB V: a block's L1 is half).
+        row_tile_users: row tiles of their own users (:class:`Residency`).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
     fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse, row_tiles=row_tiles,
-                  values_from_keys=values_from_keys)
+                  values_from_keys=values_from_keys, row_tile_users=row_tile_users)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

@@ -88,6 +88,11 @@ class DecodeShape:
         values_from_keys: V is K (the call passed one tensor as both, as MLA's latent cache is):
             the reader reads each K/V block once, into CB K, and P . V reads it there; no CB V
             (``attention_protocol.hpp`` "Values from keys").
+        row_tile_users: the planner's choice for ``users_per_table_row`` candidates of one
+            sequence (ttnn's ``spec_multi_pos_tiles``; :meth:`candidate_row_tiles_fit`): one request
+            per candidate group of ``row_tiles`` consecutive users, row tile ``r`` being user
+            ``user + r`` with its own position, so the group's cache is read once
+            (``attention_protocol.hpp`` "Row-tile users").
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -117,11 +122,16 @@ class DecodeShape:
     lse: bool = False
     row_tiles: int = 1
     values_from_keys: bool = False
+    row_tile_users: bool = False
 
     def __post_init__(self):
         self._check_score_options()
-        if self.row_tiles != 1 and not (self.kind == "decode" and self.mask_users == 0 and self.n_kv_heads > 0
-                                        and self.n_q_heads == self.n_kv_heads * protocol.MAX_Q_ROWS * self.row_tiles):
+        if self.row_tile_users and not self.candidate_row_tiles_fit(self.row_tiles):
+            raise ValueError(f"row_tile_users: expected decode, the heads layout, 32 Q heads on one KV head, no window, "
+                             f"chunk or mask, and row_tiles = users_per_table_row > 1, got {self}")
+        if self.row_tiles != 1 and not self.row_tile_users and not (
+                self.kind == "decode" and self.mask_users == 0 and self.n_kv_heads > 0
+                and self.n_q_heads == self.n_kv_heads * protocol.MAX_Q_ROWS * self.row_tiles):
             raise ValueError(f"row_tiles: expected 1, or GQA ratio / 32 for decode without an attention mask, got "
                              f"{self.row_tiles} ({self.n_q_heads} / {self.n_kv_heads} heads, {self.kind!r})")
         if not isinstance(self.batch_invariant, bool):
@@ -194,7 +204,7 @@ class DecodeShape:
         ``row_tiles``, ``values_from_keys``), as keywords for it and for ``max_block_tiles``."""
         return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0 or self.attention_chunk > 0, sink=self.sink,
                     mask=self.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles,
-                    values_from_keys=self.values_from_keys)
+                    values_from_keys=self.values_from_keys, row_tile_users=self.row_tile_users)
 
     @property
     def window_tiles(self) -> int:
@@ -270,8 +280,22 @@ class DecodeShape:
 
     @property
     def requests_per_group(self) -> int:
-        """Decode / ROWS requests per (user, KV head): ``gqa_ratio / (q_rows * row_tiles)``."""
+        """Decode / ROWS requests per (user, KV head): ``gqa_ratio / (q_rows * row_tiles)``; with
+        row-tile users one per ``row_tiles`` users (:attr:`requests`)."""
+        if self.row_tile_users:
+            return 1
         return self.gqa_ratio // (self.q_rows * self.row_tiles)
+
+    def candidate_row_tiles_fit(self, candidates: int) -> bool:
+        """Whether ``candidates`` consecutive users (ttnn's ``spec_multi_pos_tiles`` candidates, one
+        page-table row) can be one request of that many row tiles, row tile ``r`` user ``user +
+        r`` (``attention_protocol.hpp`` "Row-tile users"): decode in the heads layout, 32 Q heads
+        (one row tile) on one KV head, no window, chunk, mask or batch invariance,
+        ``users_per_table_row`` = ``candidates`` > 1."""
+        return (self.kind == "decode" and self.q_layout == "heads" and self.n_kv_heads == 1
+                and self.n_q_heads == protocol.MAX_Q_ROWS and self.window == 0 and self.attention_chunk == 0
+                and self.mask_users == 0 and not self.batch_invariant and candidates > 1
+                and self.users_per_table_row == candidates and self.batch % candidates == 0)
 
     @property
     def q_height(self) -> int:
@@ -291,6 +315,9 @@ class DecodeShape:
         """
         if self.kind == "chunk":
             return [int(start) + self.rows for start in positions for _ in range(self.n_q_heads)]
+        if self.row_tile_users:  # a request reads what its furthest candidate needs
+            return [max(max(int(p) + 1, 0) for p in positions[first:first + self.row_tiles])
+                    for first in range(0, self.batch, self.row_tiles)]
         return [int(position) + 1 for position in positions for _ in range(self.n_kv_heads * self.requests_per_group)]
 
     @property
@@ -344,6 +371,8 @@ class DecodeShape:
     def requests(self) -> int:
         """Requests per call: one per (user, KV group) (per 32 of its Q heads past 32), or per
         (sequence, Q head) for chunk."""
+        if self.row_tile_users:
+            return self.batch // self.row_tiles
         return self.batch * (self.n_q_heads if self.kind == "chunk" else self.n_kv_heads * self.requests_per_group)
 
 
