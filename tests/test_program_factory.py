@@ -79,7 +79,8 @@ def test_kernels_have_absolute_paths_and_the_named_args_they_read():
             "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
             "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8, "window": 0, "sink": 0, "mask_users": 0,
             "cache_wrap_tiles": 0, "cache_half_blocks": 0, "users_per_table_row": 1, "attention_chunk": 0, "softcap": 0,
-            "softcap_recip": 0, "lse": 0, "row_tiles": 1, "values_from_keys": 0}.items() if name in reads[role]}
+            "softcap_recip": 0, "lse": 0, "row_tiles": 1, "values_from_keys": 0, "row_tile_users": 0}.items()
+            if name in reads[role]}
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
@@ -88,14 +89,14 @@ def test_kernels_have_absolute_paths_and_the_named_args_they_read():
 _DATAFLOW_ARGS = {"dim_tiles", "block_tiles", "tile_bytes", "q_width_tiles", "kv_tile_bytes", "positions_bytes",
                   "cache_block_tiles", "cache_block_pages", "cache_blocks", "page_table_entries", "cache_wrap_tiles",
                   "cache_half_blocks", "users_per_table_row", "window", "sink", "attention_chunk", "row_tiles",
-                  "mask_users", "work_row_bytes", "grid_x"}
+                  "mask_users", "work_row_bytes", "grid_x", "row_tile_users"}
 READER_ARGS = _DATAFLOW_ARGS | {"inbox_slots", "values_from_keys"}
 WRITER_ARGS = _DATAFLOW_ARGS | {"lse"}
 COMPUTE_ARGS = {"dim_tiles", "block_tiles", "dst_tiles", "exp_approx", "row_scaling_on_sfpu", "row_sum_groups", "window", "sink",
                 "attention_chunk", "row_tiles", "softcap", "softcap_recip", "mask_users", "inbox_slots", "lse",
-                "values_from_keys"}
+                "values_from_keys", "row_tile_users"}
 """What each kernel reads, written out here: the compute kernel's object does not depend on the cache's
-geometry, the batch or the grid (so the emulator shares it, and generic_op copies 16 args, not 30)."""
+geometry, the batch or the grid (so the emulator shares it, and generic_op copies 17 args, not 31)."""
 
 
 def test_each_kernel_reads_what_this_test_says_and_the_plan_gives_no_arg_nobody_reads():

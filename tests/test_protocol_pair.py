@@ -362,12 +362,12 @@ FREE_FUNCTIONS = {
                                        for e in [*range(0, 600, 7), 255, 256, 257, 16383]],
     "const_pages": lambda: [(("const_pages", w, s, r, u), protocol.const_pages(bool(w), bool(s), r, bool(u)))
                             for w in (0, 1) for s in (0, 1) for r in (1, 2, 3, 4, 11) for u in (0, 1)],
-    "row_tile_user": lambda: [(("row_tile_user", user, r, u), protocol.row_tile_user(user, r, bool(u)))
+    "row_tile_user": lambda: [(("row_tile_user", user, r, u), kv_walk.row_tile_user(user, r, bool(u)))
                               for user in (0, 7, 44) for r in (0, 1, 10) for u in (0, 1)],
-    "row_mask_page": lambda: [(("row_mask_page", s, rows, r), protocol.row_mask_page(bool(s), rows, r))
+    "row_mask_page": lambda: [(("row_mask_page", s, rows, r), kv_walk.row_mask_page(bool(s), rows, r))
                               for s in (0, 1) for rows in (2, 4, 11) for r in range(rows)],
     # Every row tile's own count on and around tile edges, every tile from before its last to past it.
-    "own_mask_page": lambda: [(("own_mask_page", own, t, 9), protocol.own_mask_page(own, t, 9))
+    "own_mask_page": lambda: [(("own_mask_page", own, t, 9), kv_walk.own_mask_page(own, t, 9))
                               for own in (0, 1, 31, 32, 33, 64, 1025) for t in range(0, 36)],
     "window_mask_word": lambda: [(("window_mask_word", dead, half, pair), kv_walk.window_mask_word(dead, half, pair))
                                  for dead in range(33) for half in range(2) for pair in range(8)],

@@ -18,6 +18,7 @@ import pytest
 
 from bars import assert_close, run_quiet
 from ttnn_flashdecode.op.reference import attention_reference
+from ttnn_flashdecode import last_report
 from ttnn_flashdecode.transformer import paged_scaled_dot_product_attention_decode
 
 BLOCK, HEAD_DIM, VALID_HEADS = 64, 256, 6
@@ -100,7 +101,9 @@ def test_spec_with_a_sliding_window():
 
 
 def test_spec_form_equals_separate_users_bit_for_bit():
-    """The peer test's property: the same Q bytes as B * Tg users with aliased page-table rows."""
+    """The peer test's property: the same Q bytes as B * Tg users with aliased page-table rows, bit
+    for bit where the reduction trees match: the candidates' bounds in one position tile, so the
+    one-scan request's slices and blocks are each candidate's alone (its extra tiles: none)."""
     q, k, v, pk, pv, table = _case(5, 1, 4, 2048)
     positions = np.array([1024, 1025, 1026, 1027], np.int32)
     spec = paged_scaled_dot_product_attention_decode(q, pk, pv, table, cur_pos_tensor=positions,
@@ -108,6 +111,77 @@ def test_spec_form_equals_separate_users_bit_for_bit():
     users = paged_scaled_dot_product_attention_decode(q.reshape(1, 4, 32, HEAD_DIM), pk, pv, np.repeat(table, 4, axis=0),
                                                       cur_pos_tensor=positions)
     assert np.array_equal(np.asarray(spec).reshape(1, 4, 32, HEAD_DIM), np.asarray(users))
+
+
+def _plan():
+    return last_report().plan
+
+
+@pytest.mark.parametrize("candidates", [4, 11])
+def test_spec_group_reads_its_cache_once(candidates, record_property):
+    """The group is one request of a row tile per candidate (``attention_protocol.hpp`` "Row-tile
+    users"): its K/V is read once for all candidates, not once per candidate. DRAM bytes read are
+    within 1.05x of the minimum (the live K/V tiles up to the furthest candidate once, the
+    candidates' Q tiles); the per-candidate call (the same candidates as separate users) reads about
+    ``candidates`` times as much."""
+    q, k, v, pk, pv, table = _case(40 + candidates, 1, candidates, 2048)
+    positions = np.array([1500 + 3 * j for j in range(candidates)], np.int32)
+    out = run_quiet(paged_scaled_dot_product_attention_decode, q, pk, pv, table, cur_pos_tensor=positions,
+                    scale=HEAD_DIM ** -0.5, spec_multi_pos_tiles=candidates)
+    shape = _plan().shape
+    assert shape.row_tile_users and shape.row_tiles == candidates
+    read = last_report().total_dram_read_bytes
+    tiles = -(-(int(positions.max()) + 1) // 32)
+    minimum = 2 * tiles * (HEAD_DIM // 32) * 2048 + candidates * (HEAD_DIM // 32) * 2048
+    users = np.asarray(run_quiet(paged_scaled_dot_product_attention_decode, q.reshape(1, candidates, 32, HEAD_DIM), pk,
+                                 pv, np.repeat(table, candidates, axis=0), cur_pos_tensor=positions, scale=HEAD_DIM ** -0.5))
+    separate = last_report().total_dram_read_bytes
+    record_property("figure", f"spec T={candidates}: {read} B read, {read / minimum:.3f}x the minimum; "
+                              f"separate users {separate / read:.2f}x that")
+    assert read <= 1.05 * minimum, (read, minimum)
+    assert separate >= 0.8 * candidates * read  # each candidate reads the K/V (Q is read once either way)
+    assert_close(_valid(out, candidates), _valid(_reference(q, k, v, positions, candidates), candidates), "one scan")
+    assert_close(_valid(users.reshape(out.shape), candidates), _valid(_reference(q, k, v, positions, candidates), candidates),
+                 "separate users")
+
+
+@pytest.mark.parametrize("max_cores", [1, 8])
+def test_spec_candidates_far_apart_lse_and_sinks(max_cores):
+    """Candidates whose bounds lie far apart (tile 0, mid-cache, the cache's end, an idle one) in one
+    scan, unsplit and split over 8 cores: a candidate's tiles past its own bound are killed (its
+    later blocks and the later slices change nothing), its own tail mask sits in whichever slice
+    owns its last tile. With attention sinks and return_lse against float64: the idle candidate's
+    rows are zero and its LSE -inf."""
+    import ttnn
+
+    q, k, v, pk, pv, table = _case(77, 1, 4, 2048)
+    positions = np.array([0, 1000, 2047, -1], np.int32)
+    sinks = np.zeros((32, 32), np.float32)
+    sinks[:VALID_HEADS, 0] = _bf16(np.random.default_rng(2).standard_normal(VALID_HEADS) * 3.0)
+    scale = HEAD_DIM ** -0.5
+    config = ttnn.SDPAProgramConfig(compute_with_storage_grid_size=(8, 8), q_chunk_size=0, k_chunk_size=0,
+                                    exp_approx_mode=False, max_cores_per_head_batch=max_cores)
+    out, lse = run_quiet(paged_scaled_dot_product_attention_decode, q, pk, pv, table, cur_pos_tensor=positions,
+                         scale=scale, spec_multi_pos_tiles=4, attention_sink=sinks, program_config=config,
+                         return_lse=True)
+    assert _plan().shape.row_tile_users and _plan().split == (max_cores > 1)
+    want = np.zeros(q.shape)
+    want_lse = np.full(q.shape[:3], -np.inf)
+    for j, position in enumerate(positions):
+        if position < 0:
+            continue
+        rows = q[:, :, j * 32:j * 32 + VALID_HEADS].reshape(1, 1, 1, VALID_HEADS * HEAD_DIM)
+        cache = tuple(np.repeat(c, VALID_HEADS, axis=1) for c in (k, v))
+        got, got_lse = attention_reference(rows, *cache, cur_pos=[position], scale=scale, return_lse=True,
+                                           attention_sink=sinks[:VALID_HEADS, 0].astype(np.float64) * scale)
+        want[0, 0, j * 32:j * 32 + VALID_HEADS] = got.reshape(VALID_HEADS, HEAD_DIM)
+        want_lse[0, 0, j * 32:j * 32 + VALID_HEADS] = np.asarray(got_lse).reshape(VALID_HEADS)
+    assert_close(_valid(out, 4), _valid(want, 4), f"far apart, max_cores {max_cores}")
+    got_lse = np.asarray(lse, np.float64)
+    assert not np.asarray(out)[0, 0, 96:128].any(), "the idle candidate's rows are zero"
+    assert np.isneginf(got_lse[0, 0, 96:96 + VALID_HEADS]).all(), "the idle candidate's LSE is -inf"
+    live = [h for j in range(3) for h in range(j * 32, j * 32 + VALID_HEADS)]
+    np.testing.assert_allclose(got_lse[0, 0, live], want_lse[0, 0, live], rtol=0, atol=2e-2)
 
 
 @pytest.mark.parametrize("keywords, match", [

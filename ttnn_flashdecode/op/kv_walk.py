@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ttnn_flashdecode.op.protocol import (ConstTile, Flag, GATHER_MASK, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request,
+from ttnn_flashdecode.op.protocol import (ConstTile, Flag, GATHER_MASK, KILL_PAGE, MASK_BEFORE_PAGE, MASK_PAGE, NO_MASK, Request, SINK_PAGE,
                                           TILE_POSITIONS, WINDOW_PAGE)
 
-__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_slot_tile", "half_block_entry", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_tile", "row_tile_pages", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_page_tile", "window_stale_rows", "window_start"]
+__all__ = ["PAGE_TABLE_CHUNK_ENTRIES", "attn_mask_page", "attn_mask_row", "cache_block_valid", "cache_slot_tile", "half_block_entry", "cache_tile_page", "clamp_mask_half", "clamp_mask_word", "first_q_head", "kv_positions_at", "live_tiles", "mask_page", "mask_row_source", "mask_tile", "padded_tiles", "page_table_chunk", "page_table_entry", "position_clamped", "query_page", "query_row_of", "request_slice", "row_tile", "row_tile_pages", "row_tile_user", "row_mask_page", "own_mask_page", "row_width", "slice_fills_window_page", "slice_mask_tile", "slice_tiles", "tail_width", "window_dead", "window_first_tile", "window_mask_word", "window_page", "window_page_tile", "window_stale_rows", "window_start"]
 
 
 PAGE_TABLE_CHUNK_ENTRIES = 256
@@ -340,3 +340,29 @@ def query_row_of(request: Request, stage_row: int) -> int:
     ``query_row`` plus the stage row's row (HEAD_ROWS: its head)."""
     head, row = divmod(stage_row, request.rows_per_head)
     return request.query_row + (head if request.flags & Flag.HEAD_ROWS else row)
+
+
+# Row-tile users (ttnn's spec_multi_pos_tiles candidates; attention_protocol.hpp "Row-tile users").
+
+
+def row_tile_user(user: int, row: int, row_tile_users: bool) -> int:
+    """Row tile ``row``'s user: ``user + row`` with row-tile users (its own POSITIONS entry and LSE
+    row), else the request's (``row_tile_user``; ``attention_protocol.hpp`` "Row-tile users")."""
+    return user + row if row_tile_users else user
+
+
+def row_mask_page(sink: bool, row_tiles: int, row: int) -> int:
+    """Row-tile users: the CONST page of row tile ``row``'s own tail mask (``row_mask_page``)."""
+    return SINK_PAGE + (row_tiles if sink else 0) + row
+
+
+def own_mask_page(own: int, tile: int, own_page: int) -> int:
+    """Row-tile users: the CONST page a row tile of ``own`` kv positions adds to window tile
+    ``tile``'s scores: none before its last live tile, ``own_page`` on it when partial, the kill
+    mask past it (``own_mask_page``)."""
+    live = -(-own // TILE_POSITIONS)
+    if tile + 1 < live:
+        return NO_MASK
+    if tile + 1 == live:
+        return own_page if own % TILE_POSITIONS else NO_MASK
+    return KILL_PAGE

@@ -77,7 +77,7 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
-__all__ = ["WORDS", "ROW_REQUEST_COUNT", "ROW_HEADER", "MAX_REQUESTS_PER_CORE", "request_row_offset", "work_row_words", "work_slot", "CommonArg", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "SINK_PAGE", "KILL_PAGE", "const_pages", "row_tile_user", "row_mask_page", "own_mask_page", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
+__all__ = ["WORDS", "ROW_REQUEST_COUNT", "ROW_HEADER", "MAX_REQUESTS_PER_CORE", "request_row_offset", "work_row_words", "work_slot", "CommonArg", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "SINK_PAGE", "KILL_PAGE", "const_pages", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
 
 WORDS = 16
 """Words in one parameter block."""
@@ -174,29 +174,6 @@ def const_pages(windowed: bool, sink: bool = False, row_tiles: int = 1, row_tile
     if row_tile_users:
         return SINK_PAGE + (row_tiles if sink else 0) + row_tiles
     return SINK_PAGE + row_tiles if sink else WINDOW_NEXT_PAGE + 1 if windowed else MASK_BEFORE_PAGE + 1
-
-
-def row_tile_user(user: int, row: int, row_tile_users: bool) -> int:
-    """Row tile ``row``'s user: ``user + row`` with row-tile users (its own POSITIONS entry and LSE
-    row), else the request's (``row_tile_user``; ``attention_protocol.hpp`` "Row-tile users")."""
-    return user + row if row_tile_users else user
-
-
-def row_mask_page(sink: bool, row_tiles: int, row: int) -> int:
-    """Row-tile users: the CONST page of row tile ``row``'s own tail mask (``row_mask_page``)."""
-    return SINK_PAGE + (row_tiles if sink else 0) + row
-
-
-def own_mask_page(own: int, tile: int, own_page: int) -> int:
-    """Row-tile users: the CONST page a row tile of ``own`` kv positions adds to window tile
-    ``tile``'s scores: none before its last live tile, ``own_page`` on it when partial, the kill
-    mask past it (``own_mask_page``)."""
-    live = -(-own // TILE_POSITIONS)
-    if tile + 1 < live:
-        return NO_MASK
-    if tile + 1 == live:
-        return own_page if own % TILE_POSITIONS else NO_MASK
-    return KILL_PAGE
 
 
 MAX_Q_ROWS = 32

@@ -99,6 +99,10 @@ CASES = (
          128, 1, 512, 1024, dict(cur_pos=[-1, 1000], split=1, attention_sink=[0.5] * 128, return_lse=True)),
     Case("MLA-like: 128 Q heads on one KV head, d512 (four row tiles), sinks + return_lse, scheduler split (four "
          "combine rounds)", 1, 128, 1, 512, 4096, dict(cur_pos=[4000], attention_sink=[0.5] * 128, return_lse=True)),
+    Case("spec verify (spec_multi_pos_tiles): 2 sequences x 4 candidates of 32 heads on one KV head, one scan per "
+         "sequence (row-tile users), paged, sinks + return_lse, an idle candidate, scheduler split", 8, 32, 1, 128, 2048,
+         dict(cur_pos=[1000, 1001, 1003, -1, 5, 40, 33, 2047], q_layout="heads", users_per_table_row=4,
+              attention_sink=[0.5] * 32, return_lse=True), cache_block_size=64),
     Case("drop-in 64 Q heads on one KV head, Q height-sharded, max_cores_per_head_batch 1 (two row tiles)", 4, 64, 1,
          128, 2048, dict(cur_pos=[5, 100, 1000, 2047], max_cores_per_head_batch=1), drop_in=True),
     Case("non-causal with a device attn_mask (Whisper), scheduler split", 2, 20, 20, 64, 1536, dict(), mask=True),
@@ -150,6 +154,8 @@ QUICK_CASE_NAMES = (
     "Llama 4 layer: attention chunk 1024, ROWS 4 across a chunk edge, sinks, paged, scheduler split",
     "drop-in paged: softcap 30 + chunk 2048, bf16 DST, Q height-sharded",
     "MLA DeepSeek-V3: 128 Q heads on one d576 latent (K = V), paged bfloat8_b, scheduler split",
+    "spec verify (spec_multi_pos_tiles): 2 sequences x 4 candidates of 32 heads on one KV head, one scan per "
+    "sequence (row-tile users), paged, sinks + return_lse, an idle candidate, scheduler split",
 )
 
 
@@ -174,11 +180,14 @@ def run_case(device, case: Case, rng: np.random.Generator):
     padded = -(-case.head_dim // 32) * 32  # a device Q holds whole-tile heads
     q = rng.standard_normal((1, 1, case.batch * case.q_rows_per_user, case.n_q_heads * padded), dtype=np.float32)
     call = dict(case.call)
+    if call.get("q_layout") == "heads":  # ttnn's [1, b, nh, dh]
+        q = rng.standard_normal((1, case.batch, case.n_q_heads, padded), dtype=np.float32)
     if case.cache_block_size:
         per_user = case.capacity // case.cache_block_size
-        blocks = case.batch * per_user
+        table_rows = case.batch // call.get("users_per_table_row", 1)  # spec candidates share their group's row
+        blocks = table_rows * per_user
         k = rng.standard_normal((blocks, case.n_kv_heads, case.cache_block_size, case.head_dim), dtype=np.float32)
-        table = rng.permutation(blocks).reshape(case.batch, per_user).astype(np.int32)
+        table = rng.permutation(blocks).reshape(table_rows, per_user).astype(np.int32)
         call["page_table_tensor"] = ttnn.Tensor(table, ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT, device=device,
                                                 mem_config=ttnn.DRAM_MEMORY_CONFIG)
     else:
