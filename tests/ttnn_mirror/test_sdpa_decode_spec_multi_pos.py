@@ -12,7 +12,9 @@ q_chunk_size=32, k_chunk_size, exp_approx_mode=False, max_cores_per_head_batch)`
 keeps every parametrisation and bar, our float64 reference in place of the peer's float32 one,
 plus the rel-L2 bar of the op's default compute config (1e-2, tests/bars.py) against it.
 
-Every case runs (issue 20), every one at the default config's rel-L2 bar, T=11's one-tile blocks on
+Every case runs (issue 20) as one scan of each group's cache (a request of a row tile per candidate,
+docs/design.md "Row-tile users"), bit for bit the legacy call's where the peer says so (the
+candidates' bounds in one position tile: the same reduction tree), every one at the default config's rel-L2 bar, T=11's one-tile blocks on
 one core at 30k (938 blocks) too: the running O and L are rounded to TF32 before each block reads
 them back (attention_compute.cpp ``round_state_to_tf32``). Truncated instead, as the source
 registers do, they drifted apart by ~1e-4 of rel-L2 a block (T=7 at 30k: 1.25e-2, T=11: up to

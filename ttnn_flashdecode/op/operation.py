@@ -211,9 +211,11 @@ def attention(
             window's start, masks and trace safety are the sliding window's.
         users_per_table_row: ``g``, with ``page_table_tensor``: consecutive users share one
             page-table row (user ``b`` reads row ``b // g``; the table has ``batch / g`` rows), e.g.
-            the candidates of one speculative group (the drop-in's ``spec_multi_pos_tiles``). Each
-            user still reads the K/V its own position needs; for several positions of one
-            sequence against ONE scan of its cache use ``rows=`` instead.
+            the candidates of one speculative group (the drop-in's ``spec_multi_pos_tiles``). With
+            ``q_layout="heads"``, 32 Q heads (one row tile) on one KV head and no window, chunk or
+            mask, a group's ``g`` users are one request that reads the group's cache ONCE, each
+            user keeping its own position (docs/design.md "Row-tile users"); otherwise each user
+            reads the K/V its own position needs.
         batch_invariant: ``True``: a request's output bits depend only on its own Q, K/V,
             position and options, never on the batch size, its slot, the other users or their
             positions: every request runs unsplit (or at the caller's ``split``) with the block a

@@ -379,9 +379,9 @@ def paged_scaled_dot_product_attention_decode(
         spec_multi_pos_tiles: ``Tg`` > 0: ttnn's speculative verify, ``Tg`` candidates per group
             with independent causal bounds: Q ``[1, B, Tg * 32, dh]`` (candidate ``j``'s heads on
             the rows of row tile ``j``), ``cur_pos_tensor`` ``[B * Tg]``, the page table ``B`` rows,
-            one KV head; the output has Q's shape. Each candidate reads the K/V its own bound
-            needs (ttnn scans once per group; :func:`ttnn_flashdecode.attention`'s ``rows=`` is
-            the one-scan form for consecutive positions).
+            one KV head; the output has Q's shape. A group's candidates read its cache once, as
+            ttnn's scan, each keeping its own bound (with a sliding window, which ttnn refuses,
+            each candidate reads its own window).
         paged_cache_geometry: a ``ttnn.PagedCacheGeometryOverride(block_size=, num_kv_heads=)``:
             K and V viewed with that block size and KV-head count (same elements per block; both
             multiples of 32 positions), as ttnn's; both 0 or None: the tensors' own.
