@@ -843,6 +843,8 @@ NO_NUMERIC_BOUNDARY = [
     NoBoundary("attn_mask: expected a bfloat16, bfloat8_b or bfloat4_b TILE device tensor",
                _HERE + "test_refusals_with_no_numeric_bound_of_device_tensors",
                "attn_mask: expected a bfloat16, bfloat8_b or bfloat4_b TILE device tensor", "a dtype / layout"),
+    NoBoundary("{name}: expected a DRAM-interleaved host cache", "emulator/test_emulator_sharded.py::test_a_cache_outside_dram_is_refused",
+               "k: expected a DRAM-interleaved host cache", "a memory config"),
     NoBoundary("attn_mask: expected a DRAM-interleaved tensor", _HERE + "test_refusals_with_no_numeric_bound_of_device_tensors",
                "attn_mask: expected a DRAM-interleaved tensor, got", "a memory config"),
     NoBoundary("logit_softcap: expected None or a number", "test_logit_softcap.py::test_bad_cap_is_refused",

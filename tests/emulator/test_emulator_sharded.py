@@ -157,5 +157,5 @@ def test_a_cache_outside_dram_is_refused():
     k = ttnn.Tensor(np.zeros((2, 1, 64, HEAD_DIM), np.float32), ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
     l1_k = ttnn.Tensor(np.zeros(2 * 64 * HEAD_DIM, np.float32).tolist(), [2, 1, 64, HEAD_DIM], ttnn.bfloat16,
                        ttnn.TILE_LAYOUT, None, ttnn.L1_MEMORY_CONFIG)
-    with pytest.raises(ValueError, match="k: expected a DRAM-interleaved tensor"):
+    with pytest.raises(ValueError, match="k: expected a DRAM-interleaved host cache"):
         scaled_dot_product_attention_decode(q, l1_k, k, cur_pos=[3, 4])

@@ -180,10 +180,6 @@ def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute:
         raise ValueError("attention_sink: per-device sinks (a sink tensor sharded over a mesh) need a mesh: Q, K, V "
                          "on that mesh, or host multi-device tensors")
     const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
-    for name, tensor in (("k", k), ("v", v)):  # as on a device: the cache is DRAM interleaved
-        config = tensor.memory_config() if isinstance(tensor, ttnn.Tensor) else None
-        if config is not None and (config.is_sharded() or config.buffer_type != ttnn.BufferType.DRAM):
-            raise ValueError(f"{name}: expected a DRAM-interleaved tensor, got {config}")
     q_shards = _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, len(q_pages), emu.grid,
                               "q")
     out_shards = _height_shards(memory_config, shape, len(q_pages), emu.grid, "memory_config")

@@ -236,6 +236,8 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
     check_chunk_rows(chunk, window, per_user)
     if kind == "device":
         _validate_device_tensors(q, k, v, q_layout)
+    else:
+        _validate_host_cache_configs(k, v)
     shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
                         cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
                         q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
@@ -424,6 +426,16 @@ def _positions_tensor_values(tensor, batch: int, kind: str) -> list[int] | None:
 def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
     return _per_user_ints("chunk_start", chunk_start, batch, capacity - length, noun="starts (one per sequence)",
                           rule=f"0 <= start <= capacity - C = {capacity - length} (C = {length} rows)", broadcast=True)
+
+
+def _validate_host_cache_configs(k, v) -> None:
+    """A host K or V that carries a memory config must describe what the kernels read: a
+    DRAM-interleaved cache (a sharded cache is not honoured on the emulator, so it is refused by name)."""
+    for name, tensor in (("k", k), ("v", v)):
+        config = tensor.memory_config() if isinstance(tensor, ttnn.Tensor) else None
+        if config is not None and (config.is_sharded() or config.buffer_type != ttnn.BufferType.DRAM):
+            raise ValueError(f"{name}: expected a DRAM-interleaved host cache (its memory config is what the kernels "
+                             f"would read), got {config}")
 
 
 def _validate_device_tensors(q, k, v, q_layout: str = "rows") -> None:
