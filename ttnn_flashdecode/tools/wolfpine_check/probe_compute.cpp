@@ -41,7 +41,7 @@ constexpr bool kSink = get_named_compile_time_arg_val("sink") != 0;
 constexpr uint32_t kChunk = get_named_compile_time_arg_val("attention_chunk");
 constexpr uint32_t kRowTiles = get_named_compile_time_arg_val("row_tiles");
 static_assert(kRowTiles == 1, "the probe serves one Q row tile per request");
-constexpr uint32_t kConstPages = const_pages(kWindow != 0 || kChunk != 0, kSink, kRowTiles);
+constexpr uint32_t kConstPages = const_pages(kWindow != 0 || kChunk != 0, kSink, kRowTiles, false);  // one row tile: no row-tile users
 constexpr uint32_t kMaskUsers = get_named_compile_time_arg_val("mask_users");
 constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
 constexpr uint32_t kPartial = partial_pages(kDimTiles);
