@@ -84,7 +84,7 @@ def test_ttnn_heads_layout_paged_with_an_idle_user(max_cores):
 def test_large_negative_scores_every_row_tile(split):
     """Exact scores (tests/test_sliding_window.py's construction): head ``h``'s Q is one-hot in dim
     ``h``, K's dim ``h`` holds its scores, half-integers in [-126, -100] (exp() of any underflows
-    float32), for both row tiles of heads, over four K/V blocks (split: a block per slice): each
+    float32), for both row tiles of heads, over four K/V blocks (split 4: two one-tile blocks a slice): each
     row tile keeps its own running max through every block's correction and every combine round."""
     n_q, head_dim, capacity = 64, 64, 256
     rng = np.random.default_rng(9)
