@@ -103,7 +103,9 @@ def test_spec_with_a_sliding_window():
 def test_spec_form_equals_separate_users_bit_for_bit():
     """The peer test's property: the same Q bytes as B * Tg users with aliased page-table rows, bit
     for bit where the reduction trees match: the candidates' bounds in one position tile, so the
-    one-scan request's slices and blocks are each candidate's alone (its extra tiles: none)."""
+    one-scan request's slices and blocks are each candidate's alone (its extra tiles: none), and
+    the grid gives the 4 separate users the group's split (at 11 candidates x 16 slices it cannot:
+    docs/design.md "Row-tile users")."""
     q, k, v, pk, pv, table = _case(5, 1, 4, 2048)
     positions = np.array([1024, 1025, 1026, 1027], np.int32)
     spec = paged_scaled_dot_product_attention_decode(q, pk, pv, table, cur_pos_tensor=positions,
@@ -194,6 +196,27 @@ def test_bad_spec_calls_are_refused_by_name(keywords, match):
     with pytest.raises(ValueError, match=match):
         paged_scaled_dot_product_attention_decode(q, pk, pv, table, cur_pos_tensor=np.arange(4, dtype=np.int32),
                                                   **keywords)
+
+
+@pytest.mark.parametrize("change, match", [
+    ("head_dim", "input_tensor_k: expected head_dim 256 \\(input_tensor_q's\\)"),
+    ("table_rows", r"page_table_tensor: expected 2 rows with spec_multi_pos_tiles=4 \(one per group"),
+    ("non_causal", "spec_multi_pos_tiles: expected is_causal=True"),
+])
+def test_spec_calls_that_do_not_fit_are_refused_by_name(change, match):
+    """Found by a fresh user: each refusal names the argument as the caller wrote it (two groups,
+    B = 2), not the internal one-user-per-candidate shapes."""
+    q, k, v, pk, pv, table = _case(1, 2, 4, 256)
+    positions = np.arange(8, dtype=np.int32)
+    keywords = dict(cur_pos_tensor=positions, spec_multi_pos_tiles=4)
+    if change == "head_dim":
+        pk, pv = pk[..., :64], pv[..., :64]
+    elif change == "table_rows":
+        table = table[:1]
+    else:
+        keywords.update(is_causal=False, cur_pos_tensor=None)
+    with pytest.raises(ValueError, match=match):
+        paged_scaled_dot_product_attention_decode(q, pk, pv, table, **keywords)
 
 
 def test_spec_needs_one_kv_head():

@@ -157,6 +157,14 @@ def test_mla_like_128_heads_per_kv_head(feature, split):
     assert not got[..., 1, :].any(), "an idle user's rows are zero"
 
 
+def test_a_split_too_wide_for_the_grid_counts_the_groups_requests():
+    """Found by a fresh user: a forced split that fits neither plan is refused with the wider plan's
+    count (4 users' requests of two row tiles each, 4 x 64 slices), not the fallback's (8 requests)."""
+    q, k, v = _inputs(1, 4, 64, 1, 64, 512)
+    with pytest.raises(ValueError, match=r"split: expected at most 64 cores for 4 requests x 64 slices, got 256"):
+        attention(q, k, v, cur_pos=[300] * 4, split=64)
+
+
 def test_row_tile_program_is_the_same_for_every_position():
     """Trace-safe: whether a group is one request of several row tiles depends on shapes only, so
     one program (hash and runtime args) serves every position vector, idle slots included."""

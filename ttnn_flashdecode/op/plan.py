@@ -196,13 +196,17 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         and shape.users_per_table_row <= MAX_ROW_TILES and shape.candidate_row_tiles_fit(shape.users_per_table_row) else 1
     wider = dataclasses.replace(shape, row_tiles=rows) if rows > 1 else \
         dataclasses.replace(shape, row_tiles=candidates, row_tile_users=True) if candidates > 1 else None
-    if wider is not None:
+    if wider is None:
+        return _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget,
+                                       max_split)
+    try:
+        return plan_program(wider, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget, max_split)
+    except ValueError as refused:  # the wider request's CBs (or the caller's block or split) do not fit: one per row tile
         try:
-            return plan_program(wider, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget, max_split)
-        except ValueError:  # the wider request's CBs (or the caller's block or split) do not fit L1: one per row tile
-            pass
-    return _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget,
-                                   max_split)
+            return _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy,
+                                           l1_budget, max_split)
+        except ValueError:
+            raise refused from None  # neither plan: the refusal of the plan the call would have had
 
 
 def _plan_row_tile_requests(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,

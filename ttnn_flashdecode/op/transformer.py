@@ -61,14 +61,16 @@ def _cache_view(cache, geometry, name: str):
     return _reshape(cache, (shape[0], heads, block_size, shape[3]))
 
 
-def _spec_candidates(spec_multi_pos_tiles, q, k) -> int:
+def _spec_candidates(spec_multi_pos_tiles, q, k, page_table, is_causal) -> int:
     """ttnn's ``spec_multi_pos_tiles=Tg`` checked (0: off): ``Tg`` speculative candidates per group,
     Q ``[1, B, Tg * 32, dh]`` with candidate ``j``'s Q heads on the rows of row tile ``j`` (the
     rest padding), one KV head (as ttnn), ``cur_pos_tensor`` ``B * Tg`` bounds (group ``b``'s
-    candidates ``b * Tg ..``), the page table ``B`` rows.
+    candidates ``b * Tg ..``), the page table ``B`` rows, causal (each candidate's bound is its
+    entry: ttnn's spec mode always reads them).
 
     Raises:
-        ValueError: a negative or non-int ``Tg``, Q rows other than ``Tg * 32``, or more than one KV head.
+        ValueError: a negative or non-int ``Tg``, Q rows other than ``Tg * 32``, more than one KV
+            head, K's head_dim not Q's, page-table rows other than ``B``, or ``is_causal=False``.
     """
     if isinstance(spec_multi_pos_tiles, bool) or not isinstance(spec_multi_pos_tiles, (int, np.integer)) \
             or spec_multi_pos_tiles < 0:
@@ -81,6 +83,14 @@ def _spec_candidates(spec_multi_pos_tiles, q, k) -> int:
     if candidates and (len(k.shape) != 4 or int(k.shape[1]) != 1):
         raise ValueError(f"input_tensor_k: expected one KV head with spec_multi_pos_tiles (as ttnn's), got "
                          f"{list(k.shape)}")
+    if candidates and int(k.shape[3]) != int(q.shape[3]):
+        raise ValueError(f"input_tensor_k: expected head_dim {int(q.shape[3])} (input_tensor_q's), got {list(k.shape)}")
+    if candidates and (len(page_table.shape) != 2 or int(page_table.shape[0]) != int(q.shape[1])):
+        raise ValueError(f"page_table_tensor: expected {int(q.shape[1])} rows with spec_multi_pos_tiles={candidates} "
+                         f"(one per group, input_tensor_q's dim 1), got {list(page_table.shape)}")
+    if candidates and not is_causal:
+        raise ValueError(f"spec_multi_pos_tiles: expected is_causal=True (each candidate's causal bound is its "
+                         f"cur_pos_tensor entry), got spec_multi_pos_tiles={candidates} with is_causal=False")
     return candidates
 
 
@@ -411,7 +421,7 @@ def paged_scaled_dot_product_attention_decode(
                                  cur_pos_tensor=cur_pos_tensor)
     if is_causal and cur_pos_tensor is None:
         raise TypeError("cur_pos_tensor: the paged decode call takes its positions as a tensor (int32 [b]), got None")
-    candidates = _spec_candidates(spec_multi_pos_tiles, input_tensor_q, input_tensor_k)
+    candidates = _spec_candidates(spec_multi_pos_tiles, input_tensor_q, input_tensor_k, page_table_tensor, is_causal)
     q = input_tensor_q
     if candidates:  # one user per candidate, ttnn's [1, B * Tg, 32, dh]: the same tiles
         groups, head_dim = int(q.shape[1]), int(q.shape[3])
