@@ -150,6 +150,17 @@ def _row_tiles(shape: DecodeShape) -> int:
     return rows
 
 
+def _candidate_row_tiles(shape: DecodeShape) -> int:
+    """Row tiles one request of ``shape`` could serve as row-tile users (``attention_protocol.hpp``
+    "Row-tile users"): ``users_per_table_row`` candidates that fit
+    (:meth:`~ttnn_flashdecode.op.shape.DecodeShape.candidate_row_tiles_fit`), at most
+    :data:`~ttnn_flashdecode.op.residency.MAX_ROW_TILES`, of a shape not planned wider yet; else 1."""
+    candidates = shape.users_per_table_row
+    if shape.row_tiles != 1 or candidates > MAX_ROW_TILES or not shape.candidate_row_tiles_fit(candidates):
+        return 1
+    return candidates
+
+
 @functools.lru_cache(maxsize=64)
 def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
                  accessor_args, noc_xy, l1_budget: int | None = None, max_split: int | None = None) -> Plan:
@@ -191,9 +202,7 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
     Raises:
         ValueError: as :func:`attention` for block size, split and request-count limits.
     """
-    rows = _row_tiles(shape)
-    candidates = shape.users_per_table_row if rows == 1 and shape.row_tiles == 1 and not shape.row_tile_users \
-        and shape.users_per_table_row <= MAX_ROW_TILES and shape.candidate_row_tiles_fit(shape.users_per_table_row) else 1
+    rows, candidates = _row_tiles(shape), _candidate_row_tiles(shape)
     wider = dataclasses.replace(shape, row_tiles=rows) if rows > 1 else \
         dataclasses.replace(shape, row_tiles=candidates, row_tile_users=True) if candidates > 1 else None
     if wider is None:
