@@ -715,6 +715,9 @@ NO_NUMERIC_BOUNDARY = [
     NoBoundary("{name}: expected a bool", _TYPES, "is_causal: expected a bool", "a type"),
     NoBoundary("memory_config: expected None or a ttnn.MemoryConfig", _TYPES, "memory_config: expected None or a",
                "a type"),
+    NoBoundary("memory_config: expected DRAM interleaved", "emulator/test_emulator_sharded.py::"
+               "test_an_l1_interleaved_output_is_refused_on_the_emulator", "memory_config: expected DRAM interleaved",
+               "a memory kind"),
     NoBoundary("{name}: expected None or an int, got", _TYPES, "split: expected None or an int", "a type"),
     NoBoundary("backend: expected a str", _TYPES, "backend: expected a str", "a type"),
     NoBoundary("scale: expected None or a number", _TYPES, "scale: expected None or a number", "a type"),

@@ -20,7 +20,7 @@ from ttnn_flashdecode.op.plan import Target, plan_call
 from ttnn_flashdecode.op.program_factory import AddressWriter, Plan, build_program, operand_accessor_args, work_table
 from ttnn_flashdecode.op.residency import device_cb_budget_bytes
 from ttnn_flashdecode.op.shape import DecodeShape
-from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1
+from ttnn_flashdecode.op.validate import Inputs
 
 __all__ = ["last_report", "to_numpy", "run_on_device", "prepare_device_launch", "DeviceLaunch"]
 
@@ -192,15 +192,9 @@ def prepare_device_launch(operands: Operands, inputs: Inputs, options: Attention
     device) and return its :class:`DeviceLaunch`.
 
     Raises:
-        ValueError: a ``memory_config`` other than DRAM interleaved (or, with the heads layout,
-            L1 height-sharded); as :func:`~ttnn_flashdecode.op.plan.plan_call`.
+        ValueError: as :func:`~ttnn_flashdecode.op.plan.plan_call`.
     """
     shape, q, memory_config = inputs.shape, operands.q, options.memory_config
-    sharded_ok = shape.q_layout == "heads" and memory_config is not None and height_sharded_l1(memory_config)
-    if memory_config is not None and not sharded_ok and (
-            memory_config.buffer_type != ttnn.BufferType.DRAM or memory_config.is_sharded()):
-        also = " or (q_layout 'heads') L1 height-sharded" if shape.q_layout == "heads" else ""
-        raise ValueError(f"memory_config: expected DRAM interleaved{also}, got {memory_config}")
     device = q.device()
     arch = "blackhole" if "BLACKHOLE" in str(device.arch()).upper() else "wormhole_b0"
     full = device.compute_with_storage_grid_size()

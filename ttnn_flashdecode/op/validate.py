@@ -151,6 +151,7 @@ def validate_inputs(operands: Operands, options: AttentionOptions) -> Inputs:
         _validate_device_tensors(q, k, v, options.q_layout)
     else:
         _validate_host_cache_configs(k, v)
+    _validate_memory_config(options.memory_config, options.q_layout)
     attn_mask = operands.attn_mask
     mask_count = 0 if attn_mask is None else mask_users(attn_mask, cache.batch, n_q_heads, cache.capacity, kind)
     scores = dataclasses.replace(options.scores, window=window, sink=operands.attention_sink is not None,
@@ -395,6 +396,16 @@ def _validate_device_tensors(q, k, v, q_layout: str = "rows") -> None:
     if len(devices) != 1:
         raise ValueError("q, k, v: expected tensors on one device, got tensors on different devices")
     # A multi-chip ttnn.MeshDevice is fine: its tensors have one device's shard shape (op/mesh.py).
+
+
+def _validate_memory_config(config, q_layout: str) -> None:
+    """The output's memory config: DRAM interleaved, or with the heads layout L1 height-sharded (its
+    shard shape is checked against the grid when the output is placed)."""
+    if config is None or (q_layout == "heads" and height_sharded_l1(config)):
+        return
+    if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+        also = " or (q_layout 'heads') L1 height-sharded" if q_layout == "heads" else ""
+        raise ValueError(f"memory_config: expected DRAM interleaved{also}, got {config}")
 
 
 def height_sharded_l1(config) -> bool:
