@@ -159,3 +159,19 @@ def test_github_slugs():
     assert github_slug("`sliding_window_size`") == "sliding_window_size"
     assert github_slug("Context parallel (issue 23 item 2): `context_parallel_attention`") == \
         "context-parallel-issue-23-item-2-context_parallel_attention"
+
+
+def test_multi_chip_doc_examples_run_and_match_the_reference():
+    """docs/multi_chip.md's emulated-mesh examples (tensor and context parallel) against float64."""
+    import numpy as np
+
+    from ttnn_flashdecode.op.reference import attention_reference, pcc
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "multi_chip.md").read_text(), flags=re.S)
+    assert len(blocks) == 2
+    names: dict = {}
+    for block in blocks:
+        exec(block, names)  # noqa: S102 - our own documentation
+    ref = attention_reference(names["mq"], names["mk"], names["mv"], cur_pos=[5, 1000])
+    assert pcc(np.asarray(names["mesh_full"], np.float64), ref) >= 0.9999
+    assert pcc(np.asarray(names["cp_full"], np.float64), ref) >= 0.9999
