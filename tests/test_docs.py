@@ -175,3 +175,25 @@ def test_multi_chip_doc_examples_run_and_match_the_reference():
     ref = attention_reference(names["mq"], names["mk"], names["mv"], cur_pos=[5, 1000])
     assert pcc(np.asarray(names["mesh_full"], np.float64), ref) >= 0.9999
     assert pcc(np.asarray(names["cp_full"], np.float64), ref) >= 0.9999
+
+
+def test_the_readme_keyword_table_names_every_public_keyword():
+    """Every keyword of attention(), the four drop-ins and context_parallel_attention has a line in
+    the README's keyword table (the tensors themselves under `q`, `k`, `v`), and every line links
+    to docs/options.md."""
+    import inspect
+
+    import ttnn_flashdecode
+    from ttnn_flashdecode import transformer
+
+    calls = [ttnn_flashdecode.attention, ttnn_flashdecode.context_parallel_attention,
+             transformer.scaled_dot_product_attention_decode, transformer.paged_scaled_dot_product_attention_decode,
+             transformer.flash_multi_latent_attention_decode, transformer.paged_flash_multi_latent_attention_decode]
+    tensors = {"q", "k", "v", "input_tensor_q", "input_tensor_k", "input_tensor_v"}
+    keywords = {name for call in calls for name in inspect.signature(call).parameters} - tensors
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| \[(.+?)\]\((docs/options\.md#[^)]+)\) \|", text, flags=re.M)
+    listed = {name for cell, _ in rows for name in re.findall(r"`(\w+)`", cell)}
+    assert not keywords - listed, f"README.md's keyword table lacks {sorted(keywords - listed)}"
+    assert {"q", "k", "v"} <= listed
+    assert len(rows) == len(set(rows)) >= len(keywords) - 2
