@@ -1,6 +1,6 @@
 """Every refusal tested at its boundary (issue 25, items 1 and 2).
 
-For each host-side refusal of :func:`ttnn_flashdecode.attention` and the drop-ins (``op/validate.py``, ``op/score_inputs.py``,
+For each host-side refusal of :func:`ttnn_flashdecode.attention` and the drop-ins (``op/validate.py``, ``op/modifiers/``,
 the plan-time refusals of ``op/plan.py``, ``op/transformer.py``) the table :data:`BOUNDARIES` holds
 one row per bound: the LAST valid value, which must be accepted and give the float64 reference's
 result (tests/bars.py's bar) with a quiet run, and the FIRST invalid value, which must be refused
@@ -40,7 +40,7 @@ from ttnn_flashdecode.op.plan import DEFAULT_ARCH, plan_program
 from ttnn_flashdecode.op.program_factory import OPERANDS
 from ttnn_flashdecode.op.residency import Residency, l1_bytes
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
-from ttnn_flashdecode.op.options import validate_options
+from ttnn_flashdecode.op.options import options_for
 
 from bars import assert_close, assert_quiet
 
@@ -222,7 +222,7 @@ def planned_split(split: int) -> Call:
     shape = DecodeShape(1, 1, 1, 32, 2 * 255 * 32)
 
     def run():
-        validate_options(backend="auto", split=split, scale=None)
+        options_for(backend="auto", split=split, scale=None)
         return plan_program(shape, None, split, ComputeOptions(), DEFAULT_ARCH, (16, 16), ((),) * len(OPERANDS), lambda x, y: (x, y))
 
     def check(planned):
@@ -945,7 +945,7 @@ def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
 
 # ------------------------------------------------------------------- the completeness check
 
-REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/score_inputs.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
+REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/positions.py", "ttnn_flashdecode/op/modifiers/softcap.py", "ttnn_flashdecode/op/modifiers/window.py", "ttnn_flashdecode/op/modifiers/chunk.py", "ttnn_flashdecode/op/modifiers/mask.py", "ttnn_flashdecode/op/modifiers/sink.py", "ttnn_flashdecode/op/modifiers/causal.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
 
 
 @dataclasses.dataclass(frozen=True)

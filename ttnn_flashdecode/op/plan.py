@@ -18,7 +18,7 @@ from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import MAX_ROW_TILES, Residency, cb_budget_bytes, l1_bytes, max_block_tiles
 from ttnn_flashdecode.op.schedule import DEFAULT_MIN_SLICE_TILES, schedule
 
-__all__ = ["DEFAULT_BLOCK_TILES", "DEFAULT_ARCH", "plan_program", "program_for", "check_windows"]
+__all__ = ["DEFAULT_BLOCK_TILES", "DEFAULT_ARCH", "Target", "plan_call", "plan_program", "program_for", "check_windows"]
 
 DEFAULT_BLOCK_TILES = 16
 """The seed's block size (DESIGN.md §8): 16 position tiles = 512 positions per K/V block."""
@@ -30,6 +30,39 @@ tile (``split=None``); an R-row request's slices may be R times shorter. ``bench
 
 DEFAULT_ARCH = "wormhole_b0"
 """Architecture the emulator models when no device says otherwise (n150 / n300)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where a call runs, as the planner needs it: ``arch`` (``"wormhole_b0"`` or ``"blackhole"``),
+    ``grid`` (resolved: ``(x, y)`` or a tuple of cores), the operands' TensorAccessorArgs
+    (``accessor_args``, :func:`~ttnn_flashdecode.op.program_factory.operand_accessor_args`),
+    ``noc_xy`` (logical core -> NoC coordinate) and ``l1_budget`` (L1 bytes for CBs; None: the arch's)."""
+
+    arch: str
+    grid: object
+    accessor_args: tuple
+    noc_xy: object
+    l1_budget: int | None = None
+
+
+def plan_call(shape: DecodeShape, options, target: Target) -> Plan:
+    """The plan of a validated call on ``target`` (pure: allocates nothing): :func:`plan_program`
+    with the call's block, split and compute options, and :func:`check_windows`, so every backend
+    runs only plans whose cache can be attended to its last position.
+
+    Args:
+        shape: the validated call (:func:`~ttnn_flashdecode.op.validate.validate_inputs`).
+        options: its :class:`~ttnn_flashdecode.op.options.AttentionOptions`.
+        target: where it runs.
+
+    Raises:
+        ValueError: as :func:`plan_program` and :func:`check_windows`.
+    """
+    plan = plan_program(shape, options.block_tiles, options.split, options.compute, target.arch, target.grid,
+                        target.accessor_args, target.noc_xy, target.l1_budget, options.max_split)
+    check_windows(plan)
+    return plan
 
 
 def _blocks_budget(shape: DecodeShape, arch: str, l1_budget: int | None) -> int:
@@ -131,7 +164,8 @@ def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, arc
     fitting the grid at some batch, and a split that shrinks with the batch changes the bits);
     the caller's block, else the one a lone request of this shape would take unsplit. A request
     then runs on one core, its blocks in position order, whoever shares the core."""
-    alone = dataclasses.replace(shape, batch=1, users_per_table_row=1, mask_users=min(shape.mask_users, 1))
+    alone = dataclasses.replace(shape, batch=1, users_per_table_row=1,
+                                scores=dataclasses.replace(shape.scores, mask_users=min(shape.scores.mask_users, 1)))
     split = 1 if split is None else split
     if block_tiles is None:
         fit = _check_block_tiles(alone, None, arch, fp32_stats, l1_budget)
@@ -145,7 +179,7 @@ def _row_tiles(shape: DecodeShape) -> int:
     (whose rows are one row tile's) and at most :data:`~ttnn_flashdecode.op.residency.MAX_ROW_TILES`;
     else 1."""
     rows = shape.gqa_ratio // protocol.MAX_Q_ROWS
-    if shape.kind != "decode" or shape.mask_users or shape.row_tiles != 1 or not 1 < rows <= MAX_ROW_TILES:
+    if shape.kind != "decode" or shape.scores.mask_users or shape.row_tiles != 1 or not 1 < rows <= MAX_ROW_TILES:
         return 1
     return rows
 

@@ -500,10 +500,11 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     from ttnn_flashdecode.op.plan import plan_program
     from ttnn_flashdecode.emulator.arch import ArchSpec
     from ttnn_flashdecode.op.program_factory import OPERANDS
+    from ttnn_flashdecode.op.modifiers import ScoreModifiers
     from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 
     decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity,
-                         kv_dtype=kv_dtype, window=window, attention_chunk=chunk)
+                         kv_dtype=kv_dtype, scores=ScoreModifiers(window=window, attention_chunk=chunk))
     spec = ArchSpec.for_name(arch)
     accessor_args = tuple((2, TILE_BYTES) for _ in range(len(OPERANDS)))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
