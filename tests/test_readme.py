@@ -46,9 +46,8 @@ def test_readme_host_tensor_quick_start(namespace):
     assert relative_l2(_f64(got).reshape(ref.shape), ref) <= 1e-2
 
 
-@pytest.mark.xfail(strict=False, reason="issue 34: host outputs take Q's layout -- the op change lands from the "
-                                         "kernels branch; until then a host output is ROW_MAJOR")
 def test_readme_host_output_has_the_layout_of_q(namespace):
+    """The README says a host output has Q's layout: TILE for the example's TILE Q, as ttnn's op returns."""
     assert namespace["host_out"].layout == ttnn.TILE_LAYOUT
 
 
