@@ -640,10 +640,10 @@ BOUNDARIES = [
              lambda c: dropin(is_causal=c, attn_mask=_mask(B, 1, NQ, CAP)), False, True,
              r"attn_mask: expected None with is_causal=True \(ttnn: \"Must not have attn_mask tensor for non-causal "
              r"attention\" -- a mask is for is_causal=False\)$"),
-    Boundary("non-causal: no window", "is_causal: non-causal attention attends every position",
+    Boundary("non-causal: no window", "is_causal: non-causal attention takes no window or chunk",
              lambda w: attend(is_causal=False, sliding_window_size=w), None, 1,
-             r"is_causal: non-causal attention attends every position of the cache \(decode, no positions, no window or "
-             r"chunk\), got sliding_window_size$"),
+             r"is_causal: non-causal attention takes no window or chunk \(every position of the cache is attended\), "
+             r"got sliding_window_size$"),
     # issue 21: the logit softcap and chunked-local attention
     Boundary("logit_softcap 2**-64: every score +-c", SOFTCAP, lambda c: attend(logit_softcap=c), 2.0**-64,
              math.nextafter(2.0**-64, 0), r"logit_softcap: expected a number c > 0 with 2\*\*-64 <= c <= 2\*\*64 .*, "
@@ -711,8 +711,23 @@ _SPEC = "test_spec_multi_pos.py::"
 
 _TYPES = _ERRORS + "test_attention_wrong_types_are_type_errors"
 
+_FIELDS = "test_options_registry.py::test_score_modifiers_refuse_bad_fields_and_combinations"
+
 NO_NUMERIC_BOUNDARY = [
+    NoBoundary("softcap: expected a finite float", _FIELDS, "softcap: expected a finite float", "a field invariant"),
+    NoBoundary("window: expected an int >= 0", _FIELDS, "window: expected an int >= 0", "a field invariant"),
+    NoBoundary("attention_chunk: expected an int >= 0", _FIELDS, "attention_chunk: expected an int >= 0",
+               "a field invariant"),
+    NoBoundary("mask_users: an attention mask needs causal=False", _FIELDS, "mask_users: an attention mask needs",
+               "a field invariant"),
+    NoBoundary("is_causal: non-causal attention takes no positions", _MASK + "test_mask_refusals",
+               "is_causal: non-causal attention takes no positions", "a combination"),
+    NoBoundary("causal: non-causal attention is decode only", _FIELDS, "causal: non-causal attention is decode only",
+               "a request kind"),
     NoBoundary("{name}: expected a bool", _TYPES, "is_causal: expected a bool", "a type"),
+    NoBoundary("is_causal: expected a bool", _TYPES, "is_causal: expected a bool", "a type"),
+    NoBoundary("sliding_window_size: expected None or an int", _TYPES, "sliding_window_size: expected None or an int",
+               "a type"),
     NoBoundary("memory_config: expected None or a ttnn.MemoryConfig", _TYPES, "memory_config: expected None or a",
                "a type"),
     NoBoundary("memory_config: expected DRAM interleaved", "emulator/test_emulator_sharded.py::"

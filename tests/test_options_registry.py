@@ -54,6 +54,22 @@ def test_options_refuse_bad_keywords_by_name(keywords, error, message):
         options_for(**keywords)
 
 
+def test_score_modifiers_refuse_bad_fields_and_combinations():
+    """The fields' own invariants (what the keywords' validation hands on, checked again where the
+    program is keyed) and the combinations the modifiers refuse with the call's kind."""
+    for fields, message in [(dict(softcap=-1.0), "softcap: expected a finite float >= 0.0"),
+                            (dict(window=-1), "window: expected an int >= 0"),
+                            (dict(attention_chunk=48), "attention_chunk: expected an int >= 0 that is a multiple of 32"),
+                            (dict(mask_users=1), "mask_users: an attention mask needs causal=False"),
+                            (dict(causal=False, window=8), "is_causal: non-causal attention takes no window or chunk")]:
+        with pytest.raises(ValueError, match=message):
+            ScoreModifiers(**fields)
+    with pytest.raises(ValueError, match="causal: non-causal attention is decode only"):
+        ScoreModifiers(causal=False).check(rows=2, kind="rows")
+    with pytest.raises(ValueError, match="sliding_window_size: expected at most cache_position_modulo 64"):
+        ScoreModifiers(window=65).check(rows=1, kind="decode", cache_wrap=64)
+
+
 def test_every_modifier_is_a_keyword_of_attention_and_a_field_of_the_modifiers():
     parameters = inspect.signature(attention).parameters
     fields = {field.name for field in ScoreModifiers.__dataclass_fields__.values()}

@@ -120,8 +120,11 @@ def attention_reference(
     batch, n_kv, cap, hd = k64.shape
     if hd == 0 or n_kv == 0 or cap == 0:
         raise ValueError(f"k: expected non-zero n_kv_heads, capacity and head_dim, got {list(k64.shape)}")
-    modifiers = scalar_modifiers(sliding_window_size=sliding_window_size, logit_softcap=logit_softcap,
-                                 attention_chunk_size=attention_chunk_size)
+    try:
+        modifiers = scalar_modifiers(sliding_window_size=sliding_window_size, logit_softcap=logit_softcap,
+                                     attention_chunk_size=attention_chunk_size)
+    except TypeError as error:  # the reference refuses every bad value with a ValueError
+        raise ValueError(str(error)) from error
     if not is_causal:
         if cur_pos is not None or chunk_start is not None or rows is not None or modifiers.window:
             raise ValueError("is_causal: expected no cur_pos, chunk_start, rows or window with non-causal attention")

@@ -80,8 +80,8 @@ def _request_kind(operands: Operands, rows, causal: bool) -> str:
         given = [name for name, value in (("cur_pos", cur_pos), ("cur_pos_tensor", cur_pos_tensor),
                                           ("chunk_start", chunk_start), ("rows", rows)) if value is not None]
         if given:
-            raise ValueError(f"is_causal: non-causal attention attends every position of the cache (decode, no "
-                             f"positions, no window or chunk), got {', '.join(given)}")
+            raise ValueError(f"is_causal: non-causal attention takes no positions (decode, every position of the cache "
+                             f"attended), got {', '.join(given)}")
         return "decode"
     if operands.attn_mask is not None:
         raise ValueError("attn_mask: expected None with causal attention (an attention mask is for is_causal=False, "

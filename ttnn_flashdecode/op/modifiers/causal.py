@@ -27,8 +27,8 @@ class Causality(ScoreModifier):
     def check_field(self, modifiers) -> None:
         if not modifiers.causal and (modifiers.window or modifiers.attention_chunk):
             given = ["sliding_window_size"] * bool(modifiers.window) + ["attention_chunk_size"] * bool(modifiers.attention_chunk)
-            raise ValueError(f"is_causal: non-causal attention attends every position of the cache (decode, no "
-                             f"positions, no window or chunk), got {', '.join(given)}")
+            raise ValueError(f"is_causal: non-causal attention takes no window or chunk (every position of the cache is "
+                             f"attended), got {', '.join(given)}")
 
     def check_call(self, modifiers, *, rows: int, kind: str, cache_wrap: int) -> None:
         if not modifiers.causal and kind != "decode":
