@@ -740,8 +740,6 @@ NO_NUMERIC_BOUNDARY = [
     NoBoundary("q_layout: expected a str", _TYPES, "q_layout: expected a str", "a type"),
     NoBoundary("share_cache: expected None or a bool", _DROPIN + "test_share_cache_must_be_a_bool",
                "share_cache: expected None or a bool", "a type"),
-    NoBoundary("return_lse: expected a bool", "test_lse.py::test_return_lse_needs_fp32_statistics",
-               "return_lse: expected a bool", "a type"),
     NoBoundary("return_lse: expected a compute config with fp32_dest_acc_en=True",
                "test_lse.py::test_return_lse_needs_fp32_statistics",
                "return_lse: expected a compute config with fp32_dest_acc_en=True", "arguments that go together"),
