@@ -998,13 +998,15 @@ def _template(node: ast.expr) -> tuple[str, bool]:
 
 
 def refusal_sites(source: str, path: str) -> list[Site]:
-    """Every ``raise ValueError(message)`` / ``raise TypeError(message)`` in ``source``."""
+    """Every ``raise ValueError(message)`` / ``raise TypeError(message)`` in ``source``, and every
+    ``return ValueError(message)`` (a refusal the planner hands back to raise later)."""
     sites = []
     for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and isinstance(node.exc.func, ast.Name)
-                and node.exc.func.id in ("ValueError", "TypeError")):
-            template, open_end = _template(node.exc.args[0]) if node.exc.args else ("", False)
-            sites.append(Site(path, node.lineno, node.exc.func.id, template, open_end))
+        error = node.exc if isinstance(node, ast.Raise) else node.value if isinstance(node, ast.Return) else None
+        if (isinstance(error, ast.Call) and isinstance(error.func, ast.Name)
+                and error.func.id in ("ValueError", "TypeError")):
+            template, open_end = _template(error.args[0]) if error.args else ("", False)
+            sites.append(Site(path, node.lineno, error.func.id, template, open_end))
     return sorted(sites, key=lambda s: s.line)
 
 

@@ -14,7 +14,7 @@ from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.modifiers import ScoreModifiers
 from ttnn_flashdecode.op.residency import KV_FORMATS
 
-__all__ = ["KINDS", "Q_LAYOUTS", "WRAPPED_POSITIONS", "DecodeShape", "ComputeOptions"]
+__all__ = ["KINDS", "Q_LAYOUTS", "WRAPPED_POSITIONS", "RequestLayout", "DecodeShape", "ComputeOptions"]
 
 
 Q_LAYOUTS = ("rows", "heads")
@@ -30,6 +30,26 @@ WRAPPED_POSITIONS = 1 << 29
 """Positions of a circular cache (``cache_position_modulo``) run ``0 .. WRAPPED_POSITIONS - 1``:
 logical, far past any context a model serves, and with room in the parameter block's 32-bit
 position arithmetic."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestLayout:
+    """The planner's choice of how a call's Q rows become requests
+    (:func:`~ttnn_flashdecode.op.plan.plan_program`), apart from the call's shape.
+
+    Attributes:
+        row_tiles: Q row tiles per decode request: 1, one request per 32 Q heads of a KV group; or
+            ``gqa_ratio / 32`` (> 1, no attention mask), one request per KV group whose every K/V
+            block serves all its row tiles (``attention_protocol.hpp`` "Q row tiles"); or, with
+            ``row_tile_users``, the candidates of one group.
+        row_tile_users: ``users_per_table_row`` candidates of one sequence (ttnn's
+            ``spec_multi_pos_tiles``; :meth:`DecodeShape.candidate_row_tiles_fit`) are one request of
+            ``row_tiles`` consecutive users, row tile ``r`` being user ``user + r`` with its own
+            position, so the group's cache is read once (``attention_protocol.hpp`` "Row-tile users").
+    """
+
+    row_tiles: int = 1
+    row_tile_users: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,18 +89,12 @@ class DecodeShape:
             the batch it shares (:func:`~ttnn_flashdecode.op.plan.plan_program`).
         lse: return the log-sum-exp of every row (``return_lse``): the named compile-time arg
             ``lse``, CBs LSE / LSE_STAGE, and the LSE operand the writer fills.
-        row_tiles: Q row tiles per decode request (the planner's choice,
-            :func:`~ttnn_flashdecode.op.plan.plan_program`): 1, one request per 32 Q heads of a KV
-            group; or ``gqa_ratio / 32`` (> 1, no attention mask), one request per KV group whose
-            every K/V block serves all its row tiles (``attention_protocol.hpp`` "Q row tiles").
         values_from_keys: V is K (the call passed one tensor as both, as MLA's latent cache is):
             the reader reads each K/V block once, into CB K, and P . V reads it there; no CB V
             (``attention_protocol.hpp`` "Values from keys").
-        row_tile_users: the planner's choice for ``users_per_table_row`` candidates of one
-            sequence (ttnn's ``spec_multi_pos_tiles``; :meth:`candidate_row_tiles_fit`): one request
-            per candidate group of ``row_tiles`` consecutive users, row tile ``r`` being user
-            ``user + r`` with its own position, so the group's cache is read once
-            (``attention_protocol.hpp`` "Row-tile users").
+        layout: the planner's choice of requests (:class:`RequestLayout`; the default, one request
+            per 32 Q heads of a KV group, until :func:`~ttnn_flashdecode.op.plan.plan_program`
+            widens it). ``row_tiles`` and ``row_tile_users`` read it.
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -103,9 +117,18 @@ class DecodeShape:
     users_per_table_row: int = 1
     batch_invariant: bool = False
     lse: bool = False
-    row_tiles: int = 1
     values_from_keys: bool = False
-    row_tile_users: bool = False
+    layout: RequestLayout = RequestLayout()
+
+    @property
+    def row_tiles(self) -> int:
+        """Q row tiles per decode request (:attr:`RequestLayout.row_tiles`)."""
+        return self.layout.row_tiles
+
+    @property
+    def row_tile_users(self) -> bool:
+        """Row tile ``r`` of a request is user ``user + r`` (:attr:`RequestLayout.row_tile_users`)."""
+        return self.layout.row_tile_users
 
     def __post_init__(self):
         self.scores.check(rows=self.rows, kind=self.kind, cache_wrap=self.cache_wrap)
@@ -368,7 +391,7 @@ class ComputeOptions:
         """Whether the compute kernel multiplies Q by the scale and O by 1/L on the SFPU (fp32) rather
         than the FPU: at LoFi and HiFi2 the FPU multiplies by SrcB's top 7 significant bits only,
         truncated, and both factors sit in SrcB, constant along a row, so every output row would
-        share the loss (measured on the emulator: output ~1% low, README "Accuracy by compute config")."""
+        share the loss (measured on the emulator: output ~1% low, docs/accuracy.md "By compute config")."""
         return self.math_fidelity in (ttnn.MathFidelity.LoFi, ttnn.MathFidelity.HiFi2)
 
     def row_sum_groups(self, block_tiles: int) -> int:
