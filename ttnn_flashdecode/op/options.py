@@ -93,8 +93,10 @@ def options_for(**keywords) -> AttentionOptions:
             ``1..MAX_SPLIT``, a scale that is not a positive number of at most :data:`SCALE_MAX`;
             ``return_lse=True`` with ``fp32_dest_acc_en=False``; as each score modifier.
     """
-    try:  # each value with its type: True == 1 and 64.0 == 64 are refused where 1 and 64 are not
-        key = tuple((name, type(value), value) for name, value in keywords.items())
+    values = tuple(keywords.values())
+    # Each value with its type: True == 1 and 64.0 == 64, but they are refused where 1 and 64 are not.
+    key = (tuple(keywords), values, tuple(map(type, values)))
+    try:
         hash(key)
     except TypeError:  # an unhashable keyword (a list grid): validated every call
         return _validated(**keywords)
@@ -103,7 +105,8 @@ def options_for(**keywords) -> AttentionOptions:
 
 @functools.lru_cache(maxsize=256)
 def _cached_options(key: tuple) -> AttentionOptions:
-    return _validated(**{name: value for name, _, value in key})
+    names, values, _ = key
+    return _validated(**dict(zip(names, values)))
 
 
 def _validated(*, compute_kernel_config=None, memory_config=None, backend="auto", split=None, max_split=None,
