@@ -13,7 +13,7 @@ import ttnn
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.constants import SCALE_MAX
-from ttnn_flashdecode.op.modifiers import ScoreModifiers, scalar_modifiers
+from ttnn_flashdecode.op.modifiers import MODIFIER_KEYWORDS, ScoreModifiers, scalar_modifiers
 from ttnn_flashdecode.op.modifiers.base import is_int
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, ComputeOptions
 
@@ -110,14 +110,13 @@ def _cached_options(key: tuple) -> AttentionOptions:
 
 
 def _validated(*, compute_kernel_config=None, memory_config=None, backend="auto", split=None, max_split=None,
-               block_tiles=None, scale=None, q_layout="rows", grid=None, sliding_window_size=None,
-               logit_softcap=None, attention_chunk_size=None, is_causal=True, batch_invariant=False,
-               return_lse=False, **rest) -> AttentionOptions:
+               block_tiles=None, scale=None, q_layout="rows", grid=None, batch_invariant=False, return_lse=False,
+               **rest) -> AttentionOptions:
     if memory_config is not None and not isinstance(memory_config, ttnn.MemoryConfig):
         raise TypeError(f"memory_config: expected None or a ttnn.MemoryConfig, got {type(memory_config).__name__} "
                         f"{memory_config!r}")
-    scores = scalar_modifiers(sliding_window_size=sliding_window_size, logit_softcap=logit_softcap,
-                              attention_chunk_size=attention_chunk_size, is_causal=is_causal)
+    # The score modifiers' keywords, whichever the registry holds (op/modifiers): each validates its own.
+    scores = scalar_modifiers(**{name: rest.pop(name) for name in MODIFIER_KEYWORDS if name in rest})
     _check_ints(split=split, max_split=max_split, block_tiles=block_tiles)
     _check_backend_and_layout(backend, q_layout)
     for name, value in (("split", split), ("max_split", max_split)):

@@ -4,7 +4,8 @@ A modifier owns its keyword, its one validation, its field of :class:`ScoreModif
 compile-time args and its float64 reference hook; the compute kernel applies them in one ordered
 stage (``apply_score_modifiers`` in ``kernels/``: cap -> tail mask -> window / chunk -> attention
 mask), and the normalising core folds the sink. Adding one is its module here, its line in
-:data:`REGISTRY`, one kernel stage, one test file and a row of the README's keyword table.
+:data:`REGISTRY`, its keyword in the public signatures (passed on as ``x=x``), one kernel stage,
+one test file and a row of the README's keyword table.
 
 =====================  ===========================  ==========================================
 module                 keyword                      field (:class:`ScoreModifiers`)
@@ -24,11 +25,14 @@ import dataclasses
 
 from ttnn_flashdecode.op.modifiers import causal, chunk, mask, sink, softcap, window
 
-__all__ = ["ScoreModifiers", "REGISTRY", "scalar_modifiers"]
+__all__ = ["ScoreModifiers", "REGISTRY", "MODIFIER_KEYWORDS", "scalar_modifiers"]
 
 REGISTRY = tuple(module.MODIFIER for module in (softcap, window, chunk, mask, sink, causal))
 """Every score modifier, in the order the kernel applies them (the sink last: it joins the
 normalisation, not the scores)."""
+
+MODIFIER_KEYWORDS = tuple(modifier.KEYWORD for modifier in REGISTRY)
+"""The modifiers' keywords of :func:`~ttnn_flashdecode.attention`, in :data:`REGISTRY` order."""
 
 
 @dataclasses.dataclass(frozen=True)
