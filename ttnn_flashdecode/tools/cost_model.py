@@ -315,7 +315,11 @@ WEIGHTINGS = ("uniform", "tile-ops")
 _FREE_IN_TILE_OPS = ("_init", "tile_regs_", "reconfig", "compute_kernel_hw_startup", "reduce_uninit")
 
 
-def _weight(name: str, weights: str) -> float:
+def _weight(name: str, weights) -> float:
+    """A call's weight: 1 (``"uniform"``), 0 or 1 (``"tile-ops"``), or, for model v2 (a mapping of
+    API name to cycles, :mod:`ttnn_flashdecode.tools.device_model`), its cycles (0 for names not in it)."""
+    if isinstance(weights, Mapping):
+        return float(weights.get(name, 0.0))
     if weights == "uniform":
         return 1.0
     if weights == "tile-ops":
@@ -589,6 +593,8 @@ def cost_per_call_s(seed_model: CallModel, dev: Device, weights: str = "uniform"
         dev: the device (Wormhole pays the clock ratio).
         weights: ``"uniform"`` or ``"tile-ops"``.
     """
+    if isinstance(weights, Mapping):  # model v2: weights are cycles, not fitted to the seed
+        return 1.0 / (dev.clock_ghz * 1e9)
     low, high = (float(seed_model.weighted_calls(_seed_features(kv), weights)[0]) for kv in
                  (SEED_KV_POSITIONS[0], SEED_KV_POSITIONS[2]))
     per_call_blackhole = (SEED_MS[2] - SEED_MS[0]) * 1e-3 / (high - low)
@@ -878,7 +884,7 @@ def estimate(
         chip_dram_s=chip_dram_s,
         critical=critical,
         breakdown=breakdown,
-        weights=weights,
+        weights=weights if isinstance(weights, str) else "llk-v2",
         floor_s=floor_s,
     )
 
