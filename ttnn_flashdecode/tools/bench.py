@@ -331,6 +331,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="instead: DeepSeek-V3's MLA decode: DRAM bytes measured on the emulator at 16/64/128 heads "
                              "(the first of --contexts, default 1024) and a modelled DRAM / FPU bound at 1k/8k/32k "
                              "(tools/mla_bench.py; --contexts, --batches apply)")
+    parser.add_argument("--versus-ttnn", action="store_true",
+                        help="instead: every published ttnn decode figure (MEASURED ON SILICON, cited) beside this op "
+                             "MODELLED at ttnn's shape and compute config (device model v2), the DRAM roofline and the "
+                             "bound; what the kernel work of issue 35 would buy; the seed and #55760 checks")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
     parser.add_argument("--plot", metavar="PATH.png", help="write modelled time vs context with the roofline")
     return parser
@@ -352,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _mesh(args, kv_dtypes, started)
     if args.mla:
         return _mla(args, started)
+    if args.versus_ttnn:
+        return _versus_ttnn(args, started)
     if set(kv_dtypes) - {"bfloat16"}:
         from ttnn_flashdecode.op.devices import ensure_host_context
 
@@ -404,6 +410,28 @@ def _mla(args, started) -> int:
                        "measured": [dataclasses.asdict(r) | {"ratio": r.ratio} for r in measured],
                        "modelled": [dataclasses.asdict(r) | {"bound": r.bound, "time_s": r.time_s} for r in modelled]},
                       handle, indent=1)
+        print(f"wrote {args.json}")
+    print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def _versus_ttnn(args, started) -> int:
+    """``--versus-ttnn``: :mod:`ttnn_flashdecode.tools.device_model.versus_ttnn`'s rows and checks."""
+    from ttnn_flashdecode.tools.device_model import report, versus_ttnn
+
+    rows = versus_ttnn.run()
+    print("ttnn_flashdecode bench --versus-ttnn -- ttnn: MEASURED ON SILICON (cited); ours: MODELLED, NOT MEASURED")
+    print(versus_ttnn.format_table(rows))
+    print(versus_ttnn.legend(rows))
+    print()
+    print(report.format_kernel_work(report.kernel_work_rows()))
+    print()
+    print(report.format_seed())
+    print()
+    print(report.format_55760())
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(versus_ttnn.to_json(rows), handle, indent=1)
         print(f"wrote {args.json}")
     print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
     return 0
