@@ -47,23 +47,34 @@ class KernelWork:
         both_nocs: K/V reads spread over both NoCs (e.g. V on the second, tt-metal PR #57170).
         fewer_reconfigs: one unpack and one pack data-format reconfig per block instead of today's.
         half_height_q: 16x32 Q and score tiles (FPU tile ops on 2 faces) when Q rows fit 16.
+        min_block_tiles: K/V blocks of at least this many position tiles (0: the planner's), so the
+            running state's per-block work (rescale, TF32 rounding on fp32 DST) is paid less often;
+            a what-if where L1 would allow it (MLA's wide state leaves the planner 2-tile blocks).
     """
 
     sfpu_live_faces: bool = False
     both_nocs: bool = False
     fewer_reconfigs: bool = False
     half_height_q: bool = False
+    min_block_tiles: int = 0
 
     @property
     def label(self) -> str:
-        names = [f.name for f in dataclasses.fields(self) if getattr(self, f.name)]
+        names = [f.name for f in dataclasses.fields(self) if getattr(self, f.name) and f.name != "min_block_tiles"]
+        if self.min_block_tiles:
+            names.append(f"blocks>={self.min_block_tiles}")
         return "+".join(names) or "today"
+
+    def block_tiles(self, planned: int) -> int:
+        """The block size this work runs with, given the planner's."""
+        return max(planned, self.min_block_tiles)
 
 
 WORK_ITEMS = (KernelWork(), KernelWork(sfpu_live_faces=True), KernelWork(both_nocs=True),
-              KernelWork(fewer_reconfigs=True), KernelWork(half_height_q=True),
-              KernelWork(True, True, True, False), KernelWork(True, True, True, True))
-"""The what-ifs bench prints: today, each change alone, items 1-3 together, and all four."""
+              KernelWork(fewer_reconfigs=True), KernelWork(half_height_q=True), KernelWork(min_block_tiles=16),
+              KernelWork(True, True, True, False), KernelWork(True, True, True, True),
+              KernelWork(True, True, True, True, 16))
+"""The what-ifs bench prints: today, each change alone, the first three together, the first four, all five."""
 
 
 def call_costs(names: Sequence[str], cfg: llk.ComputeConfig, q_rows: int, work: KernelWork = KernelWork()
@@ -155,6 +166,7 @@ def estimate_v2(shape: cm.Shape, kv_positions_per_user: Sequence[int], device: s
     dev = hardware.device_v2(device)
     model = cm.calibrate(shape.q_rows, shape.dim_tiles)
     plan, kv, block_tiles = cm.op_schedule(shape, kv_positions_per_user, dev.base, kv_dtype=kv_dtype, capacity=capacity)
+    block_tiles = work.block_tiles(block_tiles)
     weights, totals = weights_v2(model, cfg, work, block_tiles)
     nocs = 2 if work.both_nocs else 1
     efficiency = hardware.dram_efficiency(dev.arch, cm.kv_tile_bytes(kv_dtype), nocs)

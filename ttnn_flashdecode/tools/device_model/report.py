@@ -33,8 +33,8 @@ def kernel_work_rows(published=vt.PUBLISHED, shown=WORK_SHOWN) -> list[dict]:
             row["times"][work.label] = (time_s * 1e6, bound)
         row["roofline_us"] = roof_s * 1e6
         approx = dataclasses.replace(pub, config=dataclasses.replace(pub.config, exp_approx=True))
-        time_s, _, bound, _ = vt._ours(approx, km.WORK_ITEMS[-2])
-        row["times"]["items 1-3 + exp_approx"] = (time_s * 1e6, bound)
+        time_s, _, bound, _ = vt._ours(approx, km.WORK_ITEMS[-1])
+        row["times"]["all of the above + exp_approx (an existing option)"] = (time_s * 1e6, bound)
         out.append(row)
     return out
 
@@ -47,7 +47,7 @@ def format_kernel_work(rows: list[dict]) -> str:
         lines.append(f"  {pub.source} {vt._SHORT[pub.kv_dtype]} {pub.kind} B={pub.batch} pos {pub.position}: ttnn "
                      f"{pub.ttnn_us:.1f} us MEASURED, roofline {row['roofline_us']:.1f} us")
         for label, (us, bound) in row["times"].items():
-            lines.append(f"    {label:<58}{us:>9.1f} us {row['roofline_us'] / us:>5.0%} of peak  {bound}")
+            lines.append(f"    {label:<70}{us:>9.1f} us {row['roofline_us'] / us:>5.0%} of peak  {bound}")
     return "\n".join(lines)
 
 

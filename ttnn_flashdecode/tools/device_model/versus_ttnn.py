@@ -112,16 +112,19 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     """OUR kernel at an MLA row, analytic: (time s, roofline s, bound, DRAM efficiency).
 
     Per-call counts come from the emulator calibrated for one 32-row tile over the 576-wide latent
-    (``calibrate(32, 18)``), times the group's row tiles (the op serves all of them in one request).
-    Each user's live tiles are cut evenly over ``p`` slices, ``p`` up to the grid / batch, and
-    chosen to minimise the slices' work plus one max and one sum step (with its partial's NoC
-    transfer) per combine level; slice fixed costs (start-up, normalise) are added once. DRAM: the
-    latent read once (values from keys), at the request-rate efficiency of its page size.
+    (``calibrate(32, 18)``; the calibration cannot fit a many-row-tile group yet), times the group's
+    row tiles (the op serves all of them in one request). The op's planner gives the block size and
+    each user's split ``p`` (its slices cut the user's live tiles evenly); a slice's work is its
+    tiles plus one max and one sum step (with its partial's NoC transfer) per combine level, and
+    its fixed costs (start-up, normalise) once. DRAM: the latent read once (values from keys), at
+    the request-rate efficiency of its page size.
     """
     dev = hardware.device_v2(pub.device)
     dim_tiles = pub.head_dim // 32
     model = cm.calibrate(32, dim_tiles)
-    weights, totals = km.weights_v2(model, pub.config, work)
+    shape = cm.Shape("mla", pub.q_heads, pub.kv_heads, pub.head_dim)
+    plan, _, block_tiles = cm.op_schedule(shape, [pub.live_positions] * pub.batch, dev.base, kv_dtype=pub.kv_dtype)
+    weights, totals = km.weights_v2(model, pub.config, work, work.block_tiles(block_tiles))
     row_tiles = pub.q_heads // 32
     pace = max(totals["math"], totals["pack"], totals["unpack"]) * row_tiles / dev.clock_hz
     per = model.weighted_per_feature(weights)
@@ -132,8 +135,8 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     partial = protocol.partial_pages(dim_tiles) * cm.stats_page_bytes(cm.TILE_BYTES, True) * row_tiles
     level = per_child + partial / link
     tiles = -(-pub.live_positions // 32)
-    most = min(max(dev.base.cores // pub.batch, 1), tiles, protocol.MAX_SPLIT)
-    compute = fixed + min(-(-tiles // p) * pace + protocol.tree_levels(p) * level for p in range(1, most + 1))
+    split = max(plan.split_count(r) for r in range(plan.requests))
+    compute = fixed + -(-tiles // split) * pace + protocol.tree_levels(split) * level
     page = cm.kv_tile_bytes(pub.kv_dtype)
     eff = hardware.dram_efficiency(dev.arch, page, 2 if work.both_nocs else 1)
     latent = pub.batch * tiles * dim_tiles * page
