@@ -151,7 +151,7 @@ def test_bench_versus_ttnn_prints_every_published_row_and_writes_json(tmp_path, 
     assert cli.main(["bench", "--versus-ttnn", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "MEASURED ON SILICON" in out and "MODELLED" in out and "roof us" in out and "bound" in out
-    assert "What the kernel work of issue 35 item 3 would buy" in out and "seed's configuration" in out
+    assert "What the kernel work of issue 35 items 3 and 4 would buy" in out and "fp32_scores" in out and "seed's configuration" in out
     assert "#55760" in out
     rows = json.loads(path.read_text())
     by_source = {}

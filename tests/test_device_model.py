@@ -113,3 +113,16 @@ def test_device_model_seed_comparison_is_not_fitted_to_the_seed():
     assert seed["ours_ms"][0] < seed["ours_ms"][1] < seed["ours_ms"][2]
     assert abs(seed["ours_cycles_per_tile"] - seed["seed_cycles_per_tile"]) > 500  # priced, not fitted
     assert max(seed["per_op"], key=lambda name: seed["per_op"][name]["cycles"]) == "exp_tile"
+
+
+def test_device_model_prices_item_4_fp32_scores_on_the_pack_and_unpack_threads():
+    model = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
+    cfg = llk.ComputeConfig("HiFi2")
+    _, today = km.weights_v2(model, cfg)
+    _, fp32 = km.weights_v2(model, cfg, km.KernelWork(fp32_scores=True))
+    assert fp32["pack"] == today["pack"] + llk.PACK_CYCLES_PER_TILE and fp32["unpack"] == llk.PACK_CYCLES_PER_TILE
+    assert fp32["math"] == today["math"]
+    # Where the math thread or DRAM binds, the extra pack and unpack are free in this model.
+    pub = next(p for p in vt.PUBLISHED if p.source == "tt-metal #57161" and p.kv_dtype == "bfloat8_b")
+    assert vt._ours(pub, km.KernelWork(fp32_scores=True))[0] == pytest.approx(vt._ours(pub, km.KernelWork())[0])
+    assert all(not w.fp32_scores or w == km.KernelWork(fp32_scores=True) for w in km.WORK_ITEMS)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ttnn_flashdecode.tools import cost_model as cm
 
-__all__ = ["DeviceV2", "DEVICES_V2", "device_v2", "dram_efficiency", "REQUEST_CYCLES", "ONE_NOC_EFFICIENCY",
+__all__ = ["DeviceV2", "DEVICES_V2", "device_v2", "dram_efficiency", "REQUEST_CYCLES", "ONE_NOC_EFFICIENCY", "READ_NOCS",
            "BOTH_NOC_EFFICIENCY_576", "WORMHOLE_ONE_NOC_576"]
 
 REQUEST_CYCLES = {"blackhole": 16.4, "wormhole_b0": 6.8}
@@ -37,6 +37,23 @@ BOTH_NOC_EFFICIENCY_576 = 0.95
 
 WORMHOLE_ONE_NOC_576 = 0.92
 """Wormhole, one NoC, 576 B pages (tt-metal #55898: "bfp4 at 92 %")."""
+
+
+READ_NOCS = {
+    "K tiles": "reader NoC",
+    "V tiles": "reader NoC (KernelWork.both_nocs: the other NoC, as tt-metal PR #57170 does for V)",
+    "Q rows, positions, work row, page table": "reader NoC",
+    "split-K copies (Q/constants, max, partials; L1 to L1)": "reader NoC",
+    "output rows (writes)": "writer NoC",
+}
+"""Which NoC each of our op's transfers uses. ``program_factory`` builds the reader with
+``ttnn.ReaderConfigDescriptor()`` and the writer with ``WriterConfigDescriptor()``: tt-metal's
+``ReaderDataMovementConfig`` runs on RISCV_1 with ``noc = GetPreferredNOCForDRAMRead(arch)`` and
+``NOC_MODE::DEDICATED_NOC_PER_DM`` (``tt_metal/api/tt-metalium/kernel_types.hpp``): one NoC for every
+read the reader issues, one ``noc_async_read`` per K/V tile (``attention_reader.cpp``), as ttnn's
+decode reader does (#57161). So every K/V request of a core meets #55898's per-NoC rate. Bytes per
+request: one K/V tile (2048 / 1088 / 576 B for bfloat16 / bfloat8_b / bfloat4_b); a paged cache of
+16-position blocks reads half tiles (bfloat16 only: two 1 KB requests a tile)."""
 
 
 def dram_efficiency(arch: str, page_bytes: int, nocs: int = 1) -> float:

@@ -50,6 +50,10 @@ class KernelWork:
         min_block_tiles: K/V blocks of at least this many position tiles (0: the planner's), so the
             running state's per-block work (rescale, TF32 rounding on fp32 DST) is paid less often;
             a what-if where L1 would allow it (MLA's wide state leaves the planner 2-tile blocks).
+        fp32_scores: issue 35 item 4: the score CB in float32 (S keeps its precision through the
+            masks and exp): each live tile's score packs and unpacks twice the bytes, priced as one
+            more pack and one more unpack of a tile ([U] rates, :data:`llk_costs.PACK_CYCLES_PER_TILE`
+            for both); its L1 (the S CB doubles) is not modelled.
     """
 
     sfpu_live_faces: bool = False
@@ -57,6 +61,7 @@ class KernelWork:
     fewer_reconfigs: bool = False
     half_height_q: bool = False
     min_block_tiles: int = 0
+    fp32_scores: bool = False
 
     @property
     def label(self) -> str:
@@ -73,8 +78,9 @@ class KernelWork:
 WORK_ITEMS = (KernelWork(), KernelWork(sfpu_live_faces=True), KernelWork(both_nocs=True),
               KernelWork(fewer_reconfigs=True), KernelWork(half_height_q=True), KernelWork(min_block_tiles=16),
               KernelWork(True, True, True, False), KernelWork(True, True, True, True),
-              KernelWork(True, True, True, True, 16))
-"""The what-ifs bench prints: today, each change alone, the first three together, the first four, all five."""
+              KernelWork(True, True, True, True, 16), KernelWork(fp32_scores=True))
+"""The what-ifs bench prints: today, each change alone, the first three together, the first four, all five;
+then item 4's fp32 scores alone."""
 
 
 def call_costs(names: Sequence[str], cfg: llk.ComputeConfig, q_rows: int, work: KernelWork = KernelWork()
@@ -113,6 +119,9 @@ def per_tile_cycles(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWor
         factor = calls * (scale if "reconfig" in name else 1.0)
         out[name] = {"calls": calls, "fpu": cost.fpu * factor, "sfpu": cost.sfpu * factor,
                      "front": cost.front * factor, "pack": cost.pack * factor, "unpack": cost.unpack * factor}
+    if work.fp32_scores:  # the score tile's second half: one more pack and one more unpack per live tile
+        out["fp32 score CB"] = {"calls": 0.0, "fpu": 0.0, "sfpu": 0.0, "front": 0.0,
+                                "pack": float(llk.PACK_CYCLES_PER_TILE), "unpack": float(llk.PACK_CYCLES_PER_TILE)}
     return out
 
 
