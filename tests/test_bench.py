@@ -8,6 +8,7 @@ import pytest
 
 from ttnn_flashdecode.tools import bench, cli
 from ttnn_flashdecode.tools import cost_model as cm
+from ttnn_flashdecode.tools.device_model.llk_costs import ComputeConfig
 
 
 @pytest.fixture(autouse=True)
@@ -180,3 +181,22 @@ def test_bench_versus_ttnn_prints_every_published_row_and_writes_json(tmp_path, 
     slower = [r for r in rows if r["ours_us"] > r["ttnn_us"]]
     if slower:
         assert "MODELLED SLOWER THAN TTNN" in out
+
+
+def test_bench_weights_llk_v2_prices_the_compute_config(tmp_path, capsys):
+    path = tmp_path / "v2.json"
+    assert bench.main(["--models", "llama-3.1-8b", "--contexts", "8k", "--batches", "8", "--devices", "p150",
+                       "--kv-dtypes", "bfloat16,bfloat4_b", "--emulate-budget", "0", "--weights", "llk-v2",
+                       "--fidelity", "HiFi2", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "device model v2" in out and "HiFi2 fp32 DST, exp accurate" in out
+    payload = json.loads(path.read_text())
+    assert payload["weights"]["fidelity"] == "HiFi2" and payload["weights"]["model"] == "llk-v2"
+    rows = {r["kv_dtype"]: r for r in payload["rows"]}
+    assert rows["bfloat16"]["critical"] == "dram" and rows["bfloat4_b"]["critical"] == "req"  # #55898's request rate
+    assert all(r["time_s"] >= r["roofline_s"] for r in rows.values())
+    # bfloat4_b pages on one NoC reach 62 % of the channel: 1 / 0.62 of the roofline at best.
+    assert rows["bfloat4_b"]["time_s"] / rows["bfloat4_b"]["roofline_s"] == pytest.approx(1 / 0.62, rel=0.01)
+    hifi4 = bench.run(["llama-3.1-8b"], [8192], [8], ["p150"], emulate_budget=0, kv_dtypes=["bfloat16"],
+                      weights=ComputeConfig())
+    assert hifi4[0].weights == "llk-v2 HiFi4 fp32 DST, exp accurate"
