@@ -56,10 +56,12 @@ class KernelWork:
             for both); its L1 (the S CB doubles) is not modelled.
     """
 
+    # issue 35 item 3: time
     sfpu_live_faces: bool = False
     both_nocs: bool = False
     fewer_reconfigs: bool = False
     half_height_q: bool = False
+    # a residency what-if (L1), then item 4: precision
     min_block_tiles: int = 0
     fp32_scores: bool = False
 
