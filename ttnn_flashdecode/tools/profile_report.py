@@ -1,9 +1,12 @@
 """``python -m ttnn_flashdecode profile-report CSV``: this op's calls in a Tracy ops report.
 
 Reads tt-metal's ``ops_perf_results_<date>.csv`` (written by ``python -m tracy -r ...`` with a
-profiler-enabled tt-metal build; see ``docs/profiling.md``), keeps the rows of this op, and
-prints per call: device kernel duration, the bytes the call had to read at least (every live K
-and V tile once), the achieved GB/s and the fraction of the DRAM roofline it reached.
+profiler-enabled tt-metal build; see ``docs/profiling.md``) with Tenstorrent's ``tt-perf-report``
+(:func:`load_rows`, :func:`perf_rows`: its reader and its per-op analysis), prints every row as
+tt-perf-report sees it with this op's rows named and given what it leaves blank for attention (the
+plan's DRAM bytes, DRAM %, the modelled bound: :func:`perf_rows`), then per call of this op:
+device kernel duration, the bytes the call had to read at least (every live K and V tile once),
+the achieved GB/s and the fraction of the DRAM roofline it reached.
 
 Finding the rows. ``attention()`` launches through ``ttnn.generic_op``, so its rows carry the
 generic op's OP CODE; what identifies them is the kernel sources: ``COMPUTE KERNEL SOURCE``
@@ -214,10 +217,14 @@ def read_calls(
 def load_rows(path: str) -> list[dict[str, str]]:
     """The report's rows as tt-perf-report reads them (``tt_perf_report.perf_report.merge_perf_traces``),
     every cell as text (empty where the report has none)."""
-    import pandas as pd
     from tt_perf_report import perf_report
 
-    frame = perf_report.merge_perf_traces([path])
+    return _text_rows(perf_report.merge_perf_traces([path]))
+
+
+def _text_rows(frame) -> list[dict[str, str]]:
+    import pandas as pd
+
     return [{k: ("" if not isinstance(v, (list, tuple)) and pd.isna(v) else str(v)) for k, v in row.items()}
             for _, row in frame.iterrows()]
 
@@ -279,7 +286,7 @@ def perf_rows(path: str, **options) -> list[PerfRow]:
     frame = perf_report.merge_perf_traces([path])
     fmt = perf_report.detect_csv_format(frame)
     spec = perf_report.ArchitectureSpec.from_df(frame, None) if fmt == perf_report.CsvFormat.V2_1 else None
-    rows, text_rows, previous = [], load_rows(path), None
+    rows, text_rows, previous = [], _text_rows(frame), None
     ours = iter(read_calls(text_rows, **options))
     for index, (_, row) in enumerate(frame.iterrows()):
         data, _ = perf_report.analyze_op(row, previous, fmt, spec)
@@ -357,8 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{name}: expected a positive int, got {value}")
     options = dict(model=args.model, batch=args.batch, context=args.context, device=args.device)
     try:
-        with open(args.csv, newline="") as handle:
-            calls = read_calls(csv.DictReader(handle), **options)
+        calls = read_calls(load_rows(args.csv), **options)  # read by tt-perf-report
         table = perf_rows(args.csv, **options) if calls else []
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         print(f"profile-report: cannot read {args.csv}: {error}", file=sys.stderr)
