@@ -25,9 +25,11 @@ Bytes. The generic op's inputs are ``[q, k, v, constants, out]``: K (``INPUT_1``
 n_kv_heads, capacity, head_dim]``. The positions attended to are not in the report, so the
 minimum bytes assume every user at ``--context`` positions (default: the cache's capacity, an
 upper bound of the work; pass the real context for a real GB/s):
-``2 x batch x n_kv_heads x ceil(context / 32) x ceil(head_dim / 32) x 2048``. Without shape
+``2 x batch x n_kv_heads x ceil(context / 32) x ceil(head_dim / 32) x tile bytes`` (the cache's, from
+``INPUT_1_DATATYPE``: 2048 / 1088 / 576 for bfloat16 / bfloat8_b / bfloat4_b). Without shape
 columns, ``--model`` and ``--batch`` give the shape. The roofline uses the DRAM bandwidth of the
-row's ``DEVICE ARCH`` or ``--device`` (n150 288 GB/s, p150 512 GB/s; TT_FACTS §8).
+row's ``DEVICE ARCH`` or ``--device`` (n150 / n300 288 GB/s per chip, p150 512 GB/s: TT_FACTS §8;
+p100a 448 GB/s: tt-metal #57161; a p100a reports ``blackhole`` too: pass ``--device p100a``).
 """
 
 from __future__ import annotations
