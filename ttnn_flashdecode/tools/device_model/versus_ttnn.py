@@ -15,7 +15,6 @@ what was assumed ([U]).
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.tools import cost_model as cm
@@ -246,6 +245,3 @@ def to_json(rows) -> list[dict]:
             row["head_dim_v"] = MLA_VALUE
         out.append(row)
     return out
-
-
-_ = math
