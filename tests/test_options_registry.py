@@ -22,8 +22,6 @@ from ttnn_flashdecode.op.reference import relative_l2
 OP = Path(__file__).resolve().parents[1] / "ttnn_flashdecode" / "op"
 MAX_FUNCTION_LINES = 80
 """Lines of code (docstrings, comments and blank lines aside) an op/ function may have (issue 34)."""
-MAX_MODULE_LINES = 550
-"""tests/test_architecture.py's bound ("much past 500": 10% over)."""
 REL_L2_BAR = 1e-2
 """The op against float64 with bfloat16 inputs at these sizes measures ~5e-3 (tests/test_attention.py)."""
 
@@ -123,12 +121,12 @@ def _code_lines(node, lines: list[str]) -> int:
     return sum(1 for i in used if lines[i - 1].strip() and not lines[i - 1].strip().startswith("#"))
 
 
-def test_no_op_function_is_over_80_lines_of_code_and_no_module_over_the_bound():
+def test_no_op_function_is_over_80_lines_of_code():
+    """(Modules: tests/test_architecture.py holds them to 500 lines.)"""
     long = []
     for path in sorted(OP.rglob("*.py")):
         source = path.read_text()
         lines = source.splitlines()
-        assert len(lines) <= MAX_MODULE_LINES, f"{path.name}: {len(lines)} lines"
         long += [f"{path.name}:{f.name} {_code_lines(f, lines)}" for f in _functions(ast.parse(source))
                  if _code_lines(f, lines) > MAX_FUNCTION_LINES]
     assert not long

@@ -51,6 +51,10 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
+# The split-K combine's ids and tree are part of the contract too; they live in combine_tree.py.
+from ttnn_flashdecode.op.combine_tree import (SEMAPHORES_PER_CORE, Semaphore, partial_pages, semaphore_ids,
+                                              tree_children, tree_levels, tree_parent)
+
 __all__ = ["WORDS", "ROW_REQUEST_COUNT", "ROW_HEADER", "MAX_REQUESTS_PER_CORE", "request_row_offset",
            "work_row_words", "work_slot", "CommonArg", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "SINK_PAGE", "KILL_PAGE",
            "const_pages", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE",
@@ -222,61 +226,6 @@ class CB(enum.IntEnum):
     WRITER_WORK = 27  # the same row, reader -> writer
     LSE = 28  # return_lse only: a request's LSE tile (float32, column 0), compute -> writer
     LSE_STAGE = 29  # return_lse only: the writer's staging page for the 4-byte LSE writes
-
-
-class Semaphore(enum.IntEnum):
-    """Split-K semaphore ids, on every core of a split program (``attention_protocol.hpp``)."""
-
-    QUERY_READY = 0  # on slices 1..: the parent (combine tree) staged Q and CONST
-    FETCHED = 1  # on a parent: children that copied its Q and CONST pages
-    INBOX_READY = 2  # on a child: its parent reserved both its inboxes
-    MAX_READY = 3  # on slices 1..: the parent (combine tree) holds the request's max
-    MAX_FETCHED = 4  # on a parent: children that copied the request's max
-    ARRIVED = 5  # on a parent, + inbox slot (5 .. 5 + tree_levels - 1): 1 = the child's max landed, 2 = its partial
-
-
-SEMAPHORES_PER_CORE = 16
-"""Program semaphores a core can hold in tt-metal 0.81 (the installed libtt_metal's "No free L1
-semaphore slot (per-core 16 limit)"); ``semaphore_ids(MAX_SPLIT)`` stays within it."""
-
-
-def semaphore_ids(max_split: int) -> list[int]:
-    """Semaphore ids a split program needs: five handshakes and one arrival per inbox slot (at most
-    ``5 + 8 = 13`` for :data:`MAX_SPLIT`, within :data:`SEMAPHORES_PER_CORE`)."""
-    return list(range(Semaphore.ARRIVED + tree_levels(max_split)))
-
-
-def partial_pages(dim_tiles: int) -> int:
-    """Pages of one split-K partial: O (dim_tiles), L (both relative to the request's max)."""
-    return dim_tiles + 1
-
-
-def tree_levels(count: int) -> int:
-    """Depth of the split-K combine tree over ``count`` slices, ``ceil(log2(count))``; also the
-    inbox slots a core needs (0 when not split)."""
-    return max(count - 1, 0).bit_length()
-
-
-def tree_children(index: int, count: int) -> list[int]:
-    """Slices whose partials slice ``index`` of ``count`` combines, in inbox-slot order.
-
-    Slice ``i`` receives from ``i + 2**k`` for every level ``k`` below ``log2(lowbit(i))`` (every
-    level for slice 0) with ``i + 2**k < count``; the child at level ``k`` lands in slot ``k``.
-    """
-    limit = tree_levels(count) if index == 0 else (index & -index).bit_length() - 1
-    return [index + (1 << level) for level in range(limit) if index + (1 << level) < count]
-
-
-def tree_parent(index: int) -> tuple[int, int]:
-    """``(parent, slot)`` that slice ``index`` > 0 sends its partial to.
-
-    Raises:
-        ValueError: ``index`` is 0 (the root sends nowhere) or negative.
-    """
-    if index <= 0:
-        raise ValueError(f"index: expected a slice > 0 (slice 0 is the root), got {index}")
-    low = index & -index
-    return index - low, low.bit_length() - 1
 
 
 class ConstTile(enum.IntEnum):
