@@ -75,8 +75,8 @@ def test_tokenizer_decodes_bytes_spaces_and_control_pieces():
 
 def test_config_pattern_window_scale_and_rope_bases():
     cfg = Gemma3Config(n_layers=18, n_heads=4, n_kv_heads=1, head_dim=256, hidden=640, ffn=2048, vocab_size=262144,
-                       rope_base_global=1e6, rope_base_local=1e4, sliding_window=512, rms_eps=1e-6, context_length=32768,
-                       query_pre_attn_scalar=256.0, bos_id=2, eos_id=1)
+                       rope_theta=1e6, rms_eps=1e-6, context_length=32768, tied_embeddings=True, bos_id=2, eos_id=1,
+                       rope_base_local=1e4, sliding_window=512, query_pre_attn_scalar=256.0)
     assert [li for li in range(18) if cfg.is_global(li)] == [5, 11, 17]  # layer_types: 5 sliding, 1 full
     assert cfg.window(0) == 512 and cfg.window(5) is None
     assert cfg.rope_base(4) == 1e4 and cfg.rope_base(11) == 1e6

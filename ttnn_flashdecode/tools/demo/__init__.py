@@ -9,7 +9,6 @@ the host emulator of its kernels) and is checked against a float64 reference. Se
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -154,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit("--prompt / --batch-prompt: expected non-empty text, got an empty prompt")
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
 
-    from .generate import format_report, run_demo, worst_pcc
+    from .generate import emit_result, format_report, run_demo, worst_pcc
     from .model import load_model
 
     choice = resolve_attention(args.backend)
@@ -192,14 +191,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     finally:
         choice.close()
-    if args.json == "-":
-        json.dump(result, sys.stdout, indent=2)
-        print()
-    else:
-        print(format_report(result))
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(result, f, indent=2)
-            print(f"JSON written to {args.json}")
+    emit_result(result, args.json, format_report)
     ok = result["all_tokens_match"] and worst_pcc(result) >= 0.999
     return 0 if ok or not args.strict else 1

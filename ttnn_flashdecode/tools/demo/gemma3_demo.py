@@ -9,7 +9,6 @@ against the minimum (a local layer's window, a global layer's whole history).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Sequence
@@ -17,7 +16,7 @@ from typing import Sequence
 from .gemma3 import Gemma3
 from .gemma3_prompt import LONG_PROMPT
 from .gemma3_run import OpAttention, ReferenceAttention, first_mismatch, generate, kv_bytes_touched, logit_gap
-from .generate import _fmt_bytes, round_up
+from .generate import _fmt_bytes, emit_result, round_up
 
 MODEL_NAME = "gemma3-270m"
 DEFAULT_TOKENS = 16
@@ -126,7 +125,7 @@ def _assemble(model: Gemma3, ids: list[int], runs: dict, capacity: int, decode_l
         "model": {"name": "Gemma 3 270M (google/gemma-3-270m, Q4_K_M GGUF dequantised to float32)", "gguf": str(model.path),
                   "n_layers": cfg.n_layers, "global_layers": [li for li in range(cfg.n_layers) if cfg.is_global(li)],
                   "n_q_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "hidden": cfg.hidden,
-                  "sliding_window": cfg.sliding_window, "scale": cfg.scale, "rope_base_global": cfg.rope_base_global,
+                  "sliding_window": cfg.sliding_window, "scale": cfg.scale, "rope_base_global": cfg.rope_theta,
                   "rope_base_local": cfg.rope_base_local},
         "prompt": model.decode(ids), "prompt_tokens": len(ids), "n_tokens": len(steps), "capacity": capacity,
         "decode_call": decode_label, "paged": paged,
@@ -223,13 +222,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(f"loaded {model.path.name} ({model.config.n_layers} layers) in {load_s:.1f}s")
     result = run_gemma3_demo(model, args.prompt, args.tokens, paged=args.paged, block_size=args.block_size, progress=progress)
     result["timing_s"]["load"] = load_s
-    if args.json == "-":
-        json.dump(result, sys.stdout, indent=2)
-        print()
-    else:
-        print(format_gemma3_report(result))
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(result, f, indent=2)
+    emit_result(result, args.json, format_gemma3_report)
     ok = result["tokens_match"] and result["pcc_min"] >= PCC_BAR
     return 0 if ok or not args.strict else 1

@@ -25,6 +25,7 @@ that one prefill's KV cache.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
@@ -357,6 +358,20 @@ def _fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n}"
+
+
+def emit_result(result: dict, json_path: str | None, format_fn: Callable[[dict], str]) -> None:
+    """A demo's output: ``format_fn(result)`` on stdout, and the result as JSON to ``json_path``
+    (``'-'``: the JSON on stdout instead of the report; None: no JSON)."""
+    if json_path == "-":
+        json.dump(result, sys.stdout, indent=2)
+        print()
+        return
+    print(format_fn(result))
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+        print(f"JSON written to {json_path}")
 
 
 def worst_pcc(r: dict) -> float:
