@@ -18,7 +18,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from ttnn_flashdecode.tools.demo import _requested_model
+from ttnn_flashdecode.tools.demo import requested_model
 from ttnn_flashdecode.tools.demo.gemma3 import Gemma3Config, gelu_tanh
 from ttnn_flashdecode.tools.demo.gemma3_run import kv_bytes_touched
 from ttnn_flashdecode.tools.demo.spm_tokenizer import BYTE, CONTROL, NORMAL, USER_DEFINED, SentencePieceBPE
@@ -98,10 +98,10 @@ def test_kv_bytes_touched_counts_the_window_tiles_once():
 
 
 def test_model_option_picks_the_demo():
-    assert _requested_model([]) == "smollm2-135m"
-    assert _requested_model(["--tokens", "3"]) == "smollm2-135m"
-    assert _requested_model(["--model", "gemma3-270m", "--tokens", "3"]) == "gemma3-270m"
-    assert _requested_model(["--model=gemma3-270m"]) == "gemma3-270m"
+    assert requested_model([]) == "smollm2-135m"
+    assert requested_model(["--tokens", "3"]) == "smollm2-135m"
+    assert requested_model(["--model", "gemma3-270m", "--tokens", "3"]) == "gemma3-270m"
+    assert requested_model(["--model=gemma3-270m"]) == "gemma3-270m"
 
 
 @pytest.mark.parametrize("args, wanted", [(["--model", "gemma3-270m"], True), (["--tokens", "2", "--model=gemma3-270m"], True),

@@ -127,7 +127,7 @@ SMOLLM2_LAYERS = 30
 """Decoder layers of SmolLM2-135M (the GGUF's block_count; checked by tests/test_demo.py)."""
 
 
-def _requested_model(argv: Sequence[str] | None) -> str:
+def requested_model(argv: Sequence[str] | None) -> str:
     """The ``--model`` of ``argv`` (default SmolLM2), read before the model's own parser runs."""
     picker = argparse.ArgumentParser(add_help=False)
     picker.add_argument("--model", choices=MODELS, default=MODELS[0])
@@ -135,7 +135,7 @@ def _requested_model(argv: Sequence[str] | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if _requested_model(argv) == "gemma3-270m":
+    if requested_model(argv) == "gemma3-270m":
         from .gemma3_demo import main as gemma3_main
 
         return gemma3_main(argv)
