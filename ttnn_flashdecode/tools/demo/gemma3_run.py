@@ -6,9 +6,10 @@ and bfloat16 KV cache (``[1, 1, capacity, 256]`` per layer):
 1. **op run** - the prompt (all but its last token) is prefilled with every layer's attention
    through ``ttnn_flashdecode.attention`` in CHUNK mode (``chunk_start=s``, 32 positions a call,
    Q rows ``[1, 1, C, 4*256]``), then every generated token's attention goes through the drop-in
-   as tt-transformers calls it for Gemma 3: ``scaled_dot_product_attention_decode(q, k, v,
-   cur_pos_tensor=..., scale=..., sliding_window_size=...)`` with Q in the heads layout ``[1, b,
-   nh, dh]`` (``paged_scaled_dot_product_attention_decode`` with a page table when paged).
+   as tt-transformers' decode attention calls it (``forward_decode``), with ttnn's sliding window
+   added for the local layers: ``scaled_dot_product_attention_decode(q, k, v, cur_pos_tensor=...,
+   scale=..., sliding_window_size=...)`` with Q in the heads layout ``[1, b, nh, dh]``
+   (``paged_scaled_dot_product_attention_decode`` with a page table when paged).
    Local layers pass ``sliding_window_size=512``, global ones ``None``; the scale is
    ``query_pre_attn_scalar ** -0.5``. Every call is also evaluated by the float64
    ``attention_reference`` on the same bfloat16 inputs with the same window: per-layer PCC.
@@ -86,7 +87,7 @@ class OpAttention:
     Args:
         model, cache: the model and its one-user bfloat16 cache.
         decode_call: the drop-in (or a :class:`.serving_cache.ServingCache` around the paged
-            one), called as tt-transformers does: ``decode_call(q [1, 1, 4, 256], k, v,
+            one), called as tt-transformers' decode does: ``decode_call(q [1, 1, 4, 256], k, v,
             cur_pos_tensor=int32 [1], scale=1/16, sliding_window_size=512 or None)``.
         report_fn: ``ttnn_flashdecode.last_report`` (emulator counters), or None.
         progress: prints each prefilled layer.
