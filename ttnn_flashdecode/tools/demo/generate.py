@@ -25,6 +25,7 @@ that one prefill's KV cache.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
@@ -71,14 +72,14 @@ def _dram_bytes_read(report_fn: Callable[[], Any] | None) -> int | None:
     return None if report is None else int(report.totals.dram_read_bytes)
 
 
-def _top2(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def top_two(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row: argmax token and the top-1 minus top-2 logit margin."""
     top = np.argmax(logits, axis=-1)
     part = np.partition(logits, -2, axis=-1)
     return top, (part[:, -1] - part[:, -2]).astype(np.float64)
 
 
-class _LayerFigures:
+class LayerFigures:
     """Per layer, every op call's PCC, max-abs and relative L2 error against the float64 reference."""
 
     def __init__(self, layers: int):
@@ -125,7 +126,7 @@ def _generate(
     for step in range(n_tokens):
         positions = [p + step for p in start_pos]
         logits = model.decode_step(tokens, positions, cache, attention, observer=observer, attn_kwargs=attn_kwargs)
-        top, margin = _top2(logits)
+        top, margin = top_two(logits)
         tokens = [int(t) for t in top]
         out_tokens.append(tokens)
         margins.append([float(m) for m in margin])
@@ -186,7 +187,7 @@ def run_demo(
 
     # ---- prefill of every prompt but its last token (shared by both runs); the first
     # prefill_layers layers attend through the op in CHUNK mode, compared with float64 per call
-    prefill_figures = _LayerFigures(prefill_layers)
+    prefill_figures = LayerFigures(prefill_layers)
 
     def compare_chunk(layer, start, q, k, v, out):
         prefill_figures.record(layer, out, attention_reference(q, k, v, chunk_start=start), "prefill attention output")
@@ -207,7 +208,7 @@ def run_demo(
     start = [n - 1 for n in lens]
 
     # ---- op run, with the per-layer float64 comparison on the op's own inputs
-    layer_figures = _LayerFigures(cfg.n_layers)
+    layer_figures = LayerFigures(cfg.n_layers)
     call_s: list[float] = []
     ref_call_s: list[float] = []
     measured_bytes: list[int | None] = []
@@ -351,12 +352,27 @@ def run_demo(
     }
 
 
-def _fmt_bytes(n: float) -> str:
+def format_bytes(n: float) -> str:
+    """``n`` bytes for a report: ``"512 B"``, ``"8.1 MiB"`` (binary units)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n}"
+
+
+def emit_result(result: dict, json_path: str | None, format_fn: Callable[[dict], str]) -> None:
+    """A demo's output: ``format_fn(result)`` on stdout, and the result as JSON to ``json_path``
+    (``'-'``: the JSON on stdout instead of the report; None: no JSON)."""
+    if json_path == "-":
+        json.dump(result, sys.stdout, indent=2)
+        print()
+        return
+    print(format_fn(result))
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+        print(f"JSON written to {json_path}")
 
 
 def worst_pcc(r: dict) -> float:
@@ -431,9 +447,9 @@ def format_report(r: dict) -> str:
     b = r["kv_bytes"]
     meas = b["measured_per_token"]
     add(
-        f"KV bytes read per token (all layers/users): minimum {_fmt_bytes(b['min_per_token_mean'])} "
+        f"KV bytes read per token (all layers/users): minimum {format_bytes(b['min_per_token_mean'])} "
         f"(each live K and V tile once), "
-        + (f"measured {_fmt_bytes(sum(meas) / len(meas))} ({sum(meas) / sum(b['min_per_token']):.2f}x minimum; the rest is "
+        + (f"measured {format_bytes(sum(meas) / len(meas))} ({sum(meas) / sum(b['min_per_token']):.2f}x minimum; the rest is "
            f"each call's query rows, the scaler's and scale's three constant rows (384 B) and a partial last tile's "
            f"2 KiB mask per (layer, user, KV group), as much as a short request's own K/V, and each core's 128-byte "
            f"work row)" if meas

@@ -105,36 +105,46 @@ class ModelConfig:
         return self.n_heads // self.n_kv_heads
 
 
-def _field(reader, key):
+_REQUIRED = object()
+
+
+def gguf_field(reader, key: str, default=_REQUIRED):
+    """The value of GGUF metadata ``key`` (``gguf.GGUFReader``), or ``default`` when given and absent.
+
+    Raises:
+        KeyError: the key is absent and no default was given.
+    """
     f = reader.fields.get(key)
     if f is None:
-        raise KeyError(f"GGUF metadata key {key!r} missing")
+        if default is _REQUIRED:
+            raise KeyError(f"GGUF metadata key {key!r} missing")
+        return default
     return f.contents()
 
 
 def read_config(reader) -> ModelConfig:
-    arch = _field(reader, "general.architecture")
+    arch = gguf_field(reader, "general.architecture")
     if arch != "llama":
         raise ValueError(f"general.architecture: expected 'llama', got {arch!r}")
-    hidden = int(_field(reader, "llama.embedding_length"))
-    n_heads = int(_field(reader, "llama.attention.head_count"))
+    hidden = int(gguf_field(reader, "llama.embedding_length"))
+    n_heads = int(gguf_field(reader, "llama.attention.head_count"))
     names = {t.name for t in reader.tensors}
     return ModelConfig(
-        n_layers=int(_field(reader, "llama.block_count")),
+        n_layers=int(gguf_field(reader, "llama.block_count")),
         n_heads=n_heads,
-        n_kv_heads=int(_field(reader, "llama.attention.head_count_kv")),
+        n_kv_heads=int(gguf_field(reader, "llama.attention.head_count_kv")),
         head_dim=int(reader.fields["llama.rope.dimension_count"].contents())
         if "llama.rope.dimension_count" in reader.fields
         else hidden // n_heads,
         hidden=hidden,
-        ffn=int(_field(reader, "llama.feed_forward_length")),
+        ffn=int(gguf_field(reader, "llama.feed_forward_length")),
         vocab_size=len(reader.fields["tokenizer.ggml.tokens"].data),
-        rope_theta=float(_field(reader, "llama.rope.freq_base")),
-        rms_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),
-        context_length=int(_field(reader, "llama.context_length")),
+        rope_theta=float(gguf_field(reader, "llama.rope.freq_base")),
+        rms_eps=float(gguf_field(reader, "llama.attention.layer_norm_rms_epsilon")),
+        context_length=int(gguf_field(reader, "llama.context_length")),
         tied_embeddings="output.weight" not in names,
-        bos_id=int(_field(reader, "tokenizer.ggml.bos_token_id")),
-        eos_id=int(_field(reader, "tokenizer.ggml.eos_token_id")),
+        bos_id=int(gguf_field(reader, "tokenizer.ggml.bos_token_id")),
+        eos_id=int(gguf_field(reader, "tokenizer.ggml.eos_token_id")),
     )
 
 
@@ -165,12 +175,12 @@ def build_tokenizer(reader):
     """
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    model_kind = _field(reader, "tokenizer.ggml.model")
+    model_kind = gguf_field(reader, "tokenizer.ggml.model")
     if model_kind != "gpt2":
         raise ValueError(f"tokenizer.ggml.model: expected 'gpt2' (byte-level BPE), got {model_kind!r}")
-    tokens = _field(reader, "tokenizer.ggml.tokens")
-    types = _field(reader, "tokenizer.ggml.token_type")
-    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    tokens = gguf_field(reader, "tokenizer.ggml.tokens")
+    types = gguf_field(reader, "tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ", 1)) for m in gguf_field(reader, "tokenizer.ggml.merges")]
     vocab = {tok: i for i, tok in enumerate(tokens)}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
