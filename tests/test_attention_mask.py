@@ -148,6 +148,8 @@ def test_drop_ins_scale_the_mask_as_ttnn_does():
     (dict(is_causal=False, attn_mask=np.zeros((3, 1, 4, 128), np.float32)), ValueError, "attn_mask"),
     (dict(is_causal=False, attn_mask=[[0.0]]), TypeError, "attn_mask"),
     (dict(is_causal=0), TypeError, "is_causal"),
+    (dict(is_causal=False, attn_mask=np.zeros((2, 1, 4, 128), bool)), TypeError,
+     "attn_mask: expected an additive float mask"),
 ])
 def test_mask_refusals(kwargs, error, match):
     rng = np.random.default_rng(0)

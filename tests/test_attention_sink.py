@@ -167,6 +167,6 @@ def test_sink_layouts_and_refusals():
         assert_close(attention(q, k, v, cur_pos=[50], attention_sink=layout), want, f"layout {np.shape(layout)}")
     assert last_report().totals.dram_read_bytes > 0
     for bad, error in ((logits[:3], ValueError), (np.full(4, np.nan), ValueError), (np.zeros((2, 2)), ValueError),
-                       ("sinks", TypeError)):
+                       ("sinks", TypeError), (np.array([True, False, True, False]), TypeError)):
         with pytest.raises(error, match="attention_sink"):
             attention(q, k, v, cur_pos=[50], attention_sink=bad)

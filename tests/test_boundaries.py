@@ -639,7 +639,7 @@ BOUNDARIES = [
     Boundary("drop-in attn_mask with is_causal=False, not True", "attn_mask: expected None with is_causal=True",
              lambda c: dropin(is_causal=c, attn_mask=_mask(B, 1, NQ, CAP)), False, True,
              r"attn_mask: expected None with is_causal=True \(ttnn: \"Must not have attn_mask tensor for non-causal "
-             r"attention\" -- a mask is for is_causal=False\)$"),
+             r"attention\" -- a mask is for is_causal=False\), got a mask$"),
     Boundary("non-causal: no window", "is_causal: non-causal attention takes no window or chunk",
              lambda w: attend(is_causal=False, sliding_window_size=w), None, 1,
              r"is_causal: non-causal attention takes no window or chunk \(every position of the cache is attended\), "
@@ -660,7 +660,7 @@ BOUNDARIES = [
              r"with window 94$"),
     Boundary("drop-in non-causal: sliding_window_size 0, no window", "sliding_window_size: expected None with is_causal=False",
              lambda w: dropin(is_causal=False, sliding_window_size=w), 0, 1,
-             r"sliding_window_size: expected None with is_causal=False \(every position is attended\)$"),
+             r"sliding_window_size: expected None with is_causal=False \(every position is attended\), got 1$"),
 ]
 
 
@@ -750,7 +750,14 @@ NO_NUMERIC_BOUNDARY = [
                "test_transformer_dropin.py::test_bad_paged_cache_geometry_is_refused_by_name",
                "num_kv_heads x block_size", "a view that must keep another tensor's block (its product, not a bound)"),
     NoBoundary("users_per_table_row: expected an int >= 1", _SPEC + "test_bad_users_per_table_row_is_refused",
-               "users_per_table_row: expected an int >= 1", "a type, or a keyword that needs another"),
+               "users_per_table_row: expected an int", "a keyword that needs another"),
+    NoBoundary("users_per_table_row: expected an int, got", _SPEC + "test_bad_users_per_table_row_is_refused",
+               "TypeError", "a type"),
+    NoBoundary("attn_mask: expected an additive float mask", _MASK + "test_mask_refusals",
+               "attn_mask: expected an additive float mask", "a dtype"),
+    NoBoundary("attention_sink: expected numbers (logits)", _SINK + "test_sink_layouts_and_refusals",
+               "[True, False, True, False]",
+               "a dtype"),
     NoBoundary("spec_multi_pos_tiles: expected an int >= 0", _SPEC + "test_bad_spec_calls_are_refused_by_name",
                "spec_multi_pos_tiles: expected an int >= 0", "a type or a sign"),
     NoBoundary("input_tensor_q: expected [1, B, {32 * candidates}, dh]", _SPEC + "test_bad_spec_calls_are_refused_by_name",
@@ -873,7 +880,7 @@ NO_NUMERIC_BOUNDARY = [
                '("50", TypeError)', "a type"),
     NoBoundary("attention_chunk_size: expected None or an int", "test_chunked_local.py::test_bad_chunk_is_refused",
                '(64.0, TypeError)', "a type"),
-    NoBoundary("attention_sink: expected numbers", _HERE + "test_refusals_with_no_numeric_bound_on_the_host",
+    NoBoundary("attention_sink: expected numbers, got", _HERE + "test_refusals_with_no_numeric_bound_on_the_host",
                "attention_sink: expected numbers, got", "a type"),
     NoBoundary("attention_sink: expected a ttnn.Tensor, numpy array or sequence", _SINK + "test_sink_layouts_and_refusals",
                '("sinks", TypeError)', "a type"),

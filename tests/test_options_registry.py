@@ -68,6 +68,24 @@ def test_score_modifiers_refuse_bad_fields_and_combinations():
         ScoreModifiers(window=65).check(rows=1, kind="decode", cache_wrap=64)
 
 
+@pytest.mark.parametrize("keywords, message", [
+    (dict(is_causal=None), "is_causal: expected a bool"),
+    (dict(is_causal=0), "is_causal: expected a bool"),
+    (dict(sliding_window_size=0j), "sliding_window_size: expected None or an int"),
+    (dict(sliding_window_size=0.0), "sliding_window_size: expected None or an int"),
+    (dict(sliding_window_size=False), "sliding_window_size: expected None or an int"),
+])
+def test_the_drop_ins_check_the_modifiers_types_as_attention_does(keywords, message):
+    """ttnn's drop-in semantics (0 is no window, as ttnn's) never turn a wrong type into a meaning."""
+    from ttnn_flashdecode.transformer import scaled_dot_product_attention_decode
+
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 2, 4, 64)).astype(np.float32)
+    k = rng.standard_normal((2, 1, 64, 64)).astype(np.float32)
+    with pytest.raises(TypeError, match=message):
+        scaled_dot_product_attention_decode(q, k, k, cur_pos=[10, 40], **keywords)
+
+
 def test_every_modifier_is_a_keyword_of_attention_and_a_field_of_the_modifiers():
     parameters = inspect.signature(attention).parameters
     fields = {field.name for field in ScoreModifiers.__dataclass_fields__.values()}

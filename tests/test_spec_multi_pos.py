@@ -227,13 +227,14 @@ def test_spec_needs_one_kv_head():
                                                   cur_pos_tensor=np.arange(2, dtype=np.int32), spec_multi_pos_tiles=2)
 
 
-@pytest.mark.parametrize("value, table", [(0, True), (2, False), (True, True), (1.0, True)])
-def test_bad_users_per_table_row_is_refused(value, table):
+@pytest.mark.parametrize("value, table, error", [(0, True, ValueError), (2, False, ValueError), (True, True, TypeError),
+                                                (1.0, True, TypeError)])
+def test_bad_users_per_table_row_is_refused(value, table, error):
     from ttnn_flashdecode import attention
 
     q, k, v, pk, pv, rows = _case(1, 1, 1, 256)
     flat = q[:, :, :1].reshape(1, 1, 1, HEAD_DIM)
     paged = dict(page_table_tensor=rows) if table else {}
     cache = (pk, pv) if table else (k, v)
-    with pytest.raises(ValueError, match="users_per_table_row: expected an int >= 1"):
+    with pytest.raises(error, match="users_per_table_row: expected an int"):
         attention(flat, *cache, cur_pos=[5], users_per_table_row=value, **paged)

@@ -28,6 +28,8 @@ import ttnn
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.operation import DEFAULT_ARCH, attention
 from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.modifiers import causal, window
+from ttnn_flashdecode.op.modifiers.base import is_int
 from ttnn_flashdecode.op.options import resolve_grid
 
 __all__ = ["scaled_dot_product_attention_decode", "paged_scaled_dot_product_attention_decode"]
@@ -105,8 +107,14 @@ def _reshape(tensor, shape):
 def _window(sliding_window_size) -> int | None:
     """ttnn's ``sliding_window_size`` as :func:`ttnn_flashdecode.attention` takes it: ttnn treats
     ``None`` and 0 alike (no window; its kernels test ``> 0``); a positive W is the window (the row
-    at ``p`` attends ``max(0, p + 1 - W) .. p``, as ttnn's ``get_workload_for_core``)."""
-    return None if sliding_window_size is None or sliding_window_size == 0 else sliding_window_size
+    at ``p`` attends ``max(0, p + 1 - W) .. p``, as ttnn's ``get_workload_for_core``).
+
+    Raises:
+        TypeError: not None or an int (bools, floats and 0.0 neither; the window modifier's check).
+    """
+    if sliding_window_size is None or (is_int(sliding_window_size) and sliding_window_size == 0):
+        return None
+    return window.MODIFIER.validate(sliding_window_size)
 
 
 def _ttnn_sink(attention_sink, q, scale):
@@ -140,15 +148,17 @@ def _causal_keywords(is_causal, attn_mask, q, scale, sliding_window_size, **posi
     in effect. A device mask is scaled on device (``ttnn.multiply``).
 
     Raises:
+        TypeError: ``is_causal`` not a bool (the causal modifier's check).
         ValueError: a mask with ``is_causal=True``, or a window with ``is_causal=False``.
     """
-    if is_causal:
+    if causal.MODIFIER.validate(is_causal):
         if attn_mask is not None:
             raise ValueError("attn_mask: expected None with is_causal=True (ttnn: \"Must not have attn_mask tensor for "
-                             "non-causal attention\" -- a mask is for is_causal=False)")
+                             "non-causal attention\" -- a mask is for is_causal=False), got a mask")
         return positions
     if _window(sliding_window_size) is not None:
-        raise ValueError("sliding_window_size: expected None with is_causal=False (every position is attended)")
+        raise ValueError(f"sliding_window_size: expected None with is_causal=False (every position is attended), got "
+                         f"{sliding_window_size!r}")
     keywords = {"is_causal": False}
     if attn_mask is not None:
         factor = float(scale) if scale is not None else 1.0 / math.sqrt(int(q.shape[-1]))

@@ -216,8 +216,10 @@ def _cache(operands: Operands, options: AttentionOptions, kind: str) -> _Cache:
         got = _kv_dtype(v) if isinstance(v, ttnn.Tensor) else f"a {v.dtype} array (read as bfloat16)"
         raise ValueError(f"v: expected k's dtype ({kv_dtype}), got {got}")
     users_per_table_row = options.users_per_table_row
-    if isinstance(users_per_table_row, bool) or not isinstance(users_per_table_row, (int, np.integer)) \
-            or users_per_table_row < 1 or (users_per_table_row > 1 and page_table_tensor is None):
+    if not is_int(users_per_table_row):
+        raise TypeError(f"users_per_table_row: expected an int, got {type(users_per_table_row).__name__} "
+                        f"{users_per_table_row!r}")
+    if users_per_table_row < 1 or (users_per_table_row > 1 and page_table_tensor is None):
         raise ValueError(f"users_per_table_row: expected an int >= 1 (above 1 only with page_table_tensor), got "
                          f"{users_per_table_row!r}")
     if page_table_tensor is None:

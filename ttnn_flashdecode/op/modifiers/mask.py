@@ -22,8 +22,21 @@ def device_mask(attn_mask):
     return attn_mask if attn_mask.dtype == ttnn.bfloat16 else ttnn.typecast(attn_mask, ttnn.bfloat16)
 
 
+def _refuse_bool(attn_mask) -> None:
+    """A boolean mask (torch's "attend where True") is not ttnn's additive mask: refused, never read as 0/1."""
+    if isinstance(attn_mask, np.ndarray) and attn_mask.dtype == np.bool_:
+        raise TypeError("attn_mask: expected an additive float mask (added to the scores: 0 attends, a large "
+                        "negative masks), got a bool array (for torch's boolean meaning pass "
+                        "np.where(keep, 0.0, -1e30))")
+
+
 def mask_values(attn_mask) -> np.ndarray:
-    """A host mask's values as float32 (NaN and inf kept: the kernels clamp them)."""
+    """A host mask's values as float32 (NaN and inf kept: the kernels clamp them).
+
+    Raises:
+        TypeError: a bool array (:func:`_refuse_bool`).
+    """
+    _refuse_bool(attn_mask)
     if isinstance(attn_mask, ttnn.Tensor):
         if attn_mask.dtype == ttnn.float32:
             return np.asarray(attn_mask.to_numpy(), dtype=np.float32)
@@ -57,6 +70,7 @@ def mask_users(attn_mask, batch: int, n_q_heads: int, capacity: int, kind: str) 
         raise TypeError(f"attn_mask: expected a ttnn.Tensor or a numpy array, got {type(attn_mask).__name__}")
     elif kind == "device":
         raise ValueError("attn_mask: expected a device tensor with device q, k, v, got a numpy array")
+    _refuse_bool(attn_mask)
     shape = tuple(int(d) for d in attn_mask.shape)
     users = shape[0] * shape[1] if len(shape) == 4 and 1 in shape[:2] else 0
     if users not in (1, batch) or shape[2:] != (n_q_heads, capacity):

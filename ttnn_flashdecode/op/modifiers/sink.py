@@ -45,6 +45,8 @@ def sink_logits(attention_sink, n_q_heads: int) -> tuple[float, ...]:
         values = np.asarray(host.to_list(), dtype=np.float64)
         values = values.reshape([d for d in values.shape if d != 1] or [1]) if values.ndim > 2 else values
     elif isinstance(attention_sink, (np.ndarray, Sequence)) and not isinstance(attention_sink, (str, bytes)):
+        if np.asarray(attention_sink).dtype == np.bool_:  # True / False are not logits
+            raise TypeError(f"attention_sink: expected numbers (logits), got bools {attention_sink!r}")
         try:
             values = np.asarray(attention_sink, dtype=np.float64)
         except (TypeError, ValueError) as error:
