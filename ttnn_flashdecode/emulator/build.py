@@ -30,6 +30,7 @@ import shlex
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from .arch import ArchSpec
@@ -68,10 +69,30 @@ def _compiler_id_text() -> str:
     return _compiler_id
 
 
-def _run_cc(cmd: list[str], what: str) -> None:
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise BuildError(f"{what} failed to compile:\n$ {shlex.join(cmd)}\n{p.stdout}{p.stderr}")
+BUILD_LOG_ENV = "TTNN_FLASHDECODE_EMU_BUILD_LOG"
+"""Environment variable naming a file that every compile appends one line to: its CPU seconds (the
+compiler's user + system time, which a busy machine does not inflate as it does wall time), its wall
+seconds and what it built. How the suite's build cost is measured (``tests/emulator/build_log.py``)."""
+
+
+def _run_cc(cmd: list[str], what: str) -> str:
+    """Run one compiler command; returns its standard output."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)  # wait4: the compiler's own CPU time
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    log = os.environ.get(BUILD_LOG_ENV)
+    if log:
+        with open(log, "a") as f:  # one short write per line: concurrent builders do not interleave
+            f.write(f"{usage.ru_utime + usage.ru_stime:.3f}\t{wall:.3f}\t{what}\n")
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed to compile:\n$ {shlex.join(cmd)}\n{stdout}{stderr}")
+    return stdout
 
 
 def _atomic_build(out: Path, cmd_for: "callable", what: str) -> None:
@@ -283,10 +304,7 @@ def _build_one(kb: KernelBuild) -> _Memo:
     (pre_dir / "emu_jit.h").write_text(jit)
     flags = _flags(kb, spec, pre_dir, src)
     dep_cmd = [CXX, *[f for f in flags if f != "-shared"], "-MM", str(src)]
-    p = subprocess.run(dep_cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise BuildError(f"kernel {src.name} failed to preprocess:\n$ {shlex.join(dep_cmd)}\n{p.stdout}{p.stderr}")
-    text = p.stdout.replace("\\\n", " ")
+    text = _run_cc(dep_cmd, f"kernel {src.name}'s includes (g++ -MM)").replace("\\\n", " ")
     deps = sorted({os.path.abspath(t) for t in text.split(":", 1)[1].split()} | {str(src)})
     # 2) hash sources + flags
     h = hashlib.sha256()
