@@ -287,7 +287,7 @@ CONFIG_BARS = {
 #: Approximate exp (math_approx_mode): the emulator models the LLK's approximation (Schraudolph: 8
 #: mantissa bits, per-datum relative error about -4% .. +3%, periodic in x / ln2), which dominates
 #: every other rounding: measured rel-L2 4.1e-2 (fp32 DST, HiFi4) .. 5.3e-2 (bf16 DST, HiFi2), PCC
-#: 0.9988 .. 0.9991 (the README's table). One bar for all four.
+#: 0.9988 .. 0.9991 (docs/accuracy.md's table). One bar for all four.
 APPROX_EXP_BARS = ConfigBars(0.998, 6e-2, "the LLK's approximate exp (Schraudolph, ~2% rms relative error per "
                                           "probability) dominates: measured 4.1e-2 .. 5.3e-2")
 

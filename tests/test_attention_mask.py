@@ -142,7 +142,7 @@ def test_drop_ins_scale_the_mask_as_ttnn_does():
 
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(attn_mask=np.zeros((2, 1, 4, 128), np.float32)), ValueError, "attn_mask"),  # causal
-    (dict(is_causal=False, cur_pos=[1, 2]), ValueError, "is_causal"),
+    (dict(is_causal=False, cur_pos=[1, 2]), ValueError, "is_causal: non-causal attention takes no positions"),
     (dict(is_causal=False, sliding_window_size=16), ValueError, "is_causal"),
     (dict(is_causal=False, attn_mask=np.zeros((2, 1, 4, 64), np.float32)), ValueError, "attn_mask"),
     (dict(is_causal=False, attn_mask=np.zeros((3, 1, 4, 128), np.float32)), ValueError, "attn_mask"),

@@ -1,6 +1,6 @@
 """Every refusal tested at its boundary (issue 25, items 1 and 2).
 
-For each host-side refusal of :func:`ttnn_flashdecode.attention` and the drop-ins (``op/validate.py``, ``op/score_inputs.py``,
+For each host-side refusal of :func:`ttnn_flashdecode.attention` and the drop-ins (``op/validate.py``, ``op/modifiers/``,
 the plan-time refusals of ``op/plan.py``, ``op/transformer.py``) the table :data:`BOUNDARIES` holds
 one row per bound: the LAST valid value, which must be accepted and give the float64 reference's
 result (tests/bars.py's bar) with a quiet run, and the FIRST invalid value, which must be refused
@@ -40,7 +40,7 @@ from ttnn_flashdecode.op.plan import DEFAULT_ARCH, plan_program
 from ttnn_flashdecode.op.program_factory import OPERANDS
 from ttnn_flashdecode.op.residency import Residency, l1_bytes
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
-from ttnn_flashdecode.op.options import validate_options
+from ttnn_flashdecode.op.options import options_for
 
 from bars import assert_close, assert_quiet
 
@@ -222,7 +222,7 @@ def planned_split(split: int) -> Call:
     shape = DecodeShape(1, 1, 1, 32, 2 * 255 * 32)
 
     def run():
-        validate_options(backend="auto", split=split, scale=None)
+        options_for(backend="auto", split=split, scale=None)
         return plan_program(shape, None, split, ComputeOptions(), DEFAULT_ARCH, (16, 16), ((),) * len(OPERANDS), lambda x, y: (x, y))
 
     def check(planned):
@@ -640,10 +640,10 @@ BOUNDARIES = [
              lambda c: dropin(is_causal=c, attn_mask=_mask(B, 1, NQ, CAP)), False, True,
              r"attn_mask: expected None with is_causal=True \(ttnn: \"Must not have attn_mask tensor for non-causal "
              r"attention\" -- a mask is for is_causal=False\)$"),
-    Boundary("non-causal: no window", "is_causal: non-causal attention attends every position",
+    Boundary("non-causal: no window", "is_causal: non-causal attention takes no window or chunk",
              lambda w: attend(is_causal=False, sliding_window_size=w), None, 1,
-             r"is_causal: non-causal attention attends every position of the cache \(decode, no positions, no window or "
-             r"chunk\), got sliding_window_size$"),
+             r"is_causal: non-causal attention takes no window or chunk \(every position of the cache is attended\), "
+             r"got sliding_window_size$"),
     # issue 21: the logit softcap and chunked-local attention
     Boundary("logit_softcap 2**-64: every score +-c", SOFTCAP, lambda c: attend(logit_softcap=c), 2.0**-64,
              math.nextafter(2.0**-64, 0), r"logit_softcap: expected a number c > 0 with 2\*\*-64 <= c <= 2\*\*64 .*, "
@@ -711,10 +711,28 @@ _SPEC = "test_spec_multi_pos.py::"
 
 _TYPES = _ERRORS + "test_attention_wrong_types_are_type_errors"
 
+_FIELDS = "test_options_registry.py::test_score_modifiers_refuse_bad_fields_and_combinations"
+
 NO_NUMERIC_BOUNDARY = [
+    NoBoundary("softcap: expected a finite float", _FIELDS, "softcap: expected a finite float", "a field invariant"),
+    NoBoundary("window: expected an int >= 0", _FIELDS, "window: expected an int >= 0", "a field invariant"),
+    NoBoundary("attention_chunk: expected an int >= 0", _FIELDS, "attention_chunk: expected an int >= 0",
+               "a field invariant"),
+    NoBoundary("mask_users: an attention mask needs causal=False", _FIELDS, "mask_users: an attention mask needs",
+               "a field invariant"),
+    NoBoundary("is_causal: non-causal attention takes no positions", _MASK + "test_mask_refusals",
+               "is_causal: non-causal attention takes no positions", "a combination"),
+    NoBoundary("causal: non-causal attention is decode only", _FIELDS, "causal: non-causal attention is decode only",
+               "a request kind"),
     NoBoundary("{name}: expected a bool", _TYPES, "is_causal: expected a bool", "a type"),
+    NoBoundary("is_causal: expected a bool", _TYPES, "is_causal: expected a bool", "a type"),
+    NoBoundary("sliding_window_size: expected None or an int", _TYPES, "sliding_window_size: expected None or an int",
+               "a type"),
     NoBoundary("memory_config: expected None or a ttnn.MemoryConfig", _TYPES, "memory_config: expected None or a",
                "a type"),
+    NoBoundary("memory_config: expected DRAM interleaved", "emulator/test_emulator_sharded.py::"
+               "test_an_l1_interleaved_output_is_refused_on_the_emulator", "memory_config: expected DRAM interleaved",
+               "a memory kind"),
     NoBoundary("{name}: expected None or an int, got", _TYPES, "split: expected None or an int", "a type"),
     NoBoundary("backend: expected a str", _TYPES, "backend: expected a str", "a type"),
     NoBoundary("scale: expected None or a number", _TYPES, "scale: expected None or a number", "a type"),
@@ -722,8 +740,6 @@ NO_NUMERIC_BOUNDARY = [
     NoBoundary("q_layout: expected a str", _TYPES, "q_layout: expected a str", "a type"),
     NoBoundary("share_cache: expected None or a bool", _DROPIN + "test_share_cache_must_be_a_bool",
                "share_cache: expected None or a bool", "a type"),
-    NoBoundary("return_lse: expected a bool", "test_lse.py::test_return_lse_needs_fp32_statistics",
-               "return_lse: expected a bool", "a type"),
     NoBoundary("return_lse: expected a compute config with fp32_dest_acc_en=True",
                "test_lse.py::test_return_lse_needs_fp32_statistics",
                "return_lse: expected a compute config with fp32_dest_acc_en=True", "arguments that go together"),
@@ -945,7 +961,7 @@ def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
 
 # ------------------------------------------------------------------- the completeness check
 
-REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/score_inputs.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
+REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/positions.py", "ttnn_flashdecode/op/modifiers/softcap.py", "ttnn_flashdecode/op/modifiers/window.py", "ttnn_flashdecode/op/modifiers/chunk.py", "ttnn_flashdecode/op/modifiers/mask.py", "ttnn_flashdecode/op/modifiers/sink.py", "ttnn_flashdecode/op/modifiers/causal.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -982,13 +998,15 @@ def _template(node: ast.expr) -> tuple[str, bool]:
 
 
 def refusal_sites(source: str, path: str) -> list[Site]:
-    """Every ``raise ValueError(message)`` / ``raise TypeError(message)`` in ``source``."""
+    """Every ``raise ValueError(message)`` / ``raise TypeError(message)`` in ``source``, and every
+    ``return ValueError(message)`` (a refusal the planner hands back to raise later)."""
     sites = []
     for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and isinstance(node.exc.func, ast.Name)
-                and node.exc.func.id in ("ValueError", "TypeError")):
-            template, open_end = _template(node.exc.args[0]) if node.exc.args else ("", False)
-            sites.append(Site(path, node.lineno, node.exc.func.id, template, open_end))
+        error = node.exc if isinstance(node, ast.Raise) else node.value if isinstance(node, ast.Return) else None
+        if (isinstance(error, ast.Call) and isinstance(error.func, ast.Name)
+                and error.func.id in ("ValueError", "TypeError")):
+            template, open_end = _template(error.args[0]) if error.args else ("", False)
+            sites.append(Site(path, node.lineno, error.func.id, template, open_end))
     return sorted(sites, key=lambda s: s.line)
 
 

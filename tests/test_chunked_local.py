@@ -224,7 +224,10 @@ def test_host_twins_hold_two_window_pages_for_every_accepted_combination():
     """The kernels hold two window-mask pages: the first tile's, and one for every later tile with a
     dead column, built from the slice's first such tile. For every (window, chunk, rows) the host
     accepts, every later tile's dead columns are the same (so one page serves them all)."""
-    from ttnn_flashdecode.op.score_inputs import check_chunk_rows
+    from ttnn_flashdecode.op.modifiers import ScoreModifiers
+
+    def check_chunk_rows(chunk, window, rows):
+        ScoreModifiers(attention_chunk=chunk, window=window).check(rows=rows, kind="rows")
 
     for chunk in (32, 64, 96, 128):
         for window in (0, 1, 5, 31, 33, 63, 64, chunk - 1, chunk + 30, chunk + 31, 300):

@@ -311,7 +311,9 @@ def test_context_parallel_local_positions_and_refusals():
         context_parallel_attention(q, mk, mv, cur_pos=[1] * B)
     with pytest.raises(ValueError, match="mesh_axis: expected 0 or 1"):
         context_parallel_attention(mq, mk, mv, cur_pos=[1] * B, mesh_axis=2)
-    with pytest.raises(ValueError, match="mesh device 0 of 2: .*scale"):  # a device's call refused, named
+    with pytest.raises(ValueError, match="mesh device 0 of 2: block_tiles"):  # a device's call refused, named
+        context_parallel_attention(mq, mk, mv, cur_pos=[1] * B, block_tiles=10**6)
+    with pytest.raises(ValueError, match="^scale: expected a finite positive"):  # the options: once, before any device
         context_parallel_attention(mq, mk, mv, cur_pos=[1] * B, scale=-1.0)
 
 

@@ -11,7 +11,9 @@ import pytest
 
 from ttnn_flashdecode import attention
 from ttnn_flashdecode.op import fast_path, operation, protocol
+from ttnn_flashdecode.op.operands import Operands
 from ttnn_flashdecode.op.operation import cached_launch
+from ttnn_flashdecode.op.options import options_for
 
 BATCH, N_Q, N_KV, HEAD_DIM, CAPACITY = 2, 8, 2, 64, 1024
 
@@ -105,9 +107,9 @@ def test_positions_of_another_spec_are_validated_again(mock_device, refuse_valid
     assert _launch(q, k, v, column) is None
     # [batch, 1] positions are reshaped by the validated path (a ttnn op the mock cannot build), so a
     # launch prepared from them is never kept: the tensor it binds is not the caller's.
-    key = fast_path.options_key(operation._ARGUMENT_DEFAULTS | dict(q=q, k=k, v=v, cur_pos_tensor=column))
-    fast_path.remember(key, q, k, v, column, None, _launch(q, k, v, positions))
-    assert fast_path.lookup(key, q, k, v, column, None) is None
+    call, options = Operands(q, k, v, cur_pos_tensor=column), options_for()
+    fast_path.remember(call, options, _launch(q, k, v, positions))
+    assert fast_path.lookup(call, options) is None
     refuse_validation()
     with pytest.raises(AssertionError, match="validate_inputs ran"):
         attention(q, k, v, cur_pos_tensor=column)

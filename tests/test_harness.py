@@ -176,11 +176,13 @@ def test_the_emulators_deadline_grows_with_the_kv_tiles_a_program_may_read():
     """The wall-clock backstop: 60 s, plus 2 ms per K/V tile x dim tile x row tile at the planned
     positions (a window caps them), so a large case that still makes progress is not cut short."""
     from ttnn_flashdecode.op.launch import emulator_deadline
+    from ttnn_flashdecode.op.modifiers import ScoreModifiers
     from ttnn_flashdecode.op.shape import DecodeShape
 
     vision = DecodeShape(batch=32, n_q_heads=32, n_kv_heads=8, head_dim=128, capacity=4224)
     assert emulator_deadline(vision) == pytest.approx(60 + 2e-3 * 256 * 132 * 4)
     small = DecodeShape(batch=1, n_q_heads=8, n_kv_heads=1, head_dim=64, capacity=64)
     assert emulator_deadline(small) == pytest.approx(60 + 2e-3 * 2 * 2)
-    windowed = DecodeShape(batch=32, n_q_heads=32, n_kv_heads=8, head_dim=128, capacity=4224, window=256)
+    windowed = DecodeShape(batch=32, n_q_heads=32, n_kv_heads=8, head_dim=128, capacity=4224,
+                           scores=ScoreModifiers(window=256))
     assert emulator_deadline(windowed) < emulator_deadline(vision)

@@ -128,3 +128,35 @@ def test_profile_report_cli_reports_unreadable_files_and_bad_numbers(tmp_path, c
         profile_report.main([str(CSV_PATH), "--context", "-5"])
     assert profile_report.main([str(CSV_PATH), "--context", "100000"]) == 2
     assert "expected --context <= the cache's capacity" in capsys.readouterr().err
+
+
+def test_profile_report_reads_rows_with_tt_perf_report():
+    pytest.importorskip("tt_perf_report")
+    rows = profile_report.perf_rows(str(CSV_PATH))
+    assert len(rows) == len(_rows())
+    ours = [r for r in rows if r.ours]
+    assert [r.index for r in ours] == [1, 5] and {r.op_code for r in ours} == {"ttnn_flashdecode.attention"}
+    for r in ours:
+        assert r.plan_bytes > 0 and r.bound in {"dram", "request rate", "FPU", "SFPU", "pack", "combine"}
+        assert r.dram_gbps == pytest.approx(r.plan_bytes / (r.device_us * 1e3))
+        assert r.dram_percent == pytest.approx(100 * r.dram_gbps / 512)  # DEVICE ARCH blackhole: p150's peak
+        assert r.modelled_us > 0
+    others = {r.index: r for r in rows if not r.ours}
+    assert others[2].op_code == "GenericOpDeviceOperation" and others[2].device_us == pytest.approx(4.0)
+    assert others[3].op_code == "BinaryNgDeviceOperation" and others[3].device_us == pytest.approx(1200.734)
+    assert others[0].op_code.endswith("(signpost)")
+    # The K cache of call 4096 is [32, 8, 8192, 128] bfloat16: the plan reads at least every K/V tile once.
+    assert ours[1].plan_bytes >= 2 * 32 * 8 * 256 * 4 * 2048
+
+
+def test_profile_report_cache_dtype_and_card_from_the_report(tmp_path, capsys):
+    rows = [dict(r, **{"INPUT_1_DATATYPE": "DataType::BFLOAT8_B"}) if profile_report.is_attention_row(r) else r
+            for r in _rows()]
+    first, _ = profile_report.read_calls(rows)
+    assert first.kv_dtype == "bfloat8_b" and first.min_bytes == 2 * 256 * 2 * 4 * 1088
+    assert first.q_heads == 16 and first.fidelity == "HiFi4"
+    (p100a, _) = profile_report.read_calls(_rows(), device="p100a")
+    assert p100a.device == "p100a" and p100a.roofline_ns == pytest.approx(p100a.min_bytes / 448)
+    assert cli.main(["profile-report", str(CSV_PATH), "--device", "p100a"]) == 0
+    out = capsys.readouterr().out
+    assert "ttnn_flashdecode.attention" in out and "DRAM %" in out and "MODELLED" in out

@@ -206,7 +206,7 @@ def _np(tensor) -> np.ndarray:
 # ---------------------------------------------------------------------------- approximate exp
 
 #: The LLK's approximate exp (Schraudolph; per-datum relative error about -4%..+3%) dominates the
-#: error whatever the rest of the config: measured rel-L2 4.2e-2..5.0e-2 at the README's shape
+#: error whatever the rest of the config: measured rel-L2 4.2e-2..5.0e-2 at docs/accuracy.md's shape
 #: (tests/test_attention_adversarial.py); these smaller calls land near 3e-2.
 APPROX_MIN_PCC, APPROX_MAX_REL_L2 = 0.998, 6e-2
 

@@ -28,11 +28,14 @@ import numpy as np
 from ttnn_flashdecode.op import tiles
 from ttnn_flashdecode.op.protocol import ConstTile
 
-__all__ = ["MASK_VALUE", "constant_tiles", "build_constants", "constants_bytes", "default_scale"]
+__all__ = ["MASK_VALUE", "SCALE_MAX", "constant_tiles", "build_constants", "constants_bytes", "default_scale"]
 
 MASK_VALUE = -1.0e30
 """Added to a dead score. Large enough that exp(dead - live_max) is 0 in bfloat16 at any
 plausible score, small enough that the subtraction cannot overflow (the seed's figure)."""
+
+SCALE_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+"""The largest finite bfloat16: the constants tile holds scale and sink logits in bfloat16."""
 
 _TILE = tiles.TILE_ROWS  # 32
 

@@ -31,7 +31,7 @@ along the axis (every device holds the whole attention), distributed like Q.
   (``ttnn.set_fabric_config(ttnn.FabricConfig.FABRIC_1D)`` before ``ttnn.open_mesh_device``); the
   merge is :mod:`.merge`'s ttnn-ops form (float32).
 * **Emulated mesh** (host multi-device tensors, ``ttnn.from_host_shards``): every device's call runs
-  through the emulator (:func:`~ttnn_flashdecode.op.mesh.run_host_mesh`), the all-gather is modelled on
+  through the emulator (:func:`~ttnn_flashdecode.op.mesh.device_operands`), the all-gather is modelled on
   the host as ttnn defines it (:func:`all_gather_host`), then each device merges (float64 math, out
   rounded to bfloat16).
 
@@ -57,7 +57,9 @@ import ttnn
 from ttnn_flashdecode.op import mesh
 from ttnn_flashdecode.op.merge import merge_attention_states
 from ttnn_flashdecode.op.operation import attention, to_numpy
-from ttnn_flashdecode.op.score_inputs import SCALE_MAX, sink_logits
+from ttnn_flashdecode.op.constants import SCALE_MAX
+from ttnn_flashdecode.op.modifiers import scalar_modifiers
+from ttnn_flashdecode.op.modifiers.sink import sink_logits
 from ttnn_flashdecode.op.validate import IDLE
 
 __all__ = ["context_parallel_attention", "local_positions", "shard_sequence", "shard_bounds", "all_gather_host",
@@ -259,15 +261,13 @@ def context_parallel_attention(
         >>> len(ttnn.get_device_tensors(out)), list(ttnn.get_device_tensors(out)[0].shape)
         (4, [1, 1, 2, 256])
     """
-    for name, value, why in (
-            ("sliding_window_size", sliding_window_size, "a device whose shard ends before the position would need a "
-                                                         "window that depends on the position"),
-            ("attention_chunk_size", attention_chunk_size, "the chunk's start would need each device's window to "
-                                                           "depend on the position"),
-            ("rows", rows, "a device whose shard ends before the position would need each row's causal end clamped")):
-        if value is not None:
-            raise NotImplementedError(f"{name}: not supported with context parallelism ({why}); expected None, "
-                                      f"got {value!r}")
+    scores = scalar_modifiers(sliding_window_size=sliding_window_size, attention_chunk_size=attention_chunk_size)
+    for keyword, why, value in scores.unsupported("context_parallel"):  # each modifier's own reason
+        raise NotImplementedError(f"{keyword}: not supported with context parallelism ({why}); expected None, got "
+                                  f"{value!r}")
+    if rows is not None:
+        raise NotImplementedError("rows: not supported with context parallelism (a device whose shard ends before the "
+                                  f"position would need each row's causal end clamped); expected None, got {rows!r}")
     if (cur_pos is None) == (cur_pos_tensor is None):
         if cur_pos is None:
             raise TypeError("cur_pos / cur_pos_tensor: expected one of them (global positions), got neither")

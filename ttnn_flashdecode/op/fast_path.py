@@ -9,8 +9,9 @@ reads are eligible: device Q/K/V, positions as a device ``cur_pos_tensor``, a de
 
 Two steps, each priced for a per-layer call (measured on a mock Wormhole, this project's machines):
 
-* the **options key**: every keyword of the call but the tensors, plus Q's device; hashable values
-  only (a CoreRangeSet grid, a list: not eligible).
+* the **options key**: the call's :class:`~ttnn_flashdecode.op.options.AttentionOptions` (built and
+  validated once per distinct set of keywords, then the same object: compared by identity first)
+  and Q's device.
 * the **tensor specs**: each tensor's ``ttnn.TensorSpec`` (shape, dtype, layout, memory config;
   ~0.6 us to read) compared with ``==`` (~0.4 us) against the specs of the call that was
   validated. ttnn 0.81's ``TensorSpec`` and ``Shape`` hashes are not value hashes (equal specs may
@@ -24,9 +25,10 @@ import threading
 
 import ttnn
 
-from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.operands import Operands
+from ttnn_flashdecode.op.options import AttentionOptions
 
-__all__ = ["options_key", "lookup", "remember", "clear"]
+__all__ = ["lookup", "remember", "clear"]
 
 MAX_ENTRIES = 256
 """Option keys kept; past that the oldest is dropped (a model has a handful per layer type)."""
@@ -36,60 +38,33 @@ MAX_SPECS_PER_KEY = 8
 _entries: dict = {}
 _lock = threading.Lock()
 _DEVICE = ttnn.StorageType.DEVICE
-#: attention()'s tensor keywords: compared by spec, never part of the options key.
-_TENSORS = frozenset(("q", "k", "v", "cur_pos_tensor", "page_table_tensor"))
 
 
-def options_key(call: dict) -> tuple | None:
-    """The options key of an :func:`~ttnn_flashdecode.attention` call, given as its keywords by name
-    (``locals()`` at its entry: ``q``, ``k``, ``v`` and every keyword), or None when the call is not
+def _key(operands: Operands, options: AttentionOptions) -> tuple | None:
+    """The options key of a call (Q's device and its options), or None when the call is not
     eligible (see the module docstring). Never raises: anything unexpected makes the call take the
     validated path, which raises what it must."""
-    if call["cur_pos"] is not None or call["chunk_start"] is not None or call["backend"] == "emulator":
+    if operands.cur_pos is not None or operands.chunk_start is not None or options.backend == "emulator":
         return None
-    if call["attention_sink"] is not None or call["attn_mask"] is not None or call["is_causal"] is not True:
+    if operands.attention_sink is not None or operands.attn_mask is not None or not options.scores.causal:
         return None  # values the host validates on every call
-    q = call["q"]
-    if type(q) is not ttnn.Tensor or call["cur_pos_tensor"] is None or type(call["return_lse"]) is not bool:
+    q = operands.q
+    if type(q) is not ttnn.Tensor or operands.cur_pos_tensor is None:
         return None
     try:
-        values = list(call.values())
-        last_values, key, tensor_slots = _last
-        for slot in tensor_slots:  # tensors compare by spec in lookup, never here (== on ttnn tensors is an op)
-            values[slot] = None
-        device = id(q.device())
-        if device != key[0] or values != last_values:  # a decode loop repeats its options: one list comparison
-            key = _remember_options(call, device)
-        return key
-    except (TypeError, AttributeError, RuntimeError, ValueError):  # unhashable or odd inputs: the long way
+        # The device object's id: an entry's launch holds the device (its operands do), so the id is
+        # never reused, and a device closed and opened again is a new object with a new key.
+        return id(q.device()), options
+    except (TypeError, AttributeError, RuntimeError, ValueError):  # a host tensor, an odd input: the long way
         return None
 
 
-_last: tuple = ([], (None,), ())
-"""(the last options' values with None for its tensors, their key, the tensor keywords' slots): a
-decode loop's next call compares its values with these instead of building and hashing a key."""
-
-
-def _remember_options(call: dict, device: int) -> tuple:
-    """Build the options key of ``call`` on device ``device`` (an id) and keep it for the next call."""
-    global _last
-    tensor_slots = tuple(slot for slot, name in enumerate(call) if name in _TENSORS)
-    values = [None if name in _TENSORS else value for name, value in call.items()]
-    compute = ComputeOptions.from_config(call["compute_kernel_config"])
-    options = tuple(compute if name == "compute_kernel_config" else value for name, value in zip(call, values))
-    # The device object's id: an entry's launch holds the device (its operands do), so the id is
-    # never reused, and a device closed and opened again is a new object with a new key.
-    key = (device, options)
-    hash(key)
-    _last = values, key, tensor_slots
-    return key
-
-
-def _specs(q, k, v, positions, page_table) -> tuple | None:
+def _specs(operands: Operands) -> tuple | None:
     """The specs of a call's tensors (None for a missing page table) and whether V is K (a
     values-from-keys program reads no V), or None when one is not a device ttnn.Tensor."""
+    q, k, v, page_table = operands.q, operands.k, operands.v, operands.page_table_tensor
     specs = []
-    for tensor in (q, k, v, positions, page_table):
+    for tensor in (q, k, v, operands.cur_pos_tensor, page_table):
         if tensor is None and page_table is None and len(specs) == 4:
             specs.append(None)
         elif type(tensor) is not ttnn.Tensor or tensor.storage_type() != _DEVICE:
@@ -99,16 +74,20 @@ def _specs(q, k, v, positions, page_table) -> tuple | None:
     return (*specs, v is k)
 
 
-def lookup(key, q, k, v, positions, page_table):
-    """The launch remembered for options ``key`` and these tensors' specs (None: a miss)."""
+def lookup(operands: Operands, options: AttentionOptions):
+    """The launch remembered for a call like this one (the same options on the same device, tensors
+    of the same specs), or None: a miss, or a call not eligible."""
     global _last_lookup
+    key = _key(operands, options)
+    if key is None:
+        return None
     last_key, remembered = _last_lookup
-    if key is not last_key:  # options_key returns the same key object while the options repeat
+    if key != last_key:  # the same options object while a decode loop repeats them: a cheap compare
         remembered = _entries.get(key)
         if remembered is None:
             return None
         _last_lookup = key, remembered
-    specs = _specs(q, k, v, positions, page_table)
+    specs = _specs(operands)
     if specs is None:
         return None
     for known, launch in remembered:
@@ -117,12 +96,14 @@ def lookup(key, q, k, v, positions, page_table):
     return None
 
 
-def remember(key, q, k, v, positions, page_table, launch) -> None:
-    """Keep ``launch`` for options ``key`` and these tensors' specs (the validated call that
-    prepared it). A call the op rewrote before launching (a block-float Q typecast to bfloat16,
-    ``[batch, 1]`` positions reshaped) is not kept: its tensors are not what the launch binds."""
-    specs = _specs(q, k, v, positions, page_table)
-    if specs is None or q.dtype != ttnn.bfloat16 or len(positions.shape) != 1:
+def remember(operands: Operands, options: AttentionOptions, launch) -> None:
+    """Keep ``launch`` for this call's options and tensor specs (the validated call that prepared
+    it), when the call is eligible. A call the op rewrote before launching (a block-float Q typecast
+    to bfloat16, ``[batch, 1]`` positions reshaped) is not kept: its tensors are not what the
+    launch binds."""
+    key = _key(operands, options)
+    specs = None if key is None else _specs(operands)
+    if specs is None or operands.q.dtype != ttnn.bfloat16 or len(operands.cur_pos_tensor.shape) != 1:
         return
     with _lock:
         remembered = _entries.pop(key, [])

@@ -10,7 +10,7 @@ That is how these calls run: the GQA op with the latent as K and as V (one tenso
 output cut to ``head_dim_v`` columns per head. A separate ``V`` of ``head_dim_v`` columns is
 zero-padded to ``dh`` columns first (its padding columns are cut again).
 
-Cost (measured on the emulator, README "MLA decode", ``bench --mla``): one tensor as K and V is
+Cost (measured on the emulator, docs/options.md "head_dim_v", ``bench --mla``): one tensor as K and V is
 read once (``attention_protocol.hpp`` "Values from keys": P.V reads the K block in L1), so an
 unsplit request, which serves all of the group's Q row tiles, reads each latent block once: 1.012x
 the minimum at 128 heads and 1024 positions. A group split over cores still reads it once per 32

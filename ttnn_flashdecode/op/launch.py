@@ -1,6 +1,7 @@
-"""Launching a planned call (FlashInfer's *run*): on a card through ``ttnn.generic_op``, on the host
-through :mod:`ttnn_flashdecode.emulator`, with the operands each needs (tile pages, the constants
-operand, the POSITIONS and PAGE_TABLE operands)."""
+"""Launching a planned call on a card (FlashInfer's *run*): through ``ttnn.generic_op``, with the
+operands it needs (the constants operand, the POSITIONS, PAGE_TABLE and WORK operands); and what
+both backends share (the last report, host arrays <-> tile pages). The host backend is
+:mod:`ttnn_flashdecode.op.emulator_backend`."""
 
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ import ttnn
 
 from ttnn_flashdecode.op import constants, tiles
 from ttnn_flashdecode.op.mesh import PerDeviceSinks, device_count, program_for_device
-from ttnn_flashdecode.op.plan import DEFAULT_ARCH, check_windows, plan_program, program_for
-from ttnn_flashdecode.op.program_factory import (Addresses, AddressWriter, Plan, build_program, operand_accessor_args,
-                                                 set_addresses, work_table)
-from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.operands import Operands
+from ttnn_flashdecode.op.options import AttentionOptions, resolve_grid
+from ttnn_flashdecode.op.plan import Target, plan_call
+from ttnn_flashdecode.op.program_factory import AddressWriter, Plan, build_program, operand_accessor_args, work_table
 from ttnn_flashdecode.op.residency import device_cb_budget_bytes
-from ttnn_flashdecode.op.options import resolve_grid
-from ttnn_flashdecode.op.validate import Inputs, height_sharded_l1
+from ttnn_flashdecode.op.shape import DecodeShape
+from ttnn_flashdecode.op.validate import Inputs
 
-__all__ = ["last_report", "to_numpy", "run_on_emulator", "run_on_device", "prepare_device_launch", "DeviceLaunch"]
+__all__ = ["last_report", "to_numpy", "run_on_device", "prepare_device_launch", "DeviceLaunch"]
 
 _last_report = threading.local()
 
@@ -82,186 +83,6 @@ def _accessor_operands(operands: list, page_table, mask) -> list:
     paged, and an attention mask (POSITIONS standing in for a contiguous cache's page table)."""
     extra = [] if page_table is None and mask is None else [operands[5] if page_table is None else page_table]
     return operands + extra + ([] if mask is None else [mask])
-
-
-# ---------------------------------------------------------------- emulator backend
-
-
-@functools.lru_cache(maxsize=4)
-def _emulator(arch: str):
-    from ttnn_flashdecode.emulator import Emulator
-
-    return Emulator(arch=arch)
-
-
-
-@functools.lru_cache(maxsize=16)
-def _constant_pages(head_dim: int, scale: float | None, sink: tuple[float, ...] | None = None) -> np.ndarray:
-    """The constants operand's pages, built once per (head_dim, scale, sinks): a model reuses them every call."""
-    pages = constants.build_constants(head_dim, scale, sink=sink)
-    pages.flags.writeable = False
-    return pages
-
-
-def _height_shards(config, shape: DecodeShape, pages, grid, what: str):
-    """``(bank cores, pages per shard)`` when ``config`` (a memory config, or None) is sharded: L1
-    height-sharded with the heads layout only, as on a device; its shard whole tile rows spanning
-    the tensor's padded width, on at least as many cores of the emulator's ``grid`` as the
-    tensor's ``pages`` (tiles) make shards (ttnn refuses more shards than cores). None for a
-    DRAM-interleaved one.
-
-    Raises:
-        ValueError: a config neither DRAM interleaved nor (heads layout) L1 height-sharded, a shard
-            that is not whole tile rows across the padded width, more shards than cores, or a
-            core outside the grid; each names ``what``.
-    """
-    if config is None or (not config.is_sharded() and config.buffer_type == ttnn.BufferType.DRAM):
-        return None
-    if shape.q_layout != "heads" or not height_sharded_l1(config):
-        raise ValueError(f"{what}: expected DRAM interleaved (or, q_layout 'heads', L1 height-sharded), got {config}")
-    spec = config.shard_spec
-    height, shard_width = (int(x) for x in spec.shape)
-    width = shape.dim_tiles * 32
-    if shard_width != width or height % 32 or height == 0:
-        raise ValueError(f"{what}: a height shard of whole tile rows spanning the padded width {width} (head_dim "
-                         f"{shape.head_dim}) expected, got shard shape {[height, shard_width]}")
-    row_major = spec.orientation == ttnn.ShardOrientation.ROW_MAJOR
-    banks = [(c.x, c.y) for c in ttnn.corerange_to_cores(spec.grid, None, row_major)]
-    shard_pages = height // 32 * shape.dim_tiles
-    shards = -(-pages // shard_pages)
-    if shards > len(banks):
-        raise ValueError(f"{what}: {shards} shards of {height} rows on {len(banks)} cores: ttnn needs a core a shard")
-    outside = [c for c in banks if not (c[0] < grid[0] and c[1] < grid[1])]
-    if outside:
-        raise ValueError(f"{what}: shard cores {outside} are outside the {grid[0]}x{grid[1]} grid")
-    return banks, shard_pages
-
-
-def _sharded_buffer(emu, pages: np.ndarray, banks, shard_pages: int):
-    """``pages`` in an emulated L1 height-sharded buffer: shard ``s`` (pages ``s * shard_pages``
-    on) in bank ``s % len(banks)``, slot ``s // len(banks)`` (round robin), and the buffer's
-    TensorAccessorArgs (as ``ttnn.TensorAccessorArgs`` gives for such a tensor)."""
-    from ttnn_flashdecode.emulator import sharded_tensor_accessor_compile_time_args
-
-    shards = -(-len(pages) // shard_pages)
-    buffer = emu.allocate_l1_sharded(banks, -(-shards // len(banks)) * shard_pages, pages.shape[1])
-    for bank in range(min(len(banks), shards)):
-        emu.write_l1_bank(buffer, bank, np.concatenate([pages[s * shard_pages:(s + 1) * shard_pages]
-                                                        for s in range(bank, shards, len(banks))]))
-    args = sharded_tensor_accessor_compile_time_args(pages.shape[1], [len(pages)], [shard_pages],
-                                                     [emu.worker_core_from_logical_core(*c) for c in banks])
-    return buffer, args
-
-
-def _read_sharded(emu, buffer, num_pages: int, shard_pages: int) -> np.ndarray:
-    """The ``num_pages`` pages of ``buffer`` (see :func:`_sharded_buffer`) as the last run left them."""
-    size = shard_pages * buffer.page_bytes
-    banks = buffer.banks
-    shards = [emu.peek_l1(banks[s % len(banks)], buffer.address + s // len(banks) * size, size)
-              for s in range(-(-num_pages // shard_pages))]
-    return np.concatenate(shards)[:num_pages * buffer.page_bytes].reshape(num_pages, buffer.page_bytes)
-
-
-def run_on_emulator(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, *, grid=None,
-                    max_split=None, memory_config=None):
-    _last_report.value = None
-    from ttnn_flashdecode.emulator import tensor_accessor_compile_time_args
-
-    shape = inputs.shape
-    emu = _emulator(DEFAULT_ARCH)
-    cores = resolve_grid(grid, tuple(emu.grid))
-    q_np = to_numpy(q)
-    q_pages = tiles.to_tile_bytes(_heads_padded(q_np, shape) if shape.q_layout == "rows" else q_np)
-    if shape.kv_dtype == "bfloat16":
-        kv_pages = [tiles.to_tile_bytes(to_numpy(t)) for t in (k, v)]
-    else:  # the tensors' own packed pages (ttnn's host packing)
-        kv_pages = [tiles.to_block_float_tile_bytes(t, shape.kv_dtype) for t in (k, v)]
-    if isinstance(inputs.sink, PerDeviceSinks):
-        raise ValueError("attention_sink: per-device sinks (a sink tensor sharded over a mesh) need a mesh: Q, K, V "
-                         "on that mesh, or host multi-device tensors")
-    const_pages = _constant_pages(shape.head_dim, scale, inputs.sink)
-    q_shards = _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, len(q_pages), emu.grid,
-                              "q")
-    out_shards = _height_shards(memory_config, shape, len(q_pages), emu.grid, "memory_config")
-    buffers = []
-    q_sharded = out_sharded = None
-    sharded_args = {}  # L1 buffer id -> its TensorAccessorArgs
-    try:
-        if q_shards is not None:
-            q_sharded, sharded_args[id(q_sharded)] = _sharded_buffer(emu, q_pages, *q_shards)
-        for pages in (q_pages, *kv_pages, const_pages):
-            if pages is q_pages and q_sharded is not None:
-                buffers.append(q_sharded)
-                continue
-            buffer = emu.allocate_dram(len(pages), pages.shape[1])
-            buffers.append(buffer)
-            emu.write_pages(buffer, pages)
-        if out_shards is None:
-            out_buffer = emu.allocate_dram(len(q_pages), q_pages.shape[1])
-            emu.write_pages(out_buffer, np.zeros_like(q_pages))
-        else:
-            out_sharded, sharded_args[id(out_sharded)] = _sharded_buffer(emu, np.zeros_like(q_pages), *out_shards)
-            out_buffer = out_sharded
-        buffers.append(out_buffer)
-        positions = _positions_page(inputs.positions)
-        buffers.append(emu.allocate_dram(1, positions.nbytes))  # one page: the whole vector
-        emu.write_pages(buffers[-1], positions)
-        table_buffer = mask_buffer = None
-        if shape.paged:  # one page per user: its row
-            table = inputs.page_table.astype("<i4")
-            table_buffer = emu.allocate_dram(table.shape[0], table.shape[1] * 4)
-            buffers.append(table_buffer)
-            emu.write_pages(table_buffer, table)
-        if inputs.mask is not None:  # [mask_users, 1, n_q_heads, capacity] in tiles
-            mask_pages = tiles.to_tile_bytes(inputs.mask[:, None])
-            mask_buffer = emu.allocate_dram(len(mask_pages), mask_pages.shape[1])
-            buffers.append(mask_buffer)
-            emu.write_pages(mask_buffer, mask_pages)
-        operands = _accessor_operands(buffers[:6], table_buffer, mask_buffer)
-        accessor_args = operand_accessor_args([sharded_args[id(b)] if id(b) in sharded_args
-                                               else tensor_accessor_compile_time_args(b) for b in operands])
-        plan = plan_program(shape, block_tiles, split, compute, DEFAULT_ARCH, cores, accessor_args,
-                            emu.worker_core_from_logical_core, max_split=max_split)
-        check_windows(plan)
-        table = work_table(plan)
-        buffers.append(emu.allocate_dram(table.shape[0], table.shape[1] * 4))
-        emu.write_pages(buffers[-1], table)
-        lse_buffer = None
-        if shape.lse:  # float32 ROW_MAJOR, a page of n_q_heads values per output row; poisoned: every value is written
-            rows = shape.lse_shape[-2]
-            lse_buffer = emu.allocate_dram(rows, 4 * shape.n_q_heads)
-            buffers.append(lse_buffer)
-            emu.write_pages(lse_buffer, np.full((rows, shape.n_q_heads), np.nan, dtype="<f4"))
-        addresses = Addresses(*(b.address for b in buffers[:6]), page_table=0 if table_buffer is None else table_buffer.address,
-                              mask=0 if mask_buffer is None else mask_buffer.address, work=buffers[-2 if shape.lse else -1].address,
-                              lse=0 if lse_buffer is None else lse_buffer.address)
-        program = program_for(plan)
-        with _launch_lock:
-            set_addresses(program, addresses)
-            report = emu.run(program, timeout_s=emulator_deadline(shape))
-        report.plan = plan
-        out_pages = emu.read_pages(out_buffer) if out_sharded is None else \
-            _read_sharded(emu, out_sharded, len(q_pages), out_shards[1])
-        result = tiles.from_tile_bytes(out_pages, shape.q_tiled_shape)
-        lse = None if lse_buffer is None else \
-            np.ascontiguousarray(emu.read_pages(lse_buffer)).view("<f4").reshape(shape.lse_shape).astype(np.float32)
-    finally:
-        for buffer in buffers:
-            if id(buffer) not in sharded_args:
-                emu.free(buffer)
-        for buffer in (q_sharded, out_sharded):
-            if buffer is not None:
-                emu.free_l1(buffer)
-    _last_report.value = report
-    if shape.q_layout == "rows":
-        result = _heads_unpadded(result[:, :, :shape.q_height], shape)
-    else:
-        result = result[:, :, :shape.n_q_heads, :shape.head_dim]
-    if inputs.kind == "host":
-        out = ttnn.Tensor(np.ascontiguousarray(result, dtype=np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
-        return out if lse is None else (out, ttnn.Tensor(lse, ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT))
-    out = result.astype(q_np.dtype)
-    return out if lse is None else (out, lse)
 
 
 # ---------------------------------------------------------------- device backend
@@ -366,43 +187,34 @@ def device_program(plan: Plan):
 _allocate = getattr(ttnn.allocate_tensor_on_device, "function", ttnn.allocate_tensor_on_device)
 
 
-def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions,
-                          memory_config, *, grid=None, max_split=None) -> DeviceLaunch:
+def prepare_device_launch(operands: Operands, inputs: Inputs, options: AttentionOptions) -> DeviceLaunch:
     """Plan a device call (cached plan and descriptor; constants and WORK uploaded once per
     device) and return its :class:`DeviceLaunch`.
 
     Raises:
-        ValueError: a ``memory_config`` other than DRAM interleaved (or, with the heads layout,
-            L1 height-sharded); as :func:`~ttnn_flashdecode.op.plan.plan_program` and
-            :func:`~ttnn_flashdecode.op.plan.check_windows`.
+        ValueError: as :func:`~ttnn_flashdecode.op.plan.plan_call`.
     """
-    shape = inputs.shape
-    sharded_ok = shape.q_layout == "heads" and memory_config is not None and height_sharded_l1(memory_config)
-    if memory_config is not None and not sharded_ok and (
-            memory_config.buffer_type != ttnn.BufferType.DRAM or memory_config.is_sharded()):
-        also = " or (q_layout 'heads') L1 height-sharded" if shape.q_layout == "heads" else ""
-        raise ValueError(f"memory_config: expected DRAM interleaved{also}, got {memory_config}")
+    shape, q, memory_config = inputs.shape, operands.q, options.memory_config
     device = q.device()
     arch = "blackhole" if "BLACKHOLE" in str(device.arch()).upper() else "wormhole_b0"
     full = device.compute_with_storage_grid_size()
-    cores = resolve_grid(grid, (full.x, full.y))
-    constants_tensor = _device_constants(device, shape.head_dim, scale, inputs.sink)
+    cores = resolve_grid(options.grid, (full.x, full.y))
+    constants_tensor = _device_constants(device, shape.head_dim, options.scale, inputs.sink)
     # An output like every call's: its spec, and its accessor args (set by its kind, not its address).
     probe_out = ttnn.allocate_tensor_on_device(q.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, device,
                                                memory_config or ttnn.DRAM_MEMORY_CONFIG)
     out_spec = probe_out.spec
     positions = constants_tensor if inputs.positions_tensor is None else inputs.positions_tensor  # a list: see below
     # With device inputs the page table and the mask are device tensors (validate refuses others).
-    operands = _accessor_operands([q, k, v, constants_tensor, probe_out, positions],
-                                  inputs.page_table_tensor if shape.paged else None, inputs.mask_tensor)
+    tensors = _accessor_operands([q, operands.k, operands.v, constants_tensor, probe_out, positions],
+                                 inputs.page_table_tensor if shape.paged else None, inputs.mask_tensor)
     # Accessor args depend on each operand's kind (DRAM interleaved, or Q's L1 shards), not its address;
     # a list of positions is uploaded to DRAM interleaved, ROW_MAJOR, like a cur_pos_tensor.
-    args = [ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in operands]
+    args = [ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in tensors]
     if inputs.positions_tensor is None:
         args[5] = _dram_row_major_accessor_args(device)
-    plan = plan_program(shape, block_tiles, split, compute, arch, cores, operand_accessor_args(args),
-                        _device_noc_xy(device), device_cb_budget_bytes(device), max_split)
-    check_windows(plan)
+    target = Target(arch, cores, operand_accessor_args(args), _device_noc_xy(device), device_cb_budget_bytes(device))
+    plan = plan_call(shape, options, target)
     signpost = (f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                 f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
     lse_spec = None
@@ -413,22 +225,21 @@ def prepare_device_launch(q, k, v, inputs: Inputs, scale, block_tiles, split, co
                         mesh=device if device_count(device) > 1 else None, lse_spec=lse_spec)
 
 
-def run_on_device(q, k, v, inputs: Inputs, scale, block_tiles, split, compute: ComputeOptions, memory_config, *,
-                  grid=None, max_split=None):
+def run_on_device(operands: Operands, inputs: Inputs, options: AttentionOptions):
     """One device call without the fast path: prepare its launch, upload a ``cur_pos`` list as the
     POSITIONS operand (int32 [batch], ROW_MAJOR, DRAM: one page; under trace capture only a
     ``cur_pos_tensor`` works: no host writes), launch. Returns ``(output, launch)``."""
     _last_report.value = None
-    launch = prepare_device_launch(q, k, v, inputs, scale, block_tiles, split, compute, memory_config, grid=grid,
-                                   max_split=max_split)
+    launch = prepare_device_launch(operands, inputs, options)
+    q = operands.q
     positions = inputs.positions_tensor
-    if positions is None and not inputs.shape.causal:  # every user at the cache's last position: the same each call
+    if positions is None and not inputs.shape.scores.causal:  # every user at the cache's last position: the same each call
         positions = _device_fixed_positions(q.device(), inputs.positions)
     elif positions is None:
         positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=q.device(),
                                 layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
     page_table = inputs.page_table_tensor if inputs.shape.paged else None
-    return launch(q, k, v, positions, page_table, inputs.mask_tensor), launch
+    return launch(q, operands.k, operands.v, positions, page_table, inputs.mask_tensor), launch
 
 
 @functools.lru_cache(maxsize=8)

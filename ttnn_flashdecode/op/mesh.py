@@ -23,7 +23,7 @@ whole mesh: ONE ``ttnn.generic_op`` launches it on every device (what the issue 
 
 **Emulated mesh.** Host multi-device tensors (``ttnn.from_host_shards``, or :func:`host_mesh_tensor`)
 given to :func:`~ttnn_flashdecode.attention` run device by device through the emulator
-(:func:`run_host_mesh`): shard ``i`` of every mesh operand with the replicated rest, one emulated
+(:func:`device_operands`, :func:`gather_like_q`): shard ``i`` of every mesh operand with the replicated rest, one emulated
 single-device call per device, and the outputs gathered with ``ttnn.from_host_shards`` into a host
 multi-device tensor sharded like Q. Tensor parallelism needs no collective (each device's heads are
 complete), so nothing is modelled between devices.
@@ -31,22 +31,23 @@ complete), so nothing is modelled between devices.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Sequence
 
 import numpy as np
 import ttnn
 
-__all__ = ["device_count", "check_device_operands", "program_for_device", "is_host_mesh", "run_host_mesh",
-           "shard_kv_heads", "host_mesh_tensor", "mesh_to_numpy", "MESH_KEYWORDS", "PerDeviceSinks", "shards_of"]
+from ttnn_flashdecode.op.operands import MESH_OPERANDS, Operands
 
-#: attention() keywords that may be host multi-device tensors (one shard per device) on an emulated mesh.
-MESH_KEYWORDS = ("cur_pos_tensor", "page_table_tensor", "attn_mask", "attention_sink")
+__all__ = ["device_count", "check_device_operands", "program_for_device", "is_host_mesh", "device_operands",
+           "naming_device", "gather_like_q", "shard_kv_heads", "host_mesh_tensor", "mesh_to_numpy", "PerDeviceSinks",
+           "shards_of"]
 
 
 class PerDeviceSinks(tuple):
     """Attention sinks that differ between the devices of a mesh: one tuple of logits (one per local Q
     head, score units, bfloat16-rounded) per device, in mesh order. What
-    :func:`~ttnn_flashdecode.op.score_inputs.sink_logits` makes of a sink tensor sharded over a mesh
+    :func:`~ttnn_flashdecode.op.modifiers.sink.sink_logits` makes of a sink tensor sharded over a mesh
     (gpt-oss under tensor parallelism: each device its heads' sinks); on a device mesh the constants
     operand is then uploaded per device (one address, each device its own sink tiles)."""
 
@@ -141,50 +142,62 @@ def _shards(name: str, tensor, devices: int) -> list:
     return shards
 
 
-def run_host_mesh(call: Callable, q, k, v, keywords: dict):
-    """The emulated mesh: ``call`` (:func:`~ttnn_flashdecode.attention`) once per device on its shards.
+def device_operands(operands: Operands) -> list[Operands]:
+    """An emulated mesh's call as one call per device: shard ``i`` of every host multi-device operand.
 
     Args:
-        call: the single-device op, called as ``call(q_i, k_i, v_i, **keywords_i)``.
-        q, k, v: host multi-device tensors of ``D`` shards each (``q`` one per device; ``k`` and ``v``
-            likewise); shard ``i`` of each is device ``i``'s operand (shapes, dtypes as one device's
-            call: e.g. Q ``[1, 1, batch, n_q_heads / D * head_dim]`` bfloat16, K/V ``[batch,
-            n_kv_heads / D, capacity, head_dim]`` bfloat16 / bfloat8_b / bfloat4_b).
-        keywords: the call's other arguments. A :data:`MESH_KEYWORDS` value that is a host
-            multi-device tensor gives device ``i`` its shard ``i``; every other value (``cur_pos``
-            lists, numpy arrays, single host tensors) is replicated: every device gets it whole.
+        operands: Q, K and V host multi-device tensors of ``D`` shards each; shard ``i`` of each is
+            device ``i``'s operand (shapes, dtypes as one device's call: e.g. Q ``[1, 1, batch,
+            n_q_heads / D * head_dim]`` bfloat16, K/V ``[batch, n_kv_heads / D, capacity, head_dim]``
+            bfloat16 / bfloat8_b / bfloat4_b). A :data:`~ttnn_flashdecode.op.operands.MESH_OPERANDS`
+            operand that is a host multi-device tensor gives device ``i`` its shard ``i`` (per-device
+            sinks, :class:`PerDeviceSinks`, their ``i``-th); every other one (``cur_pos`` lists,
+            numpy arrays, single host tensors) is the same for every device.
 
     Returns:
-        A host multi-device tensor of ``D`` shards (bfloat16 ROW_MAJOR, each Q's shard's shape), in
-        Q's mesh shape and with Q's distribution (sharded like Q); with ``return_lse`` a pair of
-        them, the output and the LSE (each device's heads' LSE, float32). :func:`~ttnn_flashdecode.last_report`
-        then describes the last device's run.
+        ``D`` :class:`~ttnn_flashdecode.op.operands.Operands`, mesh order. Run each, then
+        :func:`gather_like_q`.
 
     Raises:
-        ValueError: ``k`` or ``v`` is not a host multi-device tensor of ``D`` shards, or a mesh keyword
-            has another shard count; anything one device's call raises (named with its device).
+        ValueError: ``k`` or ``v`` is not a host multi-device tensor of ``D`` shards, or a mesh operand
+            has another shard count.
     """
+    q, k, v = operands.q, operands.k, operands.v
     devices = len(_coords(q))
     for name, tensor in (("k", k), ("v", v)):
         if not is_host_mesh(tensor):
             raise ValueError(f"{name}: expected a host multi-device tensor (one shard per device) like q, got "
                              f"{'a single-device tensor' if isinstance(tensor, ttnn.Tensor) else type(tensor).__name__}")
-    parts = {"q": _shards("q", q, devices), "k": _shards("k", k, devices), "v": _shards("v", v, devices)}
-    split = {name: _shards(name, value, devices) for name, value in keywords.items()
-             if name in MESH_KEYWORDS and is_host_mesh(value)}
-    sinks = keywords.get("attention_sink")
+    split = {"q": _shards("q", q, devices), "k": _shards("k", k, devices), "v": _shards("v", v, devices)}
+    for name in MESH_OPERANDS:
+        value = getattr(operands, name)
+        if is_host_mesh(value):
+            split[name] = _shards(name, value, devices)
+    sinks = operands.attention_sink
     if isinstance(sinks, PerDeviceSinks):  # the drop-in's per-device sinks, already read
         if len(sinks) != devices:
             raise ValueError(f"attention_sink: expected sinks for {devices} devices like q, got {len(sinks)}")
         split["attention_sink"] = list(sinks)
-    outputs = []
-    for i in range(devices):
-        per_device = {**keywords, **{name: shards[i] for name, shards in split.items()}}
-        try:
-            out = call(parts["q"][i], parts["k"][i], parts["v"][i], **per_device)
-        except (ValueError, TypeError) as error:
-            raise type(error)(f"mesh device {i} of {devices}: {error}") from error
-        outputs.append(out)
+    return [operands.replace(**{name: shards[i] for name, shards in split.items()}) for i in range(devices)]
+
+
+@contextlib.contextmanager
+def naming_device(index: int, devices: int):
+    """Refusals raised inside name the emulated mesh's device: ``mesh device i of D: ...``."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        raise type(error)(f"mesh device {index} of {devices}: {error}") from error
+
+
+def gather_like_q(outputs: list, q):
+    """One output per device (or ``(out, lse)`` per device) as host multi-device tensors distributed like ``q``.
+
+    Returns:
+        A host multi-device tensor of ``D`` shards in Q's mesh shape and with Q's distribution (each
+        shard one device's output, in Q's layout); with ``return_lse`` a pair of them, the output and
+        the LSE (each device's heads' LSE, float32).
+    """
     if isinstance(outputs[0], tuple):  # return_lse: (out, lse) per device, each sharded like Q
         return tuple(_like_q([o[j] for o in outputs], q) for j in range(2))
     return _like_q(outputs, q)

@@ -1,22 +1,25 @@
-"""The keywords of a call checked before its tensors: backend, split-K, scale, sliding window, and
-the cores (``grid``). Wrong types raise TypeError, wrong values ValueError, both naming the keyword."""
+"""The keywords of a call, checked once before its tensors: :class:`AttentionOptions`, built by
+:func:`options_for` from :func:`~ttnn_flashdecode.attention`'s keywords (cached per distinct set of
+keywords, so a decode loop validates its options once), and :func:`resolve_grid`. Wrong types
+raise TypeError, wrong values ValueError, both naming the keyword."""
 
 from __future__ import annotations
+
+import dataclasses
+import functools
 
 import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import protocol
-from ttnn_flashdecode.op.score_inputs import SCALE_MAX
+from ttnn_flashdecode.op.constants import SCALE_MAX
+from ttnn_flashdecode.op.modifiers import MODIFIER_KEYWORDS, ScoreModifiers, scalar_modifiers
+from ttnn_flashdecode.op.modifiers.base import is_int
+from ttnn_flashdecode.op.shape import Q_LAYOUTS, ComputeOptions
 
-__all__ = ["validate_options", "resolve_grid", "BACKENDS", "is_int", "as_bool"]
+__all__ = ["AttentionOptions", "options_for", "resolve_grid", "BACKENDS", "is_int", "as_bool"]
 
 BACKENDS = ("auto", "device", "emulator")
-
-
-def is_int(value) -> bool:
-    """An int (Python or numpy), not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def as_bool(name: str, value) -> bool:
@@ -30,34 +33,92 @@ def as_bool(name: str, value) -> bool:
     return bool(value)
 
 
-def validate_options(*, backend: str, split, scale, max_split=None, sliding_window_size=None, block_tiles=None,
-                     memory_config=None) -> int:
-    """The keywords checked before the tensors: ``backend``, ``split``, ``scale``, ``max_split``,
-    ``sliding_window_size``, and the types of ``block_tiles`` and ``memory_config`` (their values
-    depend on the plan and the device); returns the window (0: none).
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AttentionOptions:
+    """Every keyword of an :func:`~ttnn_flashdecode.attention` call that is not a tensor or a
+    position, validated (:func:`options_for`). Frozen and hashable: it keys the device fast path.
+
+    Attributes:
+        rows: query rows per user for ROWS (None: decode, or a chunk's length from Q).
+        scale: the query scale (None: ``1/sqrt(head_dim)``).
+        block_tiles: the K/V block in position tiles (None: the planner's).
+        q_layout: ``"rows"`` or ``"heads"``.
+        compute: the compute-kernel options (:class:`~ttnn_flashdecode.op.shape.ComputeOptions`).
+        memory_config: the output's ``ttnn.MemoryConfig`` (None: DRAM interleaved).
+        split, max_split: split-K slices per request (None: the scheduler's), most slices per request.
+        grid: ``None``, ``(x, y)`` or a tuple of ``(x, y)`` cores (a CoreRangeSet's cores in order).
+        backend: one of :data:`BACKENDS`.
+        scores: the scalar score modifiers (:class:`~ttnn_flashdecode.op.modifiers.ScoreModifiers`;
+            the sink and the mask are set from their tensors at validation).
+        cache_position_modulo: a circular cache's slots (None: none); checked with the cache.
+        users_per_table_row: users sharing one page-table row; checked with the page table.
+        batch_invariant, return_lse: as the keywords.
+        head_dim_v: MLA's V width (None: V is ``v``).
+    """
+
+    rows: int | None = None
+    scale: float | None = None
+    block_tiles: int | None = None
+    q_layout: str = "rows"
+    compute: ComputeOptions = ComputeOptions()
+    memory_config: object = None
+    split: int | None = None
+    max_split: int | None = None
+    grid: object = None
+    backend: str = "auto"
+    scores: ScoreModifiers = ScoreModifiers()
+    cache_position_modulo: int | None = None
+    users_per_table_row: int = 1
+    batch_invariant: bool = False
+    return_lse: bool = False
+    head_dim_v: int | None = None
+
+    @functools.cached_property
+    def single_call(self) -> AttentionOptions:
+        """These options as the one GQA call an MLA call (``head_dim_v``) runs: without ``head_dim_v``."""
+        return self if self.head_dim_v is None else dataclasses.replace(self, head_dim_v=None)
+
+
+def options_for(**keywords) -> AttentionOptions:
+    """:class:`AttentionOptions` from :func:`~ttnn_flashdecode.attention`'s keywords (every one but
+    the tensors and positions, ``compute_kernel_config`` for ``compute``), validated; the same
+    object again for the same hashable keywords (a decode loop builds its options once).
 
     Raises:
-        TypeError: a backend that is not a str, a split, max_split, block_tiles or sliding window
-            that is not an int, a scale that is not a number (bools are neither), a memory_config
-            that is not a ttnn.MemoryConfig.
-        ValueError: a backend outside :data:`BACKENDS`, a split or max_split outside
-            ``1..MAX_SPLIT``, a scale that is not a positive number of at most :data:`SCALE_MAX`, a
-            sliding window below 1.
+        TypeError: a backend or q_layout that is not a str; a split, max_split, block_tiles or sliding
+            window that is not an int; a scale that is not a number (bools are neither); a
+            memory_config that is not a ttnn.MemoryConfig; a bool keyword that is not a bool; as
+            each score modifier (:mod:`~ttnn_flashdecode.op.modifiers`).
+        ValueError: a backend or q_layout outside its choices, a split or max_split outside
+            ``1..MAX_SPLIT``, a scale that is not a positive number of at most :data:`SCALE_MAX`;
+            ``return_lse=True`` with ``fp32_dest_acc_en=False``; as each score modifier.
     """
+    values = tuple(keywords.values())
+    # Each value with its type: True == 1 and 64.0 == 64, but they are refused where 1 and 64 are not.
+    key = (tuple(keywords), values, tuple(map(type, values)))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable keyword (a list grid): validated every call
+        return _validated(**keywords)
+    return _cached_options(key)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_options(key: tuple) -> AttentionOptions:
+    names, values, _ = key
+    return _validated(**dict(zip(names, values)))
+
+
+def _validated(*, compute_kernel_config=None, memory_config=None, backend="auto", split=None, max_split=None,
+               block_tiles=None, scale=None, q_layout="rows", grid=None, batch_invariant=False, return_lse=False,
+               **rest) -> AttentionOptions:
     if memory_config is not None and not isinstance(memory_config, ttnn.MemoryConfig):
         raise TypeError(f"memory_config: expected None or a ttnn.MemoryConfig, got {type(memory_config).__name__} "
                         f"{memory_config!r}")
-    for name, value in (("sliding_window_size", sliding_window_size), ("split", split), ("max_split", max_split),
-                        ("block_tiles", block_tiles)):
-        if value is not None and not is_int(value):
-            raise TypeError(f"{name}: expected None or an int, got {type(value).__name__} {value!r}")
-    if sliding_window_size is not None and not 1 <= sliding_window_size < 2**31:
-        raise ValueError(f"sliding_window_size: expected None or a positive int (positions each row attends, "
-                         f"its own included), got {sliding_window_size!r}")
-    if not isinstance(backend, str):
-        raise TypeError(f"backend: expected a str, one of {BACKENDS}, got {type(backend).__name__} {backend!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    # The score modifiers' keywords, whichever the registry holds (op/modifiers): each validates its own.
+    scores = scalar_modifiers(**{name: rest.pop(name) for name in MODIFIER_KEYWORDS if name in rest})
+    _check_ints(split=split, max_split=max_split, block_tiles=block_tiles)
+    _check_backend_and_layout(backend, q_layout)
     for name, value in (("split", split), ("max_split", max_split)):
         if value is not None and not 1 <= value <= protocol.MAX_SPLIT:
             raise ValueError(f"{name}: expected None or an int in 1..{protocol.MAX_SPLIT}, got {value!r}")
@@ -66,7 +127,39 @@ def validate_options(*, backend: str, split, scale, max_split=None, sliding_wind
     if scale is not None and not 0 < scale <= SCALE_MAX:
         raise ValueError(f"scale: expected a finite positive number, at most {SCALE_MAX:.6g} (the kernels hold it in "
                          f"bfloat16), got {scale!r}")
-    return int(sliding_window_size or 0)
+    compute = ComputeOptions.from_config(compute_kernel_config)
+    batch_invariant, return_lse = as_bool("batch_invariant", batch_invariant), as_bool("return_lse", return_lse)
+    if return_lse and not compute.fp32_dest_acc_en:
+        raise ValueError("return_lse: expected a compute config with fp32_dest_acc_en=True (the LSE is made of the "
+                         "softmax statistics, which are float32 only then), got fp32_dest_acc_en=False")
+    return AttentionOptions(compute=compute, memory_config=memory_config, backend=backend, split=split,
+                            max_split=max_split, block_tiles=block_tiles, scale=scale, q_layout=q_layout,
+                            grid=_hashable_grid(grid), scores=scores, batch_invariant=batch_invariant,
+                            return_lse=return_lse, **rest)
+
+
+def _check_ints(**values) -> None:
+    for name, value in values.items():
+        if value is not None and not is_int(value):
+            raise TypeError(f"{name}: expected None or an int, got {type(value).__name__} {value!r}")
+
+
+def _check_backend_and_layout(backend, q_layout) -> None:
+    if not isinstance(backend, str):
+        raise TypeError(f"backend: expected a str, one of {BACKENDS}, got {type(backend).__name__} {backend!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if not isinstance(q_layout, str):
+        raise TypeError(f"q_layout: expected a str, one of {Q_LAYOUTS}, got {type(q_layout).__name__} {q_layout!r}")
+    if q_layout not in Q_LAYOUTS:
+        raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {q_layout!r}")
+
+
+def _hashable_grid(grid):
+    """``grid`` as :func:`resolve_grid` takes it, hashable: a list of cores as a tuple of tuples."""
+    if isinstance(grid, list):
+        return tuple(tuple(core) if isinstance(core, list) else core for core in grid)
+    return grid
 
 
 def resolve_grid(grid, full: tuple[int, int], name: str = "grid"):

@@ -14,11 +14,11 @@ from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op import kv_walk
 from ttnn_flashdecode.op.grid import grid_size, grid_text
 from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, Plan, build_program, plan_decode
-from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape, RequestLayout
 from ttnn_flashdecode.op.residency import MAX_ROW_TILES, Residency, cb_budget_bytes, l1_bytes, max_block_tiles
 from ttnn_flashdecode.op.schedule import DEFAULT_MIN_SLICE_TILES, schedule
 
-__all__ = ["DEFAULT_BLOCK_TILES", "DEFAULT_ARCH", "plan_program", "program_for", "check_windows"]
+__all__ = ["DEFAULT_BLOCK_TILES", "DEFAULT_ARCH", "Target", "plan_call", "plan_program", "program_for", "check_windows"]
 
 DEFAULT_BLOCK_TILES = 16
 """The seed's block size (DESIGN.md §8): 16 position tiles = 512 positions per K/V block."""
@@ -32,6 +32,39 @@ DEFAULT_ARCH = "wormhole_b0"
 """Architecture the emulator models when no device says otherwise (n150 / n300)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where a call runs, as the planner needs it: ``arch`` (``"wormhole_b0"`` or ``"blackhole"``),
+    ``grid`` (resolved: ``(x, y)`` or a tuple of cores), the operands' TensorAccessorArgs
+    (``accessor_args``, :func:`~ttnn_flashdecode.op.program_factory.operand_accessor_args`),
+    ``noc_xy`` (logical core -> NoC coordinate) and ``l1_budget`` (L1 bytes for CBs; None: the arch's)."""
+
+    arch: str
+    grid: object
+    accessor_args: tuple
+    noc_xy: object
+    l1_budget: int | None = None
+
+
+def plan_call(shape: DecodeShape, options, target: Target) -> Plan:
+    """The plan of a validated call on ``target`` (pure: allocates nothing): :func:`plan_program`
+    with the call's block, split and compute options, and :func:`check_windows`, so every backend
+    runs only plans whose cache can be attended to its last position.
+
+    Args:
+        shape: the validated call (:func:`~ttnn_flashdecode.op.validate.validate_inputs`).
+        options: its :class:`~ttnn_flashdecode.op.options.AttentionOptions`.
+        target: where it runs.
+
+    Raises:
+        ValueError: as :func:`plan_program` and :func:`check_windows`.
+    """
+    plan = plan_program(shape, options.block_tiles, options.split, options.compute, target.arch, target.grid,
+                        target.accessor_args, target.noc_xy, target.l1_budget, options.max_split)
+    check_windows(plan)
+    return plan
+
+
 def _blocks_budget(shape: DecodeShape, arch: str, l1_budget: int | None) -> int:
     """L1 bytes :func:`max_block_tiles` may size blocks in for this call: the CBs' budget less what
     the call's POSITIONS page takes beyond the one-user page ``max_block_tiles`` counts."""
@@ -39,21 +72,31 @@ def _blocks_budget(shape: DecodeShape, arch: str, l1_budget: int | None) -> int:
     return cb_budget_bytes(arch, l1_budget) - users
 
 
-def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
-                       l1_budget: int | None) -> int:
-    """The largest block that fits L1 unsplit; ``requested`` validated against it when given."""
+def _block_fit(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
+               l1_budget: int | None) -> int | ValueError:
+    """The largest block that fits L1 unsplit, or the refusal (not raised: the planner may try
+    another request layout) when none does or ``requested`` is not a block that fits."""
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats,
                           budget_bytes=_blocks_budget(shape, arch, l1_budget), **shape.cache_fields)
     if fit == 0:
         where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
-        raise ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1")
+        return ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1")
     if requested is None:
         return fit
     if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
-        raise ValueError(f"block_tiles: expected a positive int, got {requested!r}")
+        return ValueError(f"block_tiles: expected a positive int, got {requested!r}")
     if requested > fit:
-        raise ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), got {requested}")
-    return int(requested)
+        return ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), got {requested}")
+    return fit
+
+
+def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
+                       l1_budget: int | None) -> int:
+    """The largest block that fits L1 unsplit. Raises the refusal of :func:`_block_fit`."""
+    fit = _block_fit(shape, requested, arch, fp32_stats, l1_budget)
+    if isinstance(fit, ValueError):
+        raise fit
+    return fit
 
 
 def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: int, fp32_stats: bool,
@@ -131,7 +174,8 @@ def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, arc
     fitting the grid at some batch, and a split that shrinks with the batch changes the bits);
     the caller's block, else the one a lone request of this shape would take unsplit. A request
     then runs on one core, its blocks in position order, whoever shares the core."""
-    alone = dataclasses.replace(shape, batch=1, users_per_table_row=1, mask_users=min(shape.mask_users, 1))
+    alone = dataclasses.replace(shape, batch=1, users_per_table_row=1,
+                                scores=dataclasses.replace(shape.scores, mask_users=min(shape.scores.mask_users, 1)))
     split = 1 if split is None else split
     if block_tiles is None:
         fit = _check_block_tiles(alone, None, arch, fp32_stats, l1_budget)
@@ -145,7 +189,7 @@ def _row_tiles(shape: DecodeShape) -> int:
     (whose rows are one row tile's) and at most :data:`~ttnn_flashdecode.op.residency.MAX_ROW_TILES`;
     else 1."""
     rows = shape.gqa_ratio // protocol.MAX_Q_ROWS
-    if shape.kind != "decode" or shape.mask_users or shape.row_tiles != 1 or not 1 < rows <= MAX_ROW_TILES:
+    if shape.kind != "decode" or shape.scores.mask_users or shape.row_tiles != 1 or not 1 < rows <= MAX_ROW_TILES:
         return 1
     return rows
 
@@ -203,59 +247,72 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
         ValueError: as :func:`attention` for block size, split and request-count limits.
     """
     rows, candidates = _row_tiles(shape), _candidate_row_tiles(shape)
-    wider = dataclasses.replace(shape, row_tiles=rows) if rows > 1 else \
-        dataclasses.replace(shape, row_tiles=candidates, row_tile_users=True) if candidates > 1 else None
-    if wider is None:
-        return _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget,
-                                       max_split)
-    try:
-        return plan_program(wider, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget, max_split)
-    except ValueError as refused:  # the wider request's CBs (or the caller's block or split) do not fit: one per row tile
-        try:
-            return _plan_row_tile_requests(shape, block_tiles, split, compute, arch, grid, accessor_args, noc_xy,
-                                           l1_budget, max_split)
-        except ValueError:
-            raise refused from None  # neither plan: the refusal of the plan the call would have had
+    wider = dataclasses.replace(shape, layout=RequestLayout(row_tiles=rows)) if rows > 1 else \
+        dataclasses.replace(shape, layout=RequestLayout(candidates, row_tile_users=True)) if candidates > 1 else None
+    target = (compute, arch, grid, l1_budget, max_split)
+    limits = None if wider is None else _limits(wider, block_tiles, split, *target)
+    if limits is not None and not isinstance(limits, ValueError):
+        return _plan_with(wider, limits, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget)
+    narrow = _limits(shape, block_tiles, split, *target)
+    if isinstance(narrow, ValueError):  # neither plan: the refusal of the plan the call would have had
+        raise narrow if limits is None else limits
+    return _plan_with(shape, narrow, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget)
 
 
-def _plan_row_tile_requests(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
-                            accessor_args, noc_xy, l1_budget: int | None, max_split: int | None) -> Plan:
-    """:func:`plan_program` for ``shape``'s own ``row_tiles``."""
+@dataclasses.dataclass(frozen=True)
+class _Limits:
+    """What L1 and the grid allow a request layout: the largest unsplit block and split."""
+
+    fit: int
+    max_split: int
+
+
+def _limits(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid, l1_budget: int | None,
+            max_split: int | None) -> _Limits | ValueError:
+    """The limits of planning ``shape``, or the refusal (a ValueError, not raised) when its block,
+    split or request count cannot fit."""
     fp32_stats = compute.fp32_dest_acc_en
-    fit = _check_block_tiles(shape, block_tiles, arch, fp32_stats, l1_budget)
+    fit = _block_fit(shape, block_tiles, arch, fp32_stats, l1_budget)
+    if isinstance(fit, ValueError):
+        return fit
     grid_cores = grid_size(grid)
-    cap = max_split
     # Room for the inbox is counted with the smallest block the planner may pick (1), or the
     # caller's block when given.
-    max_split = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget, cap)
-    if split is not None and split > max_split:
-        bound = f", max_split {cap}" if cap is not None and cap < split else ""
-        raise ValueError(f"split: expected <= {max_split} (grid cores{bound}, and L1 for the reducer's inbox on "
-                         f"{arch}), got {split}")
+    most = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget, max_split)
+    if split is not None and split > most:
+        bound = f", max_split {max_split}" if max_split is not None and max_split < split else ""
+        return ValueError(f"split: expected <= {most} (grid cores{bound}, and L1 for the reducer's inbox on "
+                          f"{arch}), got {split}")
+    requests, per_core = len(shape.planned_kv_positions), MAX_REQUESTS_PER_CORE
+    if requests > grid_cores * per_core:
+        heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
+        return ValueError(f"requests: expected at most {grid_cores * per_core} (batch x {heads}) on a "
+                          f"{grid_text(grid)} ({per_core} per core), got {requests} ({shape.batch} x "
+                          f"{shape.requests // shape.batch})")
+    return _Limits(fit, most)
+
+
+def _plan_with(shape: DecodeShape, limits: _Limits, block_tiles, split, compute: ComputeOptions, arch: str, grid,
+               accessor_args, noc_xy, l1_budget: int | None) -> Plan:
+    """:func:`plan_program` for ``shape``'s own request layout, within ``limits``."""
+    fp32_stats = compute.fp32_dest_acc_en
     if shape.batch_invariant:
         split, block_tiles = _batch_invariant_split_and_block(shape, split, block_tiles, arch, fp32_stats, l1_budget)
     kv_positions = shape.planned_kv_positions
-    per_core = MAX_REQUESTS_PER_CORE
-    if len(kv_positions) > grid_cores * per_core:
-        heads = "n_q_heads" if shape.kind == "chunk" else "n_kv_heads"
-        raise ValueError(
-            f"requests: expected at most {grid_cores * per_core} (batch x {heads}) on a {grid_text(grid)} "
-            f"({per_core} per core), got {len(kv_positions)} ({shape.batch} x {shape.requests // shape.batch})"
-        )
     # A tile of an R-row request is R row tiles' work: its slices may be R times shorter, so a split
     # group spreads over as many cores as R requests of one row tile each would. Not candidates:
     # their group splits as one candidate would (ttnn's spec mode), so each candidate's reduction
     # tree is the one it has alone and its bits match the per-candidate call's.
     min_slice_tiles = min_slice_tiles_per_row_tile if shape.row_tile_users else \
         max(1, min_slice_tiles_per_row_tile // shape.row_tiles)
-    plan_schedule = schedule(kv_positions, grid_cores, max_split=max_split, max_slices_per_core=per_core, split=split,
-                             min_slice_tiles=min_slice_tiles)
+    plan_schedule = schedule(kv_positions, grid_size(grid), max_split=limits.max_split,
+                             max_slices_per_core=MAX_REQUESTS_PER_CORE, split=split, min_slice_tiles=min_slice_tiles)
     largest = max(plan_schedule.split_count(r) for r in range(len(kv_positions)))
     if block_tiles is not None:
         blocks = block_tiles
     else:
         longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
-        blocks = _planned_block(shape, fit, largest, longest, arch, fp32_stats, l1_budget)
+        blocks = _planned_block(shape, limits.fit, largest, longest, arch, fp32_stats, l1_budget)
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
                           batch=shape.batch, work_requests=max(len(slices) for slices in plan_schedule.cores),
                           **shape.cache_fields)

@@ -185,8 +185,7 @@ class Plan:
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
-                ("window", self.shape.window), ("sink", int(self.shape.sink)), ("mask_users", self.shape.mask_users),
-                ("attention_chunk", self.shape.attention_chunk), *self.shape.softcap_args, ("lse", int(self.shape.lse)),
+                *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
                 ("row_tile_users", int(r.row_tile_users))]
 

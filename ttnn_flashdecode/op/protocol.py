@@ -39,36 +39,10 @@ position vector. Its address is a common runtime arg (:attr:`CommonArg.POSITIONS
 ``kv_positions`` (:func:`kv_positions_at`) is the LAST row's live count: row ``row`` (of every head) attends to positions
 ``0 .. kv_positions - rows_per_head + row``.
 
-Masks (CONST pages 2 and 3). In window tile ``T`` row ``row`` is live for columns ``c <
-row_width(T, row) = clamp(kv_positions - rows_per_head + row + 1 - 32 T, 0, 32)``. Only the last
-live tile and the one before it can be partly live for some row; CONST page 2 (:data:`MASK_PAGE`)
-holds the last live tile's mask and page 3 (:data:`MASK_BEFORE_PAGE`) the one before's.
-:func:`mask_tile` says how a page is filled:
-
-- :data:`NO_MASK`: every row fully live; nothing fetched, nothing added;
-- a constants tile fetched whole, when every staged row can share one: with ``rows_per_head == 1``
-  tail mask ``row_width(T, 0)`` (decode, as before); with ``heads == 1`` and the first row
-  starting tile ``T`` (``kv_positions - rows_per_head`` a multiple of 32), the causal mask for
-  length ``C = rows_per_head``, tile ``34 + C - 1`` (a CHUNK at a tile-aligned start: "the last
-  tile takes causal mask C-1");
-- :data:`GATHER_MASK` otherwise (a chunk starting mid-tile, ROWS with several heads): the reader
-  assembles the page row by row, stage row ``s`` taking the constants row
-  :func:`mask_row_source` ``(w)`` for its width ``w = row_width(T, s % rows_per_head)``: row 0 of
-  tail mask ``w`` when ``w < 32``; row 31 of the causal mask for length 32 (tile 65, all live)
-  when ``w == 32``.
-
-Operand words. A ``COORD`` word is either a NoC coordinate ``(y << 16) | x`` of an L1 operand,
-or, when bit 31 (:data:`INTERLEAVED_BIT`) is set, marks a DRAM-interleaved tensor addressed
-through its TensorAccessor: the low 31 bits are then the operand's first page id (tile index) and
-``BASE`` is the buffer's address. NoC coordinates never set bit 31 (y < 2**15), so the two forms
-cannot be confused.
-
-Split-K (word 5). A request's live position tiles ``T`` are cut into ``count`` slices; slice ``i``
-owns tiles ``[ceil(i*T/count), ceil((i+1)*T/count))`` (:func:`slice_tiles`), so the slices cover
-the live tiles exactly once, slice 0 is never empty, and later slices may be (when
-``T < count``). Each slice pads only its own tail, to whole double blocks. Slices ``1..count-1``
-send their partial ``(O, l, m)`` to slice 0's core, which combines and normalises. Slice ``i``
-runs on core ``first_core + i`` of the program's core table.
+Masks (CONST pages 2 and 3, :func:`mask_tile`), operand words (a NoC coordinate, or
+:data:`INTERLEAVED_BIT` and a first page id) and split-K slices (:func:`slice_tiles`): the kernel
+half states them, ``kernels/attention_protocol.hpp`` "Masks", "Operand words" and "Split-K";
+docs/design.md "Split-K" says why.
 """
 
 from __future__ import annotations
@@ -77,7 +51,12 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
-__all__ = ["WORDS", "ROW_REQUEST_COUNT", "ROW_HEADER", "MAX_REQUESTS_PER_CORE", "request_row_offset", "work_row_words", "work_slot", "CommonArg", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "SINK_PAGE", "KILL_PAGE", "const_pages", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE", "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE", "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request", "encode", "decode"]
+__all__ = ["WORDS", "ROW_REQUEST_COUNT", "ROW_HEADER", "MAX_REQUESTS_PER_CORE", "request_row_offset",
+           "work_row_words", "work_slot", "CommonArg", "WINDOW_PAGE", "WINDOW_NEXT_PAGE", "SINK_PAGE", "KILL_PAGE",
+           "const_pages", "TILE_POSITIONS", "INTERLEAVED_BIT", "NO_MASK", "GATHER_MASK", "MASK_PAGE",
+           "MASK_BEFORE_PAGE", "Field", "Flag", "CB", "Semaphore", "semaphore_ids", "SEMAPHORES_PER_CORE",
+           "partial_pages", "tree_levels", "tree_children", "tree_parent", "ConstTile", "Operand", "Request",
+           "encode", "decode"]
 
 WORDS = 16
 """Words in one parameter block."""

@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ttnn_flashdecode.op.modifiers import scalar_modifiers
+
 __all__ = ["attention_reference", "pcc", "max_abs", "relative_l2"]
 
 
@@ -118,16 +120,75 @@ def attention_reference(
     batch, n_kv, cap, hd = k64.shape
     if hd == 0 or n_kv == 0 or cap == 0:
         raise ValueError(f"k: expected non-zero n_kv_heads, capacity and head_dim, got {list(k64.shape)}")
+    try:
+        modifiers = scalar_modifiers(sliding_window_size=sliding_window_size, logit_softcap=logit_softcap,
+                                     attention_chunk_size=attention_chunk_size)
+    except TypeError as error:  # the reference refuses every bad value with a ValueError
+        raise ValueError(str(error)) from error
     if not is_causal:
-        if cur_pos is not None or chunk_start is not None or rows is not None or sliding_window_size is not None:
+        if cur_pos is not None or chunk_start is not None or rows is not None or modifiers.window:
             raise ValueError("is_causal: expected no cur_pos, chunk_start, rows or window with non-causal attention")
         cur_pos = [k64.shape[2] - 1] * k64.shape[0]
     elif attn_mask is not None:
         raise ValueError("attn_mask: expected None with causal attention")
+    per_user, last = _row_positions(cur_pos, chunk_start, rows, batch, cap, q64.shape[2])
+    width = q64.shape[3]
+    if width == 0 or width % hd != 0:
+        raise ValueError(f"q: expected last dim a positive multiple of head_dim {hd}, got {width}")
+    n_q = width // hd
+    if n_q % n_kv != 0:
+        raise ValueError(f"q: expected n_q_heads a multiple of n_kv_heads {n_kv}, got n_q_heads {n_q}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(hd)
+    scale = float(scale)
+    if not math.isfinite(scale) or scale <= 0.0:
+        raise ValueError(f"scale: expected a finite positive float, got {scale}")
+    bias = None
+    if attn_mask is not None:
+        bias = np.asarray(attn_mask, dtype=np.float64)
+        if bias.ndim != 4 or 1 not in bias.shape[:2] or bias.shape[0] * bias.shape[1] not in (1, batch) \
+                or bias.shape[2:] != (n_q, cap):
+            raise ValueError(f"attn_mask: expected [B, 1, {n_q}, {cap}] or [1, B, {n_q}, {cap}], got {list(bias.shape)}")
+        bias = np.clip(np.nan_to_num(bias, nan=-1e30), -1e30, 1e30).reshape(-1, n_kv, n_q // n_kv, cap)
+    sinks = None
+    if attention_sink is not None:
+        sinks = np.asarray(attention_sink, dtype=np.float64).ravel()
+        if sinks.shape != (n_q,) or not np.isfinite(sinks).all():
+            raise ValueError(f"attention_sink: expected {n_q} finite logits (one per Q head), got {sinks.shape}")
+    group = n_q // n_kv
+    qh = q64.reshape(batch, per_user, n_kv, group, hd)  # row j of user b, head h = g*group + r -> kv head g
+    out = np.zeros((batch, per_user, n_kv, group, hd), dtype=np.float64)  # an idle user's rows stay 0
+    lse = np.full((batch, per_user, n_kv, group), -np.inf)
+    for b in range(batch):
+        for j, p in enumerate(last[b]):
+            live = p + 1
+            first = modifiers.first_position(p)
+            kb = k64[b, :, first:live, :]  # [G, L, D]
+            vb = v64[b, :, first:live, :]
+            scores = np.einsum("grd,gld->grl", qh[b, j], kb) * scale  # [G, group, L]
+            scores = modifiers.reference_scores(scores)
+            if bias is not None:
+                scores = scores + bias[b % bias.shape[0]]
+            top = scores.max(axis=-1, keepdims=True)
+            if sinks is not None:
+                top = np.maximum(top, sinks.reshape(n_kv, group, 1))
+            w = np.exp(scores - top)
+            total = w.sum(axis=-1, keepdims=True)
+            if sinks is not None:
+                total += np.exp(sinks.reshape(n_kv, group, 1) - top)
+            w /= total
+            out[b, j] = np.einsum("grl,gld->grd", w, vb)
+            lse[b, j] = (top + np.log(total))[..., 0]
+    out = out.reshape(1, 1, batch * per_user, n_q * hd)
+    return (out, lse.reshape(1, 1, batch * per_user, n_q)) if return_lse else out
+
+
+def _row_positions(cur_pos, chunk_start, rows, batch: int, cap: int, height: int) -> tuple[int, list[list[int]]]:
+    """``(rows per user, each user's rows' positions)`` from ``cur_pos`` (and ``rows``) or
+    ``chunk_start``, checked as :func:`attention_reference` states; an idle user has no rows."""
     if (cur_pos is None) == (chunk_start is None):
         raise ValueError("cur_pos, chunk_start: expected exactly one of them, got "
                          f"{'both' if cur_pos is not None else 'neither'}")
-    height = q64.shape[2]
     if chunk_start is not None:
         if rows is not None:
             raise ValueError(f"rows: expected None with chunk_start, got {rows!r}")
@@ -160,68 +221,7 @@ def attention_reference(
             if not (per_user - 1 <= int(p) < cap or int(p) == -1):
                 raise ValueError(f"cur_pos[{b}]: expected an int in [{per_user - 1}, {cap - 1}] or -1 (idle), got {p!r}")
             last.append([] if int(p) == -1 else [int(p) - per_user + 1 + j for j in range(per_user)])
-    width = q64.shape[3]
-    if width == 0 or width % hd != 0:
-        raise ValueError(f"q: expected last dim a positive multiple of head_dim {hd}, got {width}")
-    n_q = width // hd
-    if n_q % n_kv != 0:
-        raise ValueError(f"q: expected n_q_heads a multiple of n_kv_heads {n_kv}, got n_q_heads {n_q}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(hd)
-    scale = float(scale)
-    if not math.isfinite(scale) or scale <= 0.0:
-        raise ValueError(f"scale: expected a finite positive float, got {scale}")
-    if sliding_window_size is not None and (isinstance(sliding_window_size, bool) or int(sliding_window_size) !=
-                                            sliding_window_size or sliding_window_size < 1):
-        raise ValueError(f"sliding_window_size: expected None or a positive int, got {sliding_window_size!r}")
-    if logit_softcap is not None and not (isinstance(logit_softcap, (int, float, np.floating)) and not isinstance(
-            logit_softcap, bool) and 0.0 < float(logit_softcap) < math.inf):
-        raise ValueError(f"logit_softcap: expected None or a finite positive number, got {logit_softcap!r}")
-    if attention_chunk_size is not None and (isinstance(attention_chunk_size, bool) or int(attention_chunk_size) !=
-                                             attention_chunk_size or attention_chunk_size < 1):
-        raise ValueError(f"attention_chunk_size: expected None or a positive int, got {attention_chunk_size!r}")
-
-    bias = None
-    if attn_mask is not None:
-        bias = np.asarray(attn_mask, dtype=np.float64)
-        if bias.ndim != 4 or 1 not in bias.shape[:2] or bias.shape[0] * bias.shape[1] not in (1, batch) \
-                or bias.shape[2:] != (n_q, cap):
-            raise ValueError(f"attn_mask: expected [B, 1, {n_q}, {cap}] or [1, B, {n_q}, {cap}], got {list(bias.shape)}")
-        bias = np.clip(np.nan_to_num(bias, nan=-1e30), -1e30, 1e30).reshape(-1, n_kv, n_q // n_kv, cap)
-    sinks = None
-    if attention_sink is not None:
-        sinks = np.asarray(attention_sink, dtype=np.float64).ravel()
-        if sinks.shape != (n_q,) or not np.isfinite(sinks).all():
-            raise ValueError(f"attention_sink: expected {n_q} finite logits (one per Q head), got {sinks.shape}")
-    group = n_q // n_kv
-    qh = q64.reshape(batch, per_user, n_kv, group, hd)  # row j of user b, head h = g*group + r -> kv head g
-    out = np.zeros((batch, per_user, n_kv, group, hd), dtype=np.float64)  # an idle user's rows stay 0
-    lse = np.full((batch, per_user, n_kv, group), -np.inf)
-    for b in range(batch):
-        for j, p in enumerate(last[b]):
-            live = p + 1
-            first = 0 if sliding_window_size is None else max(0, live - int(sliding_window_size))
-            if attention_chunk_size is not None:
-                first = max(first, p // int(attention_chunk_size) * int(attention_chunk_size))
-            kb = k64[b, :, first:live, :]  # [G, L, D]
-            vb = v64[b, :, first:live, :]
-            scores = np.einsum("grd,gld->grl", qh[b, j], kb) * scale  # [G, group, L]
-            if logit_softcap is not None:
-                scores = float(logit_softcap) * np.tanh(scores / float(logit_softcap))
-            if bias is not None:
-                scores = scores + bias[b % bias.shape[0]]
-            top = scores.max(axis=-1, keepdims=True)
-            if sinks is not None:
-                top = np.maximum(top, sinks.reshape(n_kv, group, 1))
-            w = np.exp(scores - top)
-            total = w.sum(axis=-1, keepdims=True)
-            if sinks is not None:
-                total += np.exp(sinks.reshape(n_kv, group, 1) - top)
-            w /= total
-            out[b, j] = np.einsum("grl,gld->grd", w, vb)
-            lse[b, j] = (top + np.log(total))[..., 0]
-    out = out.reshape(1, 1, batch * per_user, n_q * hd)
-    return (out, lse.reshape(1, 1, batch * per_user, n_q)) if return_lse else out
+    return per_user, last
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op.modifiers import ScoreModifiers
 from ttnn_flashdecode.op.residency import KV_FORMATS
 
-__all__ = ["KINDS", "Q_LAYOUTS", "WRAPPED_POSITIONS", "DecodeShape", "ComputeOptions"]
+__all__ = ["KINDS", "Q_LAYOUTS", "WRAPPED_POSITIONS", "RequestLayout", "DecodeShape", "ComputeOptions"]
 
 
 Q_LAYOUTS = ("rows", "heads")
@@ -29,6 +30,26 @@ WRAPPED_POSITIONS = 1 << 29
 """Positions of a circular cache (``cache_position_modulo``) run ``0 .. WRAPPED_POSITIONS - 1``:
 logical, far past any context a model serves, and with room in the parameter block's 32-bit
 position arithmetic."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestLayout:
+    """The planner's choice of how a call's Q rows become requests
+    (:func:`~ttnn_flashdecode.op.plan.plan_program`), apart from the call's shape.
+
+    Attributes:
+        row_tiles: Q row tiles per decode request: 1, one request per 32 Q heads of a KV group; or
+            ``gqa_ratio / 32`` (> 1, no attention mask), one request per KV group whose every K/V
+            block serves all its row tiles (``attention_protocol.hpp`` "Q row tiles"); or, with
+            ``row_tile_users``, the candidates of one group.
+        row_tile_users: ``users_per_table_row`` candidates of one sequence (ttnn's
+            ``spec_multi_pos_tiles``; :meth:`DecodeShape.candidate_row_tiles_fit`) are one request of
+            ``row_tiles`` consecutive users, row tile ``r`` being user ``user + r`` with its own
+            position, so the group's cache is read once (``attention_protocol.hpp`` "Row-tile users").
+    """
+
+    row_tiles: int = 1
+    row_tile_users: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,22 +74,9 @@ class DecodeShape:
         q_layout: ``"rows"``: Q and the output ``[1, 1, batch * rows, n_q_heads * head_dim]``
             (activation layout); ``"heads"`` (decode only): ``[1, batch, n_q_heads, head_dim]``,
             ttnn's decode layout, each user's heads on the rows of its own row tiles (HEAD_ROWS).
-        window: sliding window in positions (0: none): the query row at position ``p`` attends
-            ``max(0, p + 1 - window) .. p``. Part of the program (a named compile-time arg); the
-            window's start follows the positions on device.
-        sink: the call has attention sinks (per Q head logits in the constants operand; the
-            normalising core folds them into the softmax).
-        attention_chunk: chunked-local attention in positions (0: none; a positive multiple of
-            32): the row at ``p`` attends ``floor(p / C) * C .. p`` (with a window, the later of the
-            two starts). Part of the program (a named compile-time arg, ``attention_chunk``); the
-            chunk's start follows the positions on device, folded into the window's start.
-        softcap: logit softcap ``c`` (0.0: none; a finite float > 0): scores become ``c *
-            tanh(s / c)``, ``s`` the scaled ``q . k``, before every mask (a named compile-time
-            arg, ``softcap``, fp32 bits; the compute kernel's stage ``cap_scores``).
-        causal: False: every query row attends every position of the cache (decode only;
-            ttnn's ``is_causal=False``); the positions are all the cache's last.
-        mask_users: with ``causal=False``, an additive attention mask ``[mask_users, 1,
-            n_q_heads, capacity]`` (1: one mask for every user); 0: none.
+        scores: the call's score modifiers (:class:`~ttnn_flashdecode.op.modifiers.ScoreModifiers`:
+            softcap, window, attention chunk, attention mask, sinks, causality), each owned by its
+            module in :mod:`ttnn_flashdecode.op.modifiers`.
         cache_wrap: a circular paged cache (ttnn's ``cache_position_modulo``): positions are
             logical and unbounded (below :data:`WRAPPED_POSITIONS`), position ``L`` lives in cache
             slot ``L % cache_wrap``; a multiple of ``cache_block_size``, at most ``capacity``, at
@@ -81,18 +89,12 @@ class DecodeShape:
             the batch it shares (:func:`~ttnn_flashdecode.op.plan.plan_program`).
         lse: return the log-sum-exp of every row (``return_lse``): the named compile-time arg
             ``lse``, CBs LSE / LSE_STAGE, and the LSE operand the writer fills.
-        row_tiles: Q row tiles per decode request (the planner's choice,
-            :func:`~ttnn_flashdecode.op.plan.plan_program`): 1, one request per 32 Q heads of a KV
-            group; or ``gqa_ratio / 32`` (> 1, no attention mask), one request per KV group whose
-            every K/V block serves all its row tiles (``attention_protocol.hpp`` "Q row tiles").
         values_from_keys: V is K (the call passed one tensor as both, as MLA's latent cache is):
             the reader reads each K/V block once, into CB K, and P . V reads it there; no CB V
             (``attention_protocol.hpp`` "Values from keys").
-        row_tile_users: the planner's choice for ``users_per_table_row`` candidates of one
-            sequence (ttnn's ``spec_multi_pos_tiles``; :meth:`candidate_row_tiles_fit`): one request
-            per candidate group of ``row_tiles`` consecutive users, row tile ``r`` being user
-            ``user + r`` with its own position, so the group's cache is read once
-            (``attention_protocol.hpp`` "Row-tile users").
+        layout: the planner's choice of requests (:class:`RequestLayout`; the default, one request
+            per 32 Q heads of a KV group, until :func:`~ttnn_flashdecode.op.plan.plan_program`
+            widens it). ``row_tiles`` and ``row_tile_users`` read it.
 
     Raises:
         ValueError: unknown ``kind`` or ``kv_dtype``, ``rows`` out of its kind's range, or a paged layout whose
@@ -110,27 +112,31 @@ class DecodeShape:
     cache_blocks: int = 0
     kv_dtype: str = "bfloat16"
     q_layout: str = "rows"
-    window: int = 0
-    sink: bool = False
-    causal: bool = True
-    mask_users: int = 0
+    scores: ScoreModifiers = ScoreModifiers()
     cache_wrap: int = 0
     users_per_table_row: int = 1
     batch_invariant: bool = False
-    attention_chunk: int = 0
-    softcap: float = 0.0
     lse: bool = False
-    row_tiles: int = 1
     values_from_keys: bool = False
-    row_tile_users: bool = False
+    layout: RequestLayout = RequestLayout()
+
+    @property
+    def row_tiles(self) -> int:
+        """Q row tiles per decode request (:attr:`RequestLayout.row_tiles`)."""
+        return self.layout.row_tiles
+
+    @property
+    def row_tile_users(self) -> bool:
+        """Row tile ``r`` of a request is user ``user + r`` (:attr:`RequestLayout.row_tile_users`)."""
+        return self.layout.row_tile_users
 
     def __post_init__(self):
-        self._check_score_options()
+        self.scores.check(rows=self.rows, kind=self.kind, cache_wrap=self.cache_wrap)
         if self.row_tile_users and not self.candidate_row_tiles_fit(self.row_tiles):
             raise ValueError(f"row_tile_users: expected decode, the heads layout, 32 Q heads on one KV head, no window, "
                              f"chunk or mask, and row_tiles = users_per_table_row > 1, got {self}")
         if self.row_tiles != 1 and not self.row_tile_users and not (
-                self.kind == "decode" and self.mask_users == 0 and self.n_kv_heads > 0
+                self.kind == "decode" and self.scores.mask_users == 0 and self.n_kv_heads > 0
                 and self.n_q_heads == self.n_kv_heads * protocol.MAX_Q_ROWS * self.row_tiles):
             raise ValueError(f"row_tiles: expected 1, or GQA ratio / 32 for decode without an attention mask, got "
                              f"{self.row_tiles} ({self.n_q_heads} / {self.n_kv_heads} heads, {self.kind!r})")
@@ -140,17 +146,11 @@ class DecodeShape:
                                                   and self.batch % self.users_per_table_row == 0):
             raise ValueError(f"users_per_table_row: expected 1, or with a page table a divisor of the batch {self.batch}, "
                              f"got {self.users_per_table_row}")
+        window, causal = self.scores.window, self.scores.causal
         if self.cache_wrap and not (self.paged and self.cache_wrap % max(self.cache_block_size, 32) == 0
-                                    and self.window <= self.cache_wrap <= self.capacity and self.causal):
+                                    and window <= self.cache_wrap <= self.capacity and causal):
             raise ValueError(f"cache_wrap: expected a multiple of the block size {self.cache_block_size} in "
-                             f"window {self.window} .. capacity {self.capacity} of a causal paged cache, got {self.cache_wrap}")
-        if not self.causal and (self.kind != "decode" or self.window):
-            raise ValueError(f"causal: non-causal attention is decode only, without a window; got kind {self.kind!r}, "
-                             f"window {self.window}")
-        if self.mask_users and self.causal:
-            raise ValueError("mask_users: an attention mask needs causal=False (as ttnn's attn_mask)")
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
-            raise ValueError(f"window: expected an int >= 0 (0: no sliding window), got {self.window!r}")
+                             f"window {window} .. capacity {self.capacity} of a causal paged cache, got {self.cache_wrap}")
         if self.q_layout not in Q_LAYOUTS:
             raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {self.q_layout!r}")
         if self.q_layout == "heads" and self.kind != "decode":
@@ -176,22 +176,6 @@ class DecodeShape:
             raise ValueError(f"rows: expected 1 <= rows <= {most} for kind {self.kind!r} "
                              f"(GQA ratio {ratio}), got {self.rows}")
 
-    def _check_score_options(self) -> None:
-        """Raises ValueError for a bad attention chunk or softcap, or a combination the kernels'
-        two window-mask pages cannot hold (see attention_protocol.hpp "Chunked-local attention")."""
-        chunk, cap = self.attention_chunk, self.softcap
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0 or chunk % 32:
-            raise ValueError(f"attention_chunk: expected an int >= 0 that is a multiple of 32 (0: none), got {chunk!r}")
-        if isinstance(cap, bool) or not isinstance(cap, float) or not 0.0 <= cap < float("inf"):
-            raise ValueError(f"softcap: expected a finite float >= 0.0 (0.0: none), got {cap!r}")
-        if chunk and not self.causal:
-            raise ValueError("attention_chunk: expected 0 with causal=False (every position is attended)")
-        if chunk > 32 and self.window and self.rows > 1 and self.window < chunk + 31:
-            raise ValueError(f"attention_chunk: expected, with a sliding window and several rows per user (rows "
-                             f"{self.rows}), a chunk of 32 or a window of at least chunk + 31 = {chunk + 31} (rows "
-                             f"straddling a chunk edge would need a third mask page), got chunk {chunk}, window "
-                             f"{self.window}")
-
     @property
     def paged(self) -> bool:
         """True for a paged KV cache (a page table maps position tiles to cache blocks)."""
@@ -202,8 +186,9 @@ class DecodeShape:
         """The :class:`~ttnn_flashdecode.op.residency.Residency` fields the cache, the score
         modifiers and the row tiles decide (``paged``, ``kv_format``, ``windowed``, ``sink``, ``mask``, ``lse``,
         ``row_tiles``, ``values_from_keys``), as keywords for it and for ``max_block_tiles``."""
-        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=self.window > 0 or self.attention_chunk > 0, sink=self.sink,
-                    mask=self.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles,
+        scores = self.scores
+        return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=scores.windowed, sink=scores.sink,
+                    mask=scores.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles,
                     values_from_keys=self.values_from_keys, row_tile_users=self.row_tile_users)
 
     @property
@@ -212,21 +197,12 @@ class DecodeShape:
         positions (the first row's window to the last row) starting anywhere in a tile; with an
         attention chunk at most ``chunk / 32`` tiles, plus one when the rows may straddle a chunk
         edge (a chunk starts on a tile); the cache's capacity tiles without either."""
-        tiles = self.capacity_tiles
-        if self.window:
-            tiles = min(tiles, -(-(self.window + self.rows - 1 + 31) // 32))
-        if self.attention_chunk:
-            tiles = min(tiles, self.attention_chunk // 32 + -(-(self.rows - 1) // 32))
+        tiles, window, chunk = self.capacity_tiles, self.scores.window, self.scores.attention_chunk
+        if window:
+            tiles = min(tiles, -(-(window + self.rows - 1 + 31) // 32))
+        if chunk:
+            tiles = min(tiles, chunk // 32 + -(-(self.rows - 1) // 32))
         return tiles
-
-    @property
-    def softcap_args(self) -> list[tuple[str, int]]:
-        """Named compile-time args ``softcap`` and ``softcap_recip``: ``c`` and ``1 / c`` as fp32
-        bits (the compute kernel's scalars for ``mul_unary_tile``), both 0 without a cap."""
-        if not self.softcap:
-            return [("softcap", 0), ("softcap_recip", 0)]
-        bits = np.array([self.softcap, 1.0 / self.softcap], dtype=np.float32).view(np.uint32)
-        return [("softcap", int(bits[0])), ("softcap_recip", int(bits[1]))]
 
     @property
     def cache_wrap_tiles(self) -> int:
@@ -293,8 +269,8 @@ class DecodeShape:
         (one row tile) on one KV head, no window, chunk, mask or batch invariance,
         ``users_per_table_row`` = ``candidates`` > 1."""
         return (self.kind == "decode" and self.q_layout == "heads" and self.n_kv_heads == 1
-                and self.n_q_heads == protocol.MAX_Q_ROWS and self.window == 0 and self.attention_chunk == 0
-                and self.mask_users == 0 and not self.batch_invariant and candidates > 1
+                and self.n_q_heads == protocol.MAX_Q_ROWS and not self.scores.windowed
+                and self.scores.mask_users == 0 and not self.batch_invariant and candidates > 1
                 and self.users_per_table_row == candidates and self.batch % candidates == 0)
 
     @property
@@ -415,7 +391,7 @@ class ComputeOptions:
         """Whether the compute kernel multiplies Q by the scale and O by 1/L on the SFPU (fp32) rather
         than the FPU: at LoFi and HiFi2 the FPU multiplies by SrcB's top 7 significant bits only,
         truncated, and both factors sit in SrcB, constant along a row, so every output row would
-        share the loss (measured on the emulator: output ~1% low, README "Accuracy by compute config")."""
+        share the loss (measured on the emulator: output ~1% low, docs/accuracy.md "By compute config")."""
         return self.math_fidelity in (ttnn.MathFidelity.LoFi, ttnn.MathFidelity.HiFi2)
 
     def row_sum_groups(self, block_tiles: int) -> int:

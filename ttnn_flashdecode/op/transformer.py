@@ -118,7 +118,7 @@ def _ttnn_sink(attention_sink, q, scale):
     more; ttnn keeps the product in float32). ``attention()`` takes the logit itself."""
     if attention_sink is None:
         return None
-    from ttnn_flashdecode.op.score_inputs import sink_logits
+    from ttnn_flashdecode.op.modifiers.sink import sink_logits
 
     from ttnn_flashdecode.op.mesh import PerDeviceSinks
 
@@ -155,7 +155,7 @@ def _causal_keywords(is_causal, attn_mask, q, scale, sliding_window_size, **posi
         if isinstance(attn_mask, ttnn.Tensor) and attn_mask.storage_type() == ttnn.StorageType.DEVICE:
             keywords["attn_mask"] = ttnn.multiply(attn_mask, factor)
         else:
-            from ttnn_flashdecode.op.score_inputs import mask_values
+            from ttnn_flashdecode.op.modifiers.mask import mask_values
 
             keywords["attn_mask"] = mask_values(attn_mask) * np.float32(factor)
     return keywords

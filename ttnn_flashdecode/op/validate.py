@@ -17,17 +17,17 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import kv_walk, protocol
-from ttnn_flashdecode.op.options import is_int
-from ttnn_flashdecode.op.shape import Q_LAYOUTS, WRAPPED_POSITIONS, DecodeShape
+from ttnn_flashdecode.op.modifiers.mask import device_mask, mask_users, mask_values
+from ttnn_flashdecode.op.modifiers.sink import sink_logits
+from ttnn_flashdecode.op.operands import Operands
+from ttnn_flashdecode.op.positions import IDLE, chunk_starts, page_table_values, positions_of
+from ttnn_flashdecode.op.options import AttentionOptions, is_int
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
-from ttnn_flashdecode.op.score_inputs import (check_chunk_rows, device_mask, mask_users, mask_values,
-                                              sink_logits)
+from ttnn_flashdecode.op.shape import WRAPPED_POSITIONS, DecodeShape
 
 __all__ = ["IDLE", "Inputs", "validate_inputs", "height_sharded_l1"]
 
 
-IDLE = -1
-"""A position that marks an idle batch slot (as in ttnn's ``cur_pos_tensor``): no K/V read, zero output rows."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,9 +71,21 @@ def _kind(tensor, name: str) -> str:
     raise TypeError(f"{name}: expected a ttnn.Tensor or numpy.ndarray, got {type(tensor).__name__}")
 
 
-def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
-    """``"decode"``, ``"rows"`` or ``"chunk"`` from which of the arguments are given (``cur_pos``
-    and ``cur_pos_tensor`` are the same positions, as a list or a tensor)."""
+def _request_kind(operands: Operands, rows, causal: bool) -> str:
+    """``"decode"``, ``"rows"`` or ``"chunk"`` from which of the positions are given (``cur_pos``
+    and ``cur_pos_tensor`` are the same positions, as a list or a tensor); non-causal: decode, no
+    positions (every row attends the whole cache)."""
+    cur_pos, cur_pos_tensor, chunk_start = operands.cur_pos, operands.cur_pos_tensor, operands.chunk_start
+    if not causal:
+        given = [name for name, value in (("cur_pos", cur_pos), ("cur_pos_tensor", cur_pos_tensor),
+                                          ("chunk_start", chunk_start), ("rows", rows)) if value is not None]
+        if given:
+            raise ValueError(f"is_causal: non-causal attention takes no positions (decode, every position of the cache "
+                             f"attended), got {', '.join(given)}")
+        return "decode"
+    if operands.attn_mask is not None:
+        raise ValueError("attn_mask: expected None with causal attention (an attention mask is for is_causal=False, "
+                         "as ttnn's)")
     if cur_pos is not None and cur_pos_tensor is not None:
         raise ValueError("cur_pos, cur_pos_tensor: expected one of them (the same positions, as a list or a tensor), got both")
     if cur_pos_tensor is not None and chunk_start is not None:
@@ -98,48 +110,99 @@ def _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor=None) -> str:
     return "rows"
 
 
-def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tensor=None, page_table_tensor=None,
-              q_layout="rows", window: int = 0, attention_sink=None, causal: bool = True, attn_mask=None,
-              cache_position_modulo=None, users_per_table_row: int = 1,
-              score: dict | None = None) -> Inputs:
-    """``score``: the scalar score modifiers, :func:`~ttnn_flashdecode.op.score_inputs.score_options`'s
-    DecodeShape fields (``softcap``, ``attention_chunk``); None: neither."""
-    score = score or {}
-    chunk = score.get("attention_chunk", 0)
-    if causal:
-        if attn_mask is not None:
-            raise ValueError("attn_mask: expected None with causal attention (an attention mask is for is_causal=False, "
-                             "as ttnn's)")
-        request_kind = _request_kind(cur_pos, chunk_start, rows, cur_pos_tensor)
-    else:
-        given = [name for name, value in (("cur_pos", cur_pos), ("cur_pos_tensor", cur_pos_tensor),
-                                          ("chunk_start", chunk_start), ("rows", rows)) if value is not None]
-        given += ["sliding_window_size"] * bool(window) + ["attention_chunk_size"] * bool(chunk)
-        if given:
-            raise ValueError(f"is_causal: non-causal attention attends every position of the cache (decode, no "
-                             f"positions, no window or chunk), got {', '.join(given)}")
-        request_kind = "decode"
+@dataclasses.dataclass(frozen=True)
+class _Cache:
+    """The KV cache's geometry as validated: ``[batch, n_kv_heads, capacity, head_dim]``, or paged."""
+
+    batch: int
+    n_kv_heads: int
+    capacity: int
+    head_dim: int
+    kv_dtype: str
+    cache_block_size: int = 0
+    cache_blocks: int = 0
+    page_table: np.ndarray | None = None
+    cache_wrap: int = 0
+
+
+def validate_inputs(operands: Operands, options: AttentionOptions) -> Inputs:
+    """The call's :class:`Inputs`: its :class:`~ttnn_flashdecode.op.shape.DecodeShape` and what the
+    host can see of its positions, page table, sinks and mask, every rule checked
+    (:func:`~ttnn_flashdecode.attention`'s Raises).
+
+    Raises:
+        TypeError, ValueError: "name: expected ..., got ..." for the first rule a tensor breaks.
+    """
+    q, k, v = operands.q, operands.k, operands.v
+    request_kind = _request_kind(operands, options.rows, options.scores.causal)
     kind = _kind(q, "q")  # the output's kind
     kinds = {kind, _kind(k, "k"), _kind(v, "v")}
     if "device" in kinds and len(kinds) != 1:
         raise ValueError(
             f"q, k, v: expected device tensors for all three or none (host tensors and numpy arrays mix), got {sorted(kinds)}"
         )
-    q_shape, k_shape, v_shape = _shape_of(q), _shape_of(k), _shape_of(v)
-    if not isinstance(q_layout, str):
-        raise TypeError(f"q_layout: expected a str, one of {Q_LAYOUTS}, got {type(q_layout).__name__} {q_layout!r}")
-    if q_layout not in Q_LAYOUTS:
-        raise ValueError(f"q_layout: expected one of {Q_LAYOUTS}, got {q_layout!r}")
+    q_shape = _q_shape(q, k, options.q_layout, request_kind)
+    cache = _cache(operands, options, kind)
+    window = options.scores.window or cache.cache_wrap  # ttnn's: a circular cache's window defaults to its slots
+    n_q_heads = _q_heads(q_shape[3], cache.head_dim, cache.n_kv_heads, kind, options.q_layout, request_kind)
+    per_user, positions = _rows_and_positions(operands, options, request_kind, q_shape[2], cache, kind,
+                                              n_q_heads // cache.n_kv_heads)
+    if kind == "device":
+        _validate_device_tensors(q, k, v, options.q_layout)
+    else:
+        _validate_host_cache_configs(k, v)
+    _validate_memory_config(options.memory_config, options.q_layout)
+    attn_mask = operands.attn_mask
+    mask_count = 0 if attn_mask is None else mask_users(attn_mask, cache.batch, n_q_heads, cache.capacity, kind)
+    scores = dataclasses.replace(options.scores, window=window, sink=operands.attention_sink is not None,
+                                 mask_users=mask_count)
+    shape = DecodeShape(cache.batch, n_q_heads, cache.n_kv_heads, cache.head_dim, cache.capacity, kind=request_kind,
+                        rows=per_user, cache_block_size=cache.cache_block_size, cache_blocks=cache.cache_blocks,
+                        kv_dtype=cache.kv_dtype, q_layout=options.q_layout, scores=scores, cache_wrap=cache.cache_wrap,
+                        users_per_table_row=int(options.users_per_table_row), batch_invariant=options.batch_invariant,
+                        lse=options.return_lse, values_from_keys=v is k)  # one tensor as both: each block read once
+    if cache.page_table is not None and positions is not None:
+        _check_page_table(cache.page_table, shape, positions)
+    return _inputs(shape, operands, kind, positions, cache.page_table)
+
+
+def _inputs(shape: DecodeShape, operands: Operands, kind: str, positions, page_table) -> Inputs:
+    """The validated call as :class:`Inputs`: device tensors passed on as the kernels read them."""
+    device_positions = operands.cur_pos_tensor if positions is None else None
+    if device_positions is not None and len(device_positions.shape) == 2:  # [b, 1]: one 4-byte page per user
+        device_positions = ttnn.reshape(device_positions, ttnn.Shape([shape.batch]))  # the kernels read one page of b
+    table_tensor = operands.page_table_tensor
+    device_table = table_tensor if table_tensor is not None and page_table is None else None
+    sink = None if operands.attention_sink is None else sink_logits(operands.attention_sink, shape.n_q_heads)
+    mask = mask_tensor = None
+    if operands.attn_mask is not None:
+        if kind == "device":
+            mask_tensor = device_mask(operands.attn_mask)
+        else:
+            mask = mask_values(operands.attn_mask).reshape(shape.scores.mask_users, shape.n_q_heads, shape.capacity)
+    return Inputs(shape, positions, kind, device_positions, page_table, device_table, sink, mask, mask_tensor)
+
+
+def _q_shape(q, k, q_layout: str, request_kind: str) -> tuple[int, int, int, int]:
+    """Q's shape as ``[1, 1, rows, width]`` (the heads layout's ``[1, batch, heads, head_dim]`` as
+    ``[1, 1, batch, heads * head_dim]``: the same heads, one row per user)."""
+    q_shape, k_shape = _shape_of(q), _shape_of(k)
     if q_layout == "heads":
         if request_kind != "decode":
             raise ValueError(f"q_layout: 'heads' ([1, batch, n_q_heads, head_dim]) is for decode only, got a {request_kind} call")
         if len(q_shape) != 4 or q_shape[0] != 1 or (len(k_shape) == 4 and q_shape[3] != k_shape[3]):
             raise ValueError(f"q: expected shape [1, batch, n_q_heads, head_dim] (q_layout 'heads'; head_dim = k's "
                              f"last dim), got {list(q_shape)}")
-        # Checked below as [1, 1, batch, n_q_heads * head_dim]: the same heads, one row per user.
-        q_shape = (1, 1, q_shape[1], q_shape[2] * q_shape[3])
-    elif len(q_shape) != 4 or q_shape[:2] != (1, 1):
+        return (1, 1, q_shape[1], q_shape[2] * q_shape[3])
+    if len(q_shape) != 4 or q_shape[:2] != (1, 1):
         raise ValueError(f"q: expected shape [1, 1, batch, n_q_heads * head_dim], got {list(q_shape)}")
+    return q_shape
+
+
+def _cache(operands: Operands, options: AttentionOptions, kind: str) -> _Cache:
+    """The KV cache's geometry: K and V alike, contiguous or paged through the page table."""
+    k, v, page_table_tensor = operands.k, operands.v, operands.page_table_tensor
+    k_shape, v_shape = _shape_of(k), _shape_of(v)
     layout = ("[cache_blocks, n_kv_heads, block_size, head_dim] (paged: page_table_tensor given)"
               if page_table_tensor is not None else "[batch, n_kv_heads, capacity, head_dim]")
     if len(k_shape) != 4:
@@ -152,29 +215,35 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
     if _kv_dtype(v) != kv_dtype:
         got = _kv_dtype(v) if isinstance(v, ttnn.Tensor) else f"a {v.dtype} array (read as bfloat16)"
         raise ValueError(f"v: expected k's dtype ({kv_dtype}), got {got}")
-    page_table = None
-    cache_block_size = cache_blocks = 0
+    users_per_table_row = options.users_per_table_row
     if isinstance(users_per_table_row, bool) or not isinstance(users_per_table_row, (int, np.integer)) \
             or users_per_table_row < 1 or (users_per_table_row > 1 and page_table_tensor is None):
         raise ValueError(f"users_per_table_row: expected an int >= 1 (above 1 only with page_table_tensor), got "
                          f"{users_per_table_row!r}")
     if page_table_tensor is None:
-        batch, n_kv_heads, capacity, head_dim = k_shape
+        cache = _Cache(*k_shape, kv_dtype=kv_dtype)
     else:
-        cache_blocks, n_kv_heads, cache_block_size, head_dim = k_shape
-        if cache_block_size % 32 and cache_block_size != 16:
-            raise ValueError(f"k: expected a block size (dim 2 of a paged cache) of 16 or a multiple of 32 (whole "
-                             f"position tiles), got {cache_block_size}")
-        if cache_block_size == 16 and kv_dtype != "bfloat16":
-            raise ValueError(f"k: expected a bfloat16 cache with blocks of 16 positions (a block-float tile's top half "
-                             f"is not one contiguous read), got {kv_dtype}")
-        batch, entries, page_table = _page_table_values(page_table_tensor, kind)
-        batch *= users_per_table_row  # consecutive users share a row (ttnn's spec_multi_pos_tiles candidates)
-        capacity = entries * cache_block_size
-    cache_wrap = _cache_wrap(cache_position_modulo, cache_block_size, capacity, window, causal)
-    window = window or cache_wrap  # ttnn's: a circular cache's window defaults to its slots
-    position_capacity = WRAPPED_POSITIONS if cache_wrap else capacity
-    width = q_shape[3]
+        cache = _paged_cache(k_shape, kv_dtype, page_table_tensor, kind, users_per_table_row)
+    wrap = _cache_wrap(options.cache_position_modulo, cache.cache_block_size, cache.capacity, options.scores.causal)
+    return dataclasses.replace(cache, cache_wrap=wrap)
+
+
+def _paged_cache(k_shape, kv_dtype: str, page_table_tensor, kind: str, users_per_table_row: int) -> _Cache:
+    cache_blocks, n_kv_heads, cache_block_size, head_dim = k_shape
+    if cache_block_size % 32 and cache_block_size != 16:
+        raise ValueError(f"k: expected a block size (dim 2 of a paged cache) of 16 or a multiple of 32 (whole "
+                         f"position tiles), got {cache_block_size}")
+    if cache_block_size == 16 and kv_dtype != "bfloat16":
+        raise ValueError(f"k: expected a bfloat16 cache with blocks of 16 positions (a block-float tile's top half "
+                         f"is not one contiguous read), got {kv_dtype}")
+    batch, entries, page_table = page_table_values(page_table_tensor, kind)
+    batch *= users_per_table_row  # consecutive users share a row (ttnn's spec_multi_pos_tiles candidates)
+    return _Cache(batch, n_kv_heads, entries * cache_block_size, head_dim, kv_dtype, cache_block_size, cache_blocks,
+                  page_table)
+
+
+def _q_heads(width: int, head_dim: int, n_kv_heads: int, kind: str, q_layout: str, request_kind: str) -> int:
+    """Q heads in a Q row of ``width`` columns, checked against the KV heads (the GQA ratio)."""
     # On a device Q is a TILE-layout tensor whose heads start on tile columns (DESIGN.md §5): each
     # head takes head_dim rounded up to 32 columns, zero-padded. The emulator pads host inputs itself.
     head_columns = -(-head_dim // 32) * 32 if kind == "device" and q_layout == "rows" else head_dim
@@ -195,124 +264,55 @@ def validate_inputs(q, k, v, cur_pos, chunk_start=None, rows=None, cur_pos_tenso
         )
     if -(-head_dim // 32) > MAX_DIM_TILES:
         raise ValueError(f"head_dim: expected <= {MAX_DIM_TILES * 32}, got {head_dim}")
-    height = q_shape[2]
-    batch_of = "page_table_tensor's rows" if page_table_tensor is not None else "k's batch"
-    if users_per_table_row > 1:
-        batch_of += f" x users_per_table_row {users_per_table_row}"
-    if request_kind == "decode":
-        per_user = 1
-        if height != batch:
-            what = "users (dim 1" if q_layout == "heads" else "rows (one per user"
-            raise ValueError(f"q: expected {batch} {what}, {batch_of}), got {height}")
-        # Non-causal: every row attends the whole cache, i.e. sits at its last position.
-        positions = (_positions(cur_pos, cur_pos_tensor, batch, position_capacity, kind) if causal
-                     else (capacity - 1,) * batch)
-    elif request_kind == "rows":
-        per_user = int(rows)
-        if ratio * per_user > protocol.MAX_Q_ROWS:
-            raise ValueError(
-                f"rows: expected rows * GQA ratio <= {protocol.MAX_Q_ROWS} (one tile's rows per KV group), got "
-                f"{per_user} * {ratio} = {per_user * ratio}"
-            )
-        if height != batch * per_user:
-            raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}, {batch_of}), "
-                             f"got {height}")
-        positions = _positions(cur_pos, cur_pos_tensor, batch, position_capacity, kind)
-        name = "cur_pos" if cur_pos is not None else "cur_pos_tensor"
-        for user, position in enumerate(positions or ()):
-            if position != IDLE and position < per_user - 1:
-                raise ValueError(
-                    f"{name}[{user}]: expected >= rows - 1 = {per_user - 1} (the user's first row is position "
-                    f"cur_pos - rows + 1), got {position}"
-                )
-    else:
+    return n_q_heads
+
+
+def _rows_and_positions(operands: Operands, options: AttentionOptions, request_kind: str, height: int, cache: _Cache,
+                        kind: str, ratio: int) -> tuple[int, tuple[int, ...] | None]:
+    """``(query rows per user, host-visible positions)`` of the request kind, Q's ``height`` rows
+    checked against the batch."""
+    batch = cache.batch
+    position_capacity = WRAPPED_POSITIONS if cache.cache_wrap else cache.capacity
+    batch_of = "page_table_tensor's rows" if operands.page_table_tensor is not None else "k's batch"
+    if options.users_per_table_row > 1:
+        batch_of += f" x users_per_table_row {options.users_per_table_row}"
+    if request_kind == "chunk":
         per_user = height // batch
         if height % batch or not 1 <= per_user <= protocol.MAX_Q_ROWS:
             raise ValueError(
                 f"q: expected batch x C rows for a chunk (batch {batch}, {batch_of}; C = 1..{protocol.MAX_Q_ROWS} "
                 f"positions per sequence), got {height}"
             )
-        positions = _chunk_starts(chunk_start, batch, per_user, position_capacity)
-    check_chunk_rows(chunk, window, per_user)
-    if kind == "device":
-        _validate_device_tensors(q, k, v, q_layout)
-    else:
-        _validate_host_cache_configs(k, v)
-    shape = DecodeShape(batch, n_q_heads, n_kv_heads, head_dim, capacity, kind=request_kind, rows=per_user,
-                        cache_block_size=cache_block_size, cache_blocks=cache_blocks, kv_dtype=kv_dtype,
-                        q_layout=q_layout, window=window, sink=attention_sink is not None, causal=causal,
-                        mask_users=0 if attn_mask is None else mask_users(attn_mask, batch, n_q_heads, capacity, kind),
-                        cache_wrap=cache_wrap, users_per_table_row=int(users_per_table_row),
-                        values_from_keys=v is k, **score)  # one tensor as both: each block read once
-    if page_table is not None and positions is not None:
-        _check_page_table(page_table, shape, positions)
-    device_positions = cur_pos_tensor if positions is None else None
-    if device_positions is not None and len(device_positions.shape) == 2:  # [b, 1]: one 4-byte page per user
-        device_positions = ttnn.reshape(device_positions, ttnn.Shape([batch]))  # the kernels read one page of b
-    device_table = page_table_tensor if page_table_tensor is not None and page_table is None else None
-    sink = None if attention_sink is None else sink_logits(attention_sink, n_q_heads)
-    mask = mask_tensor = None
-    if attn_mask is not None:
-        if kind == "device":
-            mask_tensor = device_mask(attn_mask)
-        else:
-            mask = mask_values(attn_mask).reshape(shape.mask_users, n_q_heads, capacity)
-    return Inputs(shape, positions, kind, device_positions, page_table, device_table, sink, mask, mask_tensor)
+        return per_user, chunk_starts(operands.chunk_start, batch, per_user, position_capacity)
+    per_user = 1 if request_kind == "decode" else int(options.rows)
+    if request_kind == "decode" and height != batch:
+        what = "users (dim 1" if options.q_layout == "heads" else "rows (one per user"
+        raise ValueError(f"q: expected {batch} {what}, {batch_of}), got {height}")
+    if request_kind == "rows" and ratio * per_user > protocol.MAX_Q_ROWS:
+        raise ValueError(
+            f"rows: expected rows * GQA ratio <= {protocol.MAX_Q_ROWS} (one tile's rows per KV group), got "
+            f"{per_user} * {ratio} = {per_user * ratio}"
+        )
+    if request_kind == "rows" and height != batch * per_user:
+        raise ValueError(f"q: expected {batch * per_user} rows (rows={per_user} per user x batch {batch}, {batch_of}), "
+                         f"got {height}")
+    if not options.scores.causal:  # every row attends the whole cache, i.e. sits at its last position
+        return per_user, (cache.capacity - 1,) * batch
+    positions = positions_of(operands.cur_pos, operands.cur_pos_tensor, batch, position_capacity, kind)
+    name = "cur_pos" if operands.cur_pos is not None else "cur_pos_tensor"
+    for user, position in enumerate(positions or ()):
+        if position != IDLE and position < per_user - 1:
+            raise ValueError(
+                f"{name}[{user}]: expected >= rows - 1 = {per_user - 1} (the user's first row is position "
+                f"cur_pos - rows + 1), got {position}"
+            )
+    return per_user, positions
 
 
 def _kv_dtype(tensor) -> str:
     """The K/V cache dtype the kernels read: a block-float ttnn.Tensor's (``"bfloat8_b"``,
     ``"bfloat4_b"``), else ``"bfloat16"`` (float32 inputs are rounded to it)."""
     return _BLOCK_FLOAT.get(tensor.dtype, "bfloat16") if isinstance(tensor, ttnn.Tensor) else "bfloat16"
-
-
-def _int32_operand(name: str, tensor, kind: str, shape_ok, shape_text: str) -> np.ndarray | None:
-    """An int32 operand the kernels read at run time (``cur_pos_tensor``, ``page_table_tensor``):
-    its values when the host can see them (numpy array, host ttnn.Tensor), None for a device
-    tensor, whose dtype, layout, memory and shape are checked instead.
-
-    Raises:
-        TypeError: not a numpy array or ttnn.Tensor, or not int32.
-        ValueError: a shape ``shape_ok`` refuses (``shape_text`` says what it wants), not ROW_MAJOR
-            DRAM interleaved, or a device tensor with host inputs (or a host one with device inputs).
-    """
-    if isinstance(tensor, np.ndarray):
-        if kind == "device":
-            raise ValueError(f"{name}: expected a device tensor with device q, k, v, got a numpy array")
-        if tensor.dtype != np.int32:
-            raise TypeError(f"{name}: expected an int32 array (as ttnn's {name}), got dtype {tensor.dtype}")
-        shape, values = tuple(tensor.shape), tensor
-    elif isinstance(tensor, ttnn.Tensor):
-        if tensor.dtype != ttnn.int32:
-            raise TypeError(f"{name}: expected dtype int32 (as ttnn's {name}), got {tensor.dtype}")
-        on_device = tensor.storage_type() == ttnn.StorageType.DEVICE
-        if on_device != (kind == "device"):
-            raise ValueError(f"{name}: expected a {'device' if kind == 'device' else 'host'} tensor like q, "
-                             f"got a {'device' if on_device else 'host'} tensor")
-        if tensor.layout != ttnn.ROW_MAJOR_LAYOUT:
-            raise ValueError(f"{name}: expected ROW_MAJOR layout, got {tensor.layout}")
-        shape = tuple(int(d) for d in tensor.shape)
-        if on_device:
-            config = tensor.memory_config()
-            if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
-                raise ValueError(f"{name}: expected a DRAM-interleaved tensor, got {config}")
-            values = None
-        else:
-            values = np.asarray(tensor.to_numpy()).astype(np.int32).reshape(shape)
-    else:
-        raise TypeError(f"{name}: expected a ttnn.Tensor or a numpy int32 array, got {type(tensor).__name__}")
-    if not shape_ok(shape):
-        raise ValueError(f"{name}: expected shape {shape_text}, got {list(shape)}")
-    return values
-
-
-def _page_table_values(tensor, kind: str) -> tuple[int, int, np.ndarray | None]:
-    """``(batch, entries, values)`` of ``page_table_tensor`` (int32 ``[batch, entries]``, one
-    page per user); ``values`` None for a device tensor. Raises as :func:`_int32_operand`."""
-    values = _int32_operand("page_table_tensor", tensor, kind, lambda shape: len(shape) == 2 and min(shape) >= 1,
-                            "[batch, blocks_per_user]")
-    batch, entries = (int(d) for d in tensor.shape)
-    return batch, entries, None if values is None else np.ascontiguousarray(values, dtype=np.int32)
 
 
 def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> None:
@@ -329,8 +329,8 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
     per_user = len(kv) // shape.batch
     for user in range(shape.batch):
         live = max(kv[user * per_user:(user + 1) * per_user])
-        tiles = np.arange(kv_walk.window_first_tile(live, shape.window, rows_per_head=shape.rows,
-                                                    chunk=shape.attention_chunk), -(-live // 32))
+        tiles = np.arange(kv_walk.window_first_tile(live, shape.scores.window, rows_per_head=shape.rows,
+                                                    chunk=shape.scores.attention_chunk), -(-live // 32))
         first = kv_walk.cache_slot_tile(tiles, shape.cache_wrap_tiles) * 32  # each tile's first slot
         entries = np.unique(np.concatenate([first // shape.cache_block_size, (first + 31) // shape.cache_block_size]))
         table_row = user // shape.users_per_table_row
@@ -343,10 +343,10 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
                 f"user {user} reads entries {int(entries[0])}..{int(entries[-1])}), got {int(table[table_row, entry])}")
 
 
-def _cache_wrap(value, cache_block_size: int, capacity: int, window: int, causal: bool) -> int:
+def _cache_wrap(value, cache_block_size: int, capacity: int, causal: bool) -> int:
     """``cache_position_modulo`` as :attr:`DecodeShape.cache_wrap` (0: none), checked as ttnn
     checks it: a circular cache is paged, its slots a positive multiple of the block size within
-    the page table's capacity; the window (default: the slots) fits in them; causal only.
+    the page table's capacity; causal only (the window fits in the slots: the window modifier's check).
 
     Raises:
         TypeError: not an int.
@@ -363,69 +363,10 @@ def _cache_wrap(value, cache_block_size: int, capacity: int, window: int, causal
     if not (0 < value <= capacity and value % unit == 0):
         raise ValueError(f"cache_position_modulo: expected a positive multiple of the block size {unit}, at "
                          f"most the page table's capacity {capacity}, got {value}")
-    if window > value:
-        raise ValueError(f"sliding_window_size: expected at most cache_position_modulo {value} (a circular cache holds "
-                         f"only its last {value} positions), got {window}")
     if not causal:
         raise ValueError("cache_position_modulo: expected None with is_causal=False (non-causal attention reads the "
                          f"whole cache in slot order), got {value}")
     return int(value)
-
-
-def _per_user_ints(name: str, value, batch: int, high: int, *, noun: str, rule: str, broadcast: bool,
-                   idle: bool = False) -> tuple[int, ...]:
-    """``value`` as one int per user, each in ``0..high`` (or :data:`IDLE` when ``idle``);
-    ``broadcast``: a single int serves all.
-
-    Raises:
-        TypeError: not a sequence (or int, with ``broadcast``) of ints.
-        ValueError: wrong length (``noun`` names the items) or a value outside ``0..high`` (``rule``
-            states the bound).
-    """
-    what = "an int or one int per sequence" if broadcast else "one position per user (a sequence of ints)"
-    if is_int(value):
-        if not broadcast:
-            raise TypeError(f"{name}: expected {what}, got a single int")
-        value = (value,) * batch
-    elif isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise TypeError(f"{name}: expected {what}, got {type(value).__name__}")
-    values = tuple(value)
-    if len(values) != batch:
-        raise ValueError(f"{name}: expected {batch} {noun}, got {len(values)}")
-    for user, item in enumerate(values):
-        if not is_int(item):
-            raise TypeError(f"{name}[{user}]: expected an int, got {type(item).__name__}")
-        if not (0 <= item <= high or (idle and item == IDLE)):
-            raise ValueError(f"{name}[{user}]: expected {rule}, got {item}")
-    return tuple(int(item) for item in values)
-
-
-def _positions(cur_pos, cur_pos_tensor, batch: int, capacity: int, kind: str) -> tuple[int, ...] | None:
-    """The host-visible positions (validated), or None for a device ``cur_pos_tensor``."""
-    name = "cur_pos"
-    if cur_pos_tensor is not None:
-        name = "cur_pos_tensor"
-        cur_pos = _positions_tensor_values(cur_pos_tensor, batch, kind)
-        if cur_pos is None:
-            return None
-    limit = (f"2**29 (a circular cache's logical positions)" if capacity == WRAPPED_POSITIONS
-             else f"capacity {capacity}")
-    return _per_user_ints(name, cur_pos, batch, capacity - 1, noun="positions (one per user)",
-                          rule=f"0 <= position < {limit}, or {IDLE} for an idle slot", broadcast=False,
-                          idle=True)
-
-
-def _positions_tensor_values(tensor, batch: int, kind: str) -> list[int] | None:
-    """``cur_pos_tensor``'s values when the host can see them (int32 ``[batch]``), None for a
-    device tensor. Raises as :func:`_int32_operand`."""
-    values = _int32_operand("cur_pos_tensor", tensor, kind, lambda shape: shape in ((batch,), (batch, 1)),
-                            f"[{batch}] or [{batch}, 1] (one position per user)")
-    return None if values is None else [int(value) for value in np.asarray(values).reshape(-1)]
-
-
-def _chunk_starts(chunk_start, batch: int, length: int, capacity: int) -> tuple[int, ...]:
-    return _per_user_ints("chunk_start", chunk_start, batch, capacity - length, noun="starts (one per sequence)",
-                          rule=f"0 <= start <= capacity - C = {capacity - length} (C = {length} rows)", broadcast=True)
 
 
 def _validate_host_cache_configs(k, v) -> None:
@@ -455,6 +396,16 @@ def _validate_device_tensors(q, k, v, q_layout: str = "rows") -> None:
     if len(devices) != 1:
         raise ValueError("q, k, v: expected tensors on one device, got tensors on different devices")
     # A multi-chip ttnn.MeshDevice is fine: its tensors have one device's shard shape (op/mesh.py).
+
+
+def _validate_memory_config(config, q_layout: str) -> None:
+    """The output's memory config: DRAM interleaved, or with the heads layout L1 height-sharded (its
+    shard shape is checked against the grid when the output is placed)."""
+    if config is None or (q_layout == "heads" and height_sharded_l1(config)):
+        return
+    if config.buffer_type != ttnn.BufferType.DRAM or config.is_sharded():
+        also = " or (q_layout 'heads') L1 height-sharded" if q_layout == "heads" else ""
+        raise ValueError(f"memory_config: expected DRAM interleaved{also}, got {config}")
 
 
 def height_sharded_l1(config) -> bool:

@@ -141,6 +141,7 @@ def run(
 def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log,
          window=0, chunk=0) -> list[Row]:
     seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
+    v2 = not isinstance(weights, str)  # a device_model ComputeConfig: model v2 at that config
     rows = []
     for key in models:
         shape = cm.MODELS[key]
@@ -151,8 +152,9 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
                 for batch, kv_dtype in ((b, d) for b in batches for d in kv_dtypes):
                     plan, kv, block_tiles = cm.op_schedule(shape, [context] * batch, dev, split=split, kv_dtype=kv_dtype,
                                                            window=window, chunk=chunk)
-                    est = cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights, users=batch,
-                                      kv_dtype=kv_dtype, window=window, chunk=chunk)
+                    est = _estimate(plan, kv, block_tiles, model, seed, dev, weights, batch, kv_dtype, window, chunk) \
+                        if v2 else cm.estimate(plan, kv, block_tiles, model, seed, dev, weights=weights, users=batch,
+                                               kv_dtype=kv_dtype, window=window, chunk=chunk)
                     source, dram, noc, used = "model", est.dram_read_bytes, est.combine_noc_bytes, est.cores_used
                     emulable = dev.arch == "wormhole_b0" and dev.grid == cm._emulated_grid()
                     if emulable and batch * shape.n_kv_heads * context <= emulate_budget:
@@ -173,10 +175,27 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
                         cores_used=used, max_live_tiles=est.max_live_tiles, min_live_tiles=est.min_live_tiles,
                         max_split=est.max_split, block_tiles=block_tiles, dram_read_bytes=dram,
                         min_dram_bytes=est.min_dram_bytes, combine_noc_bytes=noc, time_s=est.time_s,
-                        roofline_s=est.roofline_s, floor_s=est.floor_s, critical=est.critical, source=source, weights=weights,
+                        roofline_s=est.roofline_s, floor_s=est.floor_s, critical=est.critical, source=source,
+                        weights=f"llk-v2 {weights.label}" if v2 else weights,
                         breakdown=dict(est.breakdown),
                     ))
     return rows
+
+
+def _estimate(plan, kv, block_tiles, model, seed, dev, cfg, batch, kv_dtype, window, chunk) -> cm.Estimate:
+    """Device model v2 for a bench row: per-call LLK cycles at ``cfg``, DRAM at the request-rate
+    efficiency of the cache's pages on the reader's one NoC; the roofline stays at the chip's peak
+    and ``critical`` says ``req`` where the request rate binds."""
+    from ttnn_flashdecode.tools.device_model import hardware, kernel_model as km
+
+    weights, _ = km.weights_v2(model, cfg, block_tiles=block_tiles)
+    efficiency = hardware.dram_efficiency(dev.arch, cm.kv_tile_bytes(kv_dtype))
+    est = cm.estimate(plan, kv, block_tiles, model, seed, dataclasses.replace(dev, dram_gbps=dev.dram_gbps * efficiency),
+                      weights=weights, users=batch, kv_dtype=kv_dtype, window=window, chunk=chunk)
+    roofline = cm.roofline_s(cm.windowed_kv_positions(kv, window, chunk), model.dim_tiles, dev, kv_dtype)
+    critical = "req" if est.critical == "dram" and efficiency < 0.97 else est.critical
+    return dataclasses.replace(est, roofline_s=roofline, time_s=max(est.time_s, roofline), critical=critical,
+                               floor_s=max(est.floor_s, roofline))
 
 
 def bytes_vs_bfloat16(rows: Sequence[Row]) -> dict[int, float]:
@@ -205,7 +224,19 @@ def format_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def _legend(weights: str) -> str:
+def _legend_v2(cfg) -> str:
+    return "\n".join([
+        f"* MODELLED, not measured: device model v2 (ttnn_flashdecode/tools/device_model) at {cfg.label}: each compute",
+        "  call priced from the LLK sources (fidelity phases, DST mode, faces), the emulator's call counts per core, DRAM at",
+        "  the fraction of peak the cache's page size reaches on one NoC (tt-metal #55898). Not fitted to the seed.",
+        "  bound: dram = chip DRAM bandwidth; req = the DRAM request rate (pages under ~1.5 KB on one NoC); core = a core",
+        "  of unsplit requests; split = a split request's slices and combine tree. Other columns as with --weights uniform.",
+    ])
+
+
+def _legend(weights) -> str:
+    if not isinstance(weights, str):
+        return _legend_v2(weights)
     seed = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
     check = cm.seed_check(seed, weights)
     per_tile = seed.weighted_per_feature(weights)
@@ -307,8 +338,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--contexts", type=_ints, default=list(CONTEXTS), help="comma-separated positions (default 1k,8k,32k,128k)")
     parser.add_argument("--batches", type=_ints, default=list(BATCHES), help="comma-separated (default 1,32)")
     parser.add_argument("--devices", default=",".join(cm.DEVICES), help="comma-separated, from n150, p150")
-    parser.add_argument("--weights", choices=cm.WEIGHTINGS, default="uniform",
-                        help="per-call cost weighting of the model (default uniform; tile-ops: inits and DST handshakes free)")
+    parser.add_argument("--weights", choices=(*cm.WEIGHTINGS, "llk-v2"), default="uniform",
+                        help="per-call cost weighting of the model (default uniform; tile-ops: inits and DST handshakes "
+                             "free; llk-v2: device model v2, each call priced from the LLK sources at the compute config "
+                             "--fidelity / --dst / --exp-approx, DRAM at the request-rate efficiency)")
+    parser.add_argument("--fidelity", choices=("LoFi", "HiFi2", "HiFi3", "HiFi4"), default="HiFi4",
+                        help="with --weights llk-v2: math fidelity (default HiFi4, the op's)")
+    parser.add_argument("--dst", choices=("fp32", "bf16"), default="fp32",
+                        help="with --weights llk-v2: DST accumulation mode (default fp32, the op's; the call counts stay "
+                             "the fp32 kernel's)")
+    parser.add_argument("--exp-approx", action="store_true", help="with --weights llk-v2: the approximate exp")
     parser.add_argument("--p150-cores", type=_positive, default=None,
                         help="p150 worker cores (default: the installed core descriptor's 13x10 = 130; 110 for firmware >= v19.5)")
     parser.add_argument("--split", type=_split, default=None, help="force split-K slices per request (default: the planner's)")
@@ -331,6 +370,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="instead: DeepSeek-V3's MLA decode: DRAM bytes measured on the emulator at 16/64/128 heads "
                              "(the first of --contexts, default 1024) and a modelled DRAM / FPU bound at 1k/8k/32k "
                              "(tools/mla_bench.py; --contexts, --batches apply)")
+    parser.add_argument("--versus-ttnn", action="store_true",
+                        help="instead: every published ttnn decode figure (MEASURED ON SILICON, cited) beside this op "
+                             "MODELLED at ttnn's shape and compute config (device model v2), the DRAM roofline and the "
+                             "bound; what the kernel work of issue 35 would buy; the seed and #55760 checks")
     parser.add_argument("--json", metavar="PATH", help="write the rows and the model's constants as JSON")
     parser.add_argument("--plot", metavar="PATH.png", help="write modelled time vs context with the roofline")
     return parser
@@ -352,11 +395,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _mesh(args, kv_dtypes, started)
     if args.mla:
         return _mla(args, started)
+    if args.versus_ttnn:
+        return _versus_ttnn(args, started)
     if set(kv_dtypes) - {"bfloat16"}:
         from ttnn_flashdecode.op.devices import ensure_host_context
 
         ensure_host_context()  # ttnn's block-float packing needs tt-metal's context
     log = functools.partial(print, file=sys.stderr, flush=True)
+    if args.weights == "llk-v2":
+        from ttnn_flashdecode.tools.device_model.llk_costs import ComputeConfig
+
+        args.weights = ComputeConfig(args.fidelity, args.dst == "fp32", args.exp_approx)
     rows = run(models, args.contexts, args.batches, devices, weights=args.weights,
                emulate_budget=args.emulate_budget, p150_cores=args.p150_cores, split=args.split,
                min_slice_tiles=args.min_slice_tiles, kv_dtypes=kv_dtypes, log=log, window=args.window,
@@ -365,10 +414,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(rows))
     print(_legend(args.weights))
     if args.json:
+        v2 = not isinstance(args.weights, str)
         payload = {
-            "note": NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6, residual=cm.seed_check(
+            "note": _legend_v2(args.weights) if v2 else NOTE.format(launch=cm.LAUNCH_OVERHEAD_S * 1e6, residual=cm.seed_check(
                 cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32), args.weights)["intercept_s"] * 1e6),
-            "weights": args.weights,
+            "weights": dataclasses.asdict(args.weights) | {"model": "llk-v2"} if v2 else args.weights,
             "launch_overhead_s": cm.LAUNCH_OVERHEAD_S,
             "seed": {"kv_positions": cm.SEED_KV_POSITIONS, "ms": cm.SEED_MS, "reader_gbps": cm.SEED_READER_GBPS},
             "devices": {d: dataclasses.asdict(cm.device(d, args.p150_cores if d == "p150" else None)) for d in devices},
@@ -404,6 +454,28 @@ def _mla(args, started) -> int:
                        "measured": [dataclasses.asdict(r) | {"ratio": r.ratio} for r in measured],
                        "modelled": [dataclasses.asdict(r) | {"bound": r.bound, "time_s": r.time_s} for r in modelled]},
                       handle, indent=1)
+        print(f"wrote {args.json}")
+    print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def _versus_ttnn(args, started) -> int:
+    """``--versus-ttnn``: :mod:`ttnn_flashdecode.tools.device_model.versus_ttnn`'s rows and checks."""
+    from ttnn_flashdecode.tools.device_model import report, versus_ttnn
+
+    rows = versus_ttnn.run()
+    print("ttnn_flashdecode bench --versus-ttnn -- ttnn: MEASURED ON SILICON (cited); ours: MODELLED, NOT MEASURED")
+    print(versus_ttnn.format_table(rows))
+    print(versus_ttnn.legend(rows))
+    print()
+    print(report.format_kernel_work(report.kernel_work_rows()))
+    print()
+    print(report.format_seed())
+    print()
+    print(report.format_55760())
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(versus_ttnn.to_json(rows), handle, indent=1)
         print(f"wrote {args.json}")
     print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
     return 0

@@ -1,9 +1,12 @@
 """``python -m ttnn_flashdecode profile-report CSV``: this op's calls in a Tracy ops report.
 
 Reads tt-metal's ``ops_perf_results_<date>.csv`` (written by ``python -m tracy -r ...`` with a
-profiler-enabled tt-metal build; see ``docs/profiling.md``), keeps the rows of this op, and
-prints per call: device kernel duration, the bytes the call had to read at least (every live K
-and V tile once), the achieved GB/s and the fraction of the DRAM roofline it reached.
+profiler-enabled tt-metal build; see ``docs/profiling.md``) with Tenstorrent's ``tt-perf-report``
+(:func:`load_rows`, :func:`perf_rows`: its reader and its per-op analysis), prints every row as
+tt-perf-report sees it with this op's rows named and given what it leaves blank for attention (the
+plan's DRAM bytes, DRAM %, the modelled bound: :func:`perf_rows`), then per call of this op:
+device kernel duration, the bytes the call had to read at least (every live K and V tile once),
+the achieved GB/s and the fraction of the DRAM roofline it reached.
 
 Finding the rows. ``attention()`` launches through ``ttnn.generic_op``, so its rows carry the
 generic op's OP CODE; what identifies them is the kernel sources: ``COMPUTE KERNEL SOURCE``
@@ -22,9 +25,11 @@ Bytes. The generic op's inputs are ``[q, k, v, constants, out]``: K (``INPUT_1``
 n_kv_heads, capacity, head_dim]``. The positions attended to are not in the report, so the
 minimum bytes assume every user at ``--context`` positions (default: the cache's capacity, an
 upper bound of the work; pass the real context for a real GB/s):
-``2 x batch x n_kv_heads x ceil(context / 32) x ceil(head_dim / 32) x 2048``. Without shape
+``2 x batch x n_kv_heads x ceil(context / 32) x ceil(head_dim / 32) x tile bytes`` (the cache's, from
+``INPUT_1_DATATYPE``: 2048 / 1088 / 576 for bfloat16 / bfloat8_b / bfloat4_b). Without shape
 columns, ``--model`` and ``--batch`` give the shape. The roofline uses the DRAM bandwidth of the
-row's ``DEVICE ARCH`` or ``--device`` (n150 288 GB/s, p150 512 GB/s; TT_FACTS §8).
+row's ``DEVICE ARCH`` or ``--device`` (n150 / n300 288 GB/s per chip, p150 512 GB/s: TT_FACTS §8;
+p100a 448 GB/s: tt-metal #57161; a p100a reports ``blackhole`` too: pass ``--device p100a``).
 """
 
 from __future__ import annotations
@@ -38,9 +43,15 @@ import statistics
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-from ttnn_flashdecode.tools.cost_model import DRAM_GBPS, MODELS, TILE_BYTES
+from ttnn_flashdecode.tools.cost_model import MODELS, kv_tile_bytes
 
-__all__ = ["Call", "read_calls", "is_attention_row", "format_calls", "main", "KERNEL_SOURCES", "DRAM_GBPS"]
+__all__ = ["Call", "read_calls", "is_attention_row", "format_calls", "main", "KERNEL_SOURCES", "DRAM_GBPS",
+           "load_rows", "PerfRow", "perf_rows", "format_perf_rows"]
+
+DRAM_GBPS = {"n150": 288.0, "n300": 288.0, "p100a": 448.0, "p150": 512.0}
+"""Chip DRAM peak per card, GB/s (device model v2: ``device_model.hardware``; n300 per chip)."""
+
+_DTYPES = {"BFLOAT16": "bfloat16", "BFLOAT8_B": "bfloat8_b", "BFLOAT4_B": "bfloat4_b"}
 
 KERNEL_SOURCES = ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")
 """This op's kernel files (``program_factory.KERNEL_FILES``): how its rows are recognised."""
@@ -65,6 +76,9 @@ class Call:
         min_bytes: every live K and V tile once.
         device: ``n150`` / ``p150`` (roofline bandwidth).
         trace_id: METAL TRACE ID, or None.
+        kv_dtype: the cache's dtype (``INPUT_1_DATATYPE``; bfloat16 when absent).
+        q_heads: Q heads (``INPUT_0``'s X over head_dim), or None.
+        fidelity: MATH FIDELITY, or None.
     """
 
     call: int
@@ -80,6 +94,9 @@ class Call:
     min_bytes: int
     device: str
     trace_id: int | None
+    kv_dtype: str = "bfloat16"
+    q_heads: int | None = None
+    fidelity: str | None = None
 
     @property
     def achieved_gbps(self) -> float:
@@ -179,18 +196,130 @@ def read_calls(
         if positions is None:
             raise ValueError(f"call {call}: expected --context (the report has no K shape to take the capacity from)")
         arch = (row.get("DEVICE ARCH") or "").strip()
-        name = next((dev for key, dev in _ARCH_DEVICE.items() if key in arch.upper()), device)
+        name = device or next((dev for key, dev in _ARCH_DEVICE.items() if key in arch.upper()), None)
         if name not in DRAM_GBPS:
             raise ValueError(f"call {call}: expected DEVICE ARCH wormhole_b0/blackhole or --device n150/p150, got {arch or device!r}")
-        min_bytes = 2 * users * n_kv * math.ceil(positions / 32) * math.ceil(head_dim / 32) * TILE_BYTES
+        dtype = (row.get("INPUT_1_DATATYPE") or "").split("::")[-1].strip().upper()
+        kv_dtype = _DTYPES.get(dtype, "bfloat16")
+        q_shape = _shape(row, "INPUT_0")
+        q_heads = q_shape[3] // head_dim if q_shape is not None and k_shape is not None else (
+            MODELS[model].n_q_heads if model is not None else None)
+        min_bytes = 2 * users * n_kv * math.ceil(positions / 32) * math.ceil(head_dim / 32) * kv_tile_bytes(kv_dtype)
         calls.append(Call(
             call=call if call is not None else len(calls), device_id=_int(row.get("DEVICE ID")) or 0,
             cores=_int(row.get("CORE COUNT")), kernel_ns=kernel_ns, fw_ns=_int(row.get("DEVICE FW DURATION [ns]")),
             batch=users, n_kv_heads=n_kv, head_dim=head_dim, capacity=capacity, context=positions,
-            min_bytes=min_bytes, device=name, trace_id=_int(row.get("METAL TRACE ID")),
+            min_bytes=min_bytes, device=name, trace_id=_int(row.get("METAL TRACE ID")), kv_dtype=kv_dtype,
+            q_heads=q_heads, fidelity=(row.get("MATH FIDELITY") or "").strip() or None,
         ))
         signpost = None
     return calls
+
+
+def load_rows(path: str) -> list[dict[str, str]]:
+    """The report's rows as tt-perf-report reads them (``tt_perf_report.perf_report.merge_perf_traces``),
+    every cell as text (empty where the report has none)."""
+    from tt_perf_report import perf_report
+
+    return _text_rows(perf_report.merge_perf_traces([path]))
+
+
+def _text_rows(frame) -> list[dict[str, str]]:
+    import pandas as pd
+
+    return [{k: ("" if not isinstance(v, (list, tuple)) and pd.isna(v) else str(v)) for k, v in row.items()}
+            for _, row in frame.iterrows()]
+
+
+@dataclasses.dataclass(frozen=True)
+class PerfRow:
+    """One row of tt-perf-report's table, with what it leaves blank for this op filled in.
+
+    Attributes:
+        index: the row's position in the report.
+        op_code: tt-perf-report's OP Code (this op's rows: ``ttnn_flashdecode.attention``).
+        device_us: its Device Time (DEVICE KERNEL DURATION), or None (signposts, host ops).
+        cores: its Cores.
+        ours: whether the row is this op's (kernel sources).
+        plan_bytes: DRAM bytes the op's plan reads (device model v2 at the row's shape), or None.
+        dram_gbps: plan bytes / device time, or tt-perf-report's DRAM figure.
+        dram_percent: of the card's DRAM peak, or tt-perf-report's DRAM %.
+        bound: the modelled bound (this op) or tt-perf-report's Bound.
+        modelled_us: device model v2's time for the row's shape (MODELLED), or None.
+    """
+
+    index: int
+    op_code: str
+    device_us: float | None
+    cores: int | None
+    ours: bool
+    plan_bytes: int | None = None
+    dram_gbps: float | None = None
+    dram_percent: float | None = None
+    bound: str = ""
+    modelled_us: float | None = None
+
+
+def _annotate(call: Call, index: int) -> PerfRow:
+    """This op's row: plan bytes, DRAM %, modelled bound and time (device model v2)."""
+    from ttnn_flashdecode.tools import cost_model as cm
+    from ttnn_flashdecode.tools.device_model import kernel_model as km, llk_costs as llk
+
+    plan_bytes, bound, modelled = call.min_bytes, "", None
+    if call.q_heads:
+        shape = cm.Shape("report", call.q_heads, call.n_kv_heads, call.head_dim)
+        cfg = llk.ComputeConfig(call.fidelity if call.fidelity in llk.FIDELITY_PHASES else "HiFi4")
+        try:
+            result = km.estimate_v2(shape, [call.context] * call.batch, call.device, cfg, call.kv_dtype,
+                                    capacity=call.capacity)
+            plan_bytes, bound, modelled = result.estimate.dram_read_bytes, result.bound, result.time_s * 1e6
+        except (ValueError, RuntimeError, IndexError) as error:  # a shape the model cannot plan
+            bound = f"? ({type(error).__name__})"
+    gbps = plan_bytes / call.kernel_ns
+    return PerfRow(index, "ttnn_flashdecode.attention", call.kernel_ns / 1e3, call.cores, True, plan_bytes, gbps,
+                   100 * gbps / DRAM_GBPS[call.device], bound, modelled)
+
+
+def perf_rows(path: str, **options) -> list[PerfRow]:
+    """Every row of the report as tt-perf-report analyses it (``analyze_op``), this op's rows named
+    and annotated (``options``: :func:`read_calls`'s ``model``, ``batch``, ``context``, ``device``)."""
+    from tt_perf_report import perf_report
+
+    frame = perf_report.merge_perf_traces([path])
+    fmt = perf_report.detect_csv_format(frame)
+    spec = perf_report.ArchitectureSpec.from_df(frame, None) if fmt == perf_report.CsvFormat.V2_1 else None
+    rows, text_rows, previous = [], _text_rows(frame), None
+    ours = iter(read_calls(text_rows, **options))
+    for index, (_, row) in enumerate(frame.iterrows()):
+        data, _ = perf_report.analyze_op(row, previous, fmt, spec)
+        if row["OP TYPE"] != "signpost":
+            previous = row
+        if is_attention_row(text_rows[index]):
+            rows.append(_annotate(next(ours), index))
+            continue
+        value = {k: data[k].raw_value for k in ("OP Code", "Device Time", "Cores", "DRAM", "DRAM %", "Bound")}
+        name = str(value["OP Code"]) + (" (signpost)" if row["OP TYPE"] == "signpost" else "")
+        rows.append(PerfRow(index, name, value["Device Time"], value["Cores"], False,
+                            dram_gbps=value["DRAM"], dram_percent=value["DRAM %"], bound=str(value["Bound"] or "")))
+    return rows
+
+
+def format_perf_rows(rows: Sequence[PerfRow]) -> str:
+    """tt-perf-report's view of every row, with this op's DRAM %, plan bytes and modelled bound."""
+    def cell(value, spec):
+        return "-" if value is None else format(value, spec)
+
+    header = (f"{'#':>3} {'OP Code':<34}{'device us':>10}{'cores':>6}{'plan bytes':>12}{'GB/s':>8}{'DRAM %':>8}"
+              f"  {'bound':<13}{'model us*':>10}")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(f"{r.index:>3} {r.op_code[:33]:<34}{cell(r.device_us, '.1f'):>10}{cell(r.cores, 'd'):>6}"
+                     f"{cell(r.plan_bytes, 'd'):>12}{cell(r.dram_gbps, '.1f'):>8}{cell(r.dram_percent, '.1f'):>8}"
+                     f"  {r.bound:<13}{cell(r.modelled_us, '.1f'):>10}")
+    lines.append("rows read by tt-perf-report; ttnn_flashdecode.attention = GenericOpDeviceOperation with this op's kernel "
+                 "sources. plan bytes, GB/s, DRAM %: the op's planned DRAM reads over the MEASURED device time; bound and "
+                 "model us*: device model v2, MODELLED (not measured).")
+    return "\n".join(lines)
 
 
 def format_calls(calls: Sequence[Call]) -> str:
@@ -223,7 +352,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="positions per user the bytes assume (default: the cache's capacity, an upper bound)")
     parser.add_argument("--model", choices=sorted(MODELS), default=None, help="shape for rows without shape columns")
     parser.add_argument("--batch", type=int, default=None, help="users, for rows without shape columns (default 1)")
-    parser.add_argument("--device", choices=sorted(DRAM_GBPS), default=None, help="for rows without DEVICE ARCH")
+    parser.add_argument("--device", choices=sorted(DRAM_GBPS), default=None,
+                        help="the card (DRAM peak; a p100a reports DEVICE ARCH blackhole like a p150); default from DEVICE ARCH")
     return parser
 
 
@@ -234,10 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, value in (("--context", args.context), ("--batch", args.batch)):
         if value is not None and value < 1:
             parser.error(f"{name}: expected a positive int, got {value}")
+    options = dict(model=args.model, batch=args.batch, context=args.context, device=args.device)
     try:
-        with open(args.csv, newline="") as handle:
-            calls = read_calls(csv.DictReader(handle), model=args.model, batch=args.batch, context=args.context,
-                               device=args.device)
+        calls = read_calls(load_rows(args.csv), **options)  # read by tt-perf-report
+        table = perf_rows(args.csv, **options) if calls else []
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         print(f"profile-report: cannot read {args.csv}: {error}", file=sys.stderr)
         return 2
@@ -247,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not calls:
         print(f"no ttnn_flashdecode.attention rows in {args.csv} (looked for kernel sources {', '.join(KERNEL_SOURCES)})")
         return 1
+    print(format_perf_rows(table))
+    print()
     print(format_calls(calls))
     if args.context is None:
         print("bytes assume every user at the cache's capacity (no --context): GB/s is an upper bound")

@@ -1,0 +1,128 @@
+"""Device model v2 (issue 35 item 1): per-op LLK costs, the DRAM request rate, the devices, our kernel
+priced from the emulator's call counts, the seed comparison and the #55760 reproduction.
+
+Everything tested here is MODELLED; the figures it is compared with (tt-metal #55760, #55898, the
+seed's timings) were MEASURED ON SILICON by their authors.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ttnn_flashdecode.tools import cost_model as cm
+from ttnn_flashdecode.tools.device_model import hardware, kernel_model as km, llk_costs as llk, versus_ttnn as vt
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cost_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cm.CACHE_ENV, str(tmp_path_factory.getbasetemp() / "device_model_cost_cache"))
+        yield
+
+
+def test_device_model_reproduces_55760_within_10_percent():
+    errors = km.relative_errors_55760()
+    assert set(errors) == {"tile_mac_hifi2", "fpu_per_tile_mac@k128", "fpu_per_tile_mac@k256", "fpu_per_tile_mac@k512",
+                           "step_per_q_tile_hifi2", "exp_per_tile", "softmax_per_q_tile"}
+    assert max(errors.values()) < 0.10, errors
+
+
+def test_device_model_matmul_priced_by_fidelity_and_faces():
+    hifi2, hifi4 = llk.ComputeConfig("HiFi2"), llk.ComputeConfig("HiFi4")
+    assert llk.tile_mac_cycles(hifi2) == 32 and llk.tile_mac_cycles(hifi4) == 64  # 16 MVMULs x phases
+    assert llk.tile_mac_cycles(llk.ComputeConfig("LoFi")) == 16
+    assert llk.tile_mac_cycles(hifi2, faces=2) == 16  # a 16x32 in0: half the replay buffer
+    assert llk.call_cost("mul_tiles", hifi4).fpu == 4 * llk.call_cost("mul_tiles", llk.ComputeConfig("LoFi")).fpu
+    assert llk.call_cost("add_tiles", hifi4).fpu == llk.call_cost("add_tiles", hifi2).fpu  # ELWADD: one phase
+    with pytest.raises(ValueError, match="fidelity"):
+        llk.ComputeConfig("HiFi5")
+
+
+def test_device_model_sfpu_priced_by_faces_and_dst_mode():
+    fp32, bf16 = llk.ComputeConfig(fp32_dest=True), llk.ComputeConfig(fp32_dest=False)
+    approx = llk.ComputeConfig(exp_approx=True)
+    full, rows = (llk.call_cost("exp_tile", fp32, sfpu_faces=f).sfpu for f in (4, 2))
+    assert full - llk.SFPU_CALL_CYCLES == 2 * (rows - llk.SFPU_CALL_CYCLES)  # VectorMode::R: faces 0-1
+    assert llk.call_cost("exp_tile", approx).sfpu == 70.0  # #55760's measured figure
+    assert llk.call_cost("exp_tile", approx).sfpu < llk.call_cost("exp_tile", bf16).sfpu < full
+    assert llk.call_cost("exp_tile", bf16).sfpu == 16 * 8 * 4 + llk.SFPU_CALL_CYCLES  # BODY_LEN 16, 8 iterations, 4 faces
+    for name in llk.SFPU_APIS:
+        assert llk.call_cost(name, fp32).sfpu > 0 and llk.call_cost(name, fp32).fpu == 0, name
+
+
+def test_device_model_names_every_call_the_kernels_make():
+    model = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
+    cfg = llk.ComputeConfig()
+    for name in model.calls:
+        cost = llk.call_cost(name, cfg)
+        assert cost.math + cost.pack + cost.unpack > 0, name
+    assert llk.call_cost("unary_bcast_init<BroadcastType::COL>", cfg).fpu == 0  # an init, not the op
+    assert llk.call_cost("reconfig_data_format_srcb", cfg).front == llk.RECONFIG_CYCLES
+
+
+def test_device_model_dram_request_rate_points_of_55898():
+    assert hardware.dram_efficiency("blackhole", 576) == pytest.approx(0.62)
+    assert hardware.dram_efficiency("blackhole", 1088) == pytest.approx(0.91)
+    assert hardware.dram_efficiency("blackhole", 2048) == pytest.approx(0.98)
+    assert hardware.dram_efficiency("blackhole", 576, nocs=2) == pytest.approx(0.95)
+    assert hardware.dram_efficiency("wormhole_b0", 576) == pytest.approx(0.92)
+    assert hardware.dram_efficiency("blackhole", 1088, nocs=2) > hardware.dram_efficiency("blackhole", 1088)
+    assert hardware.REQUEST_CYCLES == {"blackhole": 16.4, "wormhole_b0": 6.8}
+
+
+def test_device_model_devices():
+    p100a = hardware.device_v2("p100a")
+    assert (p100a.base.dram_gbps, p100a.base.cores, p100a.base.clock_ghz, p100a.arch) == (448.0, 110, 1.35, "blackhole")
+    assert hardware.device_v2("p150").base.dram_gbps == 512.0
+    assert hardware.device_v2("n150").arch == hardware.device_v2("n300").arch == "wormhole_b0"
+    assert set(hardware.DEVICES_V2) == {"n150", "n300", "p100a", "p150"}
+    assert p100a.effective(576).dram_gbps == pytest.approx(448 * 0.62)
+    with pytest.raises(ValueError, match="expected one of"):
+        hardware.device_v2("p300")
+
+
+def test_device_model_never_beats_the_roofline_and_names_the_bound():
+    shape = cm.MODELS["llama-3.1-8b"]
+    for device in hardware.DEVICES_V2:
+        for dtype in ("bfloat16", "bfloat4_b"):
+            result = km.estimate_v2(shape, [8192] * 8, device, llk.ComputeConfig("HiFi2"), dtype)
+            assert result.time_s >= result.roofline_s > 0
+            assert result.bound in {"dram", "request rate", "FPU", "SFPU", "pack", "combine"}
+    # bfloat16 pages fill the channel; bfloat4_b pages on one NoC cannot (#55898).
+    bf16 = km.estimate_v2(shape, [32768] * 8, "p100a", llk.ComputeConfig("HiFi2"), "bfloat16")
+    assert bf16.bound == "dram" and bf16.fraction_of_peak > 0.95
+
+
+def test_device_model_kernel_work_never_slows_a_row():
+    for pub in vt.PUBLISHED:
+        if pub.source != "tt-metal #57161" or pub.position != 8192:
+            continue
+        today = vt._ours(pub, km.KernelWork())[0]
+        for work in km.WORK_ITEMS:
+            assert vt._ours(pub, work)[0] <= today * (1 + 1e-9), (pub, work)
+    # SFPU on live faces: only groups of at most 16 Q rows gain.
+    wide = km.call_costs(["exp_tile"], llk.ComputeConfig(), 32, km.KernelWork(sfpu_live_faces=True))["exp_tile"]
+    narrow = km.call_costs(["exp_tile"], llk.ComputeConfig(), 8, km.KernelWork(sfpu_live_faces=True))["exp_tile"]
+    assert narrow.sfpu < wide.sfpu == llk.call_cost("exp_tile", llk.ComputeConfig()).sfpu
+
+
+def test_device_model_seed_comparison_is_not_fitted_to_the_seed():
+    seed = km.seed_comparison()
+    assert seed["seed_ms"] == list(cm.SEED_MS) and seed["kv"] == list(cm.SEED_KV_POSITIONS)
+    assert 4200 < seed["seed_cycles_per_tile"] < 4350  # the measured slope: ~4,300 cycles per tile
+    assert seed["ours_ms"][0] < seed["ours_ms"][1] < seed["ours_ms"][2]
+    assert abs(seed["ours_cycles_per_tile"] - seed["seed_cycles_per_tile"]) > 500  # priced, not fitted
+    assert max(seed["per_op"], key=lambda name: seed["per_op"][name]["cycles"]) == "exp_tile"
+
+
+def test_device_model_prices_item_4_fp32_scores_on_the_pack_and_unpack_threads():
+    model = cm.calibrate(cm.SEED_Q_ROWS, cm.SEED_HEAD_DIM // 32)
+    cfg = llk.ComputeConfig("HiFi2")
+    _, today = km.weights_v2(model, cfg)
+    _, fp32 = km.weights_v2(model, cfg, km.KernelWork(fp32_scores=True))
+    assert fp32["pack"] == today["pack"] + llk.PACK_CYCLES_PER_TILE and fp32["unpack"] == llk.PACK_CYCLES_PER_TILE
+    assert fp32["math"] == today["math"]
+    # Where the math thread or DRAM binds, the extra pack and unpack are free in this model.
+    pub = next(p for p in vt.PUBLISHED if p.source == "tt-metal #57161" and p.kv_dtype == "bfloat8_b")
+    assert vt._ours(pub, km.KernelWork(fp32_scores=True))[0] == pytest.approx(vt._ours(pub, km.KernelWork())[0])
+    assert all(not w.fp32_scores or w == km.KernelWork(fp32_scores=True) for w in km.WORK_ITEMS)
