@@ -50,17 +50,18 @@ template <int = 0> constexpr uint32_t page_table_entries() { return get_named_co
 template <int = 0> constexpr uint32_t cache_wrap_tiles() { return get_named_compile_time_arg_val("cache_wrap_tiles"); }
 template <int = 0> constexpr uint32_t cache_half_blocks() { return get_named_compile_time_arg_val("cache_half_blocks"); }
 template <int = 0> constexpr uint32_t users_per_table_row() { return get_named_compile_time_arg_val("users_per_table_row"); }
-// The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window").
-template <int = 0> constexpr uint32_t window() { return get_named_compile_time_arg_val("window"); }
-// 1 when the call has attention sinks (attention_protocol.hpp "Attention sink").
-template <int = 0> constexpr uint32_t sink() { return get_named_compile_time_arg_val("sink"); }
-// Users of the attention mask (1: broadcast over the batch), 0 without one ("Attention mask").
-template <int = 0> constexpr uint32_t mask_users() { return get_named_compile_time_arg_val("mask_users"); }
-// The attention chunk in positions, 0 for none (attention_protocol.hpp "Chunked-local attention").
-template <int = 0> constexpr uint32_t attention_chunk() { return get_named_compile_time_arg_val("attention_chunk"); }
+// The score modifiers' args, in their registry's order (op/modifiers: the order the kernel applies them).
 // The logit softcap c and 1 / c as fp32 bits (computed on the host: kernels divide nothing), 0 for none.
 template <int = 0> constexpr uint32_t softcap() { return get_named_compile_time_arg_val("softcap"); }
 template <int = 0> constexpr uint32_t softcap_recip() { return get_named_compile_time_arg_val("softcap_recip"); }
+// The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window").
+template <int = 0> constexpr uint32_t window() { return get_named_compile_time_arg_val("window"); }
+// The attention chunk in positions, 0 for none (attention_protocol.hpp "Chunked-local attention").
+template <int = 0> constexpr uint32_t attention_chunk() { return get_named_compile_time_arg_val("attention_chunk"); }
+// Users of the attention mask (1: broadcast over the batch), 0 without one ("Attention mask").
+template <int = 0> constexpr uint32_t mask_users() { return get_named_compile_time_arg_val("mask_users"); }
+// 1 when the call has attention sinks (attention_protocol.hpp "Attention sink").
+template <int = 0> constexpr uint32_t sink() { return get_named_compile_time_arg_val("sink"); }
 // 1 when the program writes the log-sum-exp (return_lse; attention_protocol.hpp "Log-sum-exp output").
 template <int = 0> constexpr uint32_t lse() { return get_named_compile_time_arg_val("lse"); }
 // Q row tiles per request, 1 normally (attention_protocol.hpp "Q row tiles").

@@ -277,9 +277,9 @@ MUTATIONS = [
              "    coords = [halves[i + 1] | halves[i] << 16 for i in range(0, len(halves), 2)]",
              "the bank coordinates are packed high half first: not the layout ttnn's TensorAccessorArgs gives",
              tests=("tests/emulator/test_emulator_sharded.py::test_sharded_accessor_args_are_ttnns",)),
-    Mutation("sharded-q-interleaved", "ttnn_flashdecode/op/launch.py",
-             "    q_shards = _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, len(q_pages), emu.grid,",
-             "    q_shards = None and _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape, len(q_pages), emu.grid,",
+    Mutation("sharded-q-interleaved", "ttnn_flashdecode/op/emulator_backend.py",
+             'shards = {"q": _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape,',
+             'shards = {"q": None and _height_shards(q.memory_config() if isinstance(q, ttnn.Tensor) else None, shape,',
              "a height-sharded host Q is silently read as DRAM interleaved",
              tests=("tests/emulator/test_emulator_sharded.py::test_a_height_sharded_host_q_is_read_from_l1",)),
     # Split-K with Q row tiles (issue 20 item 6): the combine runs a round per row tile.

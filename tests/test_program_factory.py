@@ -8,6 +8,7 @@ from ttnn_flashdecode.op.paths import declared_named_args, kernel_dir, named_arg
 from ttnn_flashdecode.op.program_factory import (
     KERNEL_FILES, MAX_REQUESTS_PER_CORE, Addresses, build_program, decode_requests, plan_decode, set_addresses, work_table,
 )
+from ttnn_flashdecode.op.modifiers import ScoreModifiers
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import Residency, cb_plan
 from ttnn_flashdecode.op.schedule import schedule
@@ -39,7 +40,7 @@ def _noc_xy(x, y):
 
 def _plan(batch=2, n_q=16, n_kv=2, head_dim=128, capacity=8192, block=16, grid=(8, 8), compute=ComputeOptions(),
           positions=None, split=1, max_split=1, softcap=0.0):
-    shape = DecodeShape(batch, n_q, n_kv, head_dim, capacity, softcap=softcap)
+    shape = DecodeShape(batch, n_q, n_kv, head_dim, capacity, scores=ScoreModifiers(softcap=softcap))
     positions = positions or [100] * batch
     kv = [p + 1 for p in positions for _ in range(n_kv)]
     plan_schedule = schedule(kv, grid[0] * grid[1], max_split=max(max_split, 1), split=split,
