@@ -4,7 +4,7 @@ import pytest
 import ttnn
 
 from ttnn_flashdecode.op import protocol
-from ttnn_flashdecode.op.paths import declared_named_args, kernel_dir, named_args_used
+from ttnn_flashdecode.op.paths import ARGS_HEADER, declared_named_args, kernel_dir, named_args_used
 from ttnn_flashdecode.op.program_factory import (
     KERNEL_FILES, MAX_REQUESTS_PER_CORE, Addresses, build_program, decode_requests, plan_decode, set_addresses, work_table,
 )
@@ -78,6 +78,14 @@ def test_args_header_declares_the_plans_named_args_once_in_its_order():
     """The pair: kernels/attention_args.hpp's accessors are the plan's named compile-time args, one
     each, in the order Plan.named_compile_time_args lists them."""
     assert declared_named_args() == tuple(name for name, _ in _plan().named_compile_time_args)
+
+
+def test_only_the_args_header_reads_named_args_by_their_names():
+    """Every other kernel file reads a named arg through its accessor, so a name is spelled once."""
+    for path in kernel_dir().iterdir():
+        if path.suffix in (".cpp", ".hpp") and path.name != ARGS_HEADER:
+            code = "\n".join(line.split("//")[0] for line in path.read_text().splitlines())
+            assert "get_named_compile_time_arg_val" not in code, path.name
 
 
 def test_kernels_have_absolute_paths_and_the_named_args_they_read():
