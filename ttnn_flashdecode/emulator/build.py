@@ -407,7 +407,7 @@ def _check_trisc_threads(kb: KernelBuild, spec: ArchSpec, out_dir: Path, src: Pa
     """Syntax-check a compute kernel as each TRISC thread with that thread's declarations only."""
     for thread in TRISC_THREADS:
         flags = [f for f in _flags(kb, spec, out_dir, src, trisc_thread=thread) if f not in ("-shared", "-fPIC")]
-        _run_cc([CXX, *flags, "-fsyntax-only", str(src)],
+        _run_cc([CXX, f"-I{precompiled_header_dir(flags)}", *flags, "-fsyntax-only", str(src)],
                 f"kernel {src.name} for the {thread} thread (tt-metal builds a compute kernel once per TRISC thread)")
 
 
