@@ -634,7 +634,9 @@ def _mutated_copy(mutation: Mutation, into: pathlib.Path) -> pathlib.Path:
         shutil.copytree(ROOT / PACKAGE, into / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
     path, start, end = locate(mutation, target, into)
     text = path.read_text()
-    path.write_text(text[:start] + mutation.mutated + text[end:])
+    # The match starts at the snippet's first token, after the line's indentation: so does the edit
+    # (Python's indentation is its syntax).
+    path.write_text(text[:start] + mutation.mutated.strip() + text[end:])
     return target
 
 
