@@ -52,6 +52,10 @@ TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "test
 
 PACKAGE = "ttnn_flashdecode"
 
+SLICE_PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:xdist", "-p", "no:random_order")
+"""pytest plugins a slice's run leaves unloaded: none serves one serial slice (hypothesis's ``@given``
+works without its plugin), and loading them is ~0.6 CPU-s of each of ~90 runs."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Mutation:
@@ -650,8 +654,8 @@ def run(mutation: Mutation) -> tuple[bool, float, str]:
             # The copy's conftest names the copy's mock cluster; the parent's would make mock-device tests skip.
             env.pop("TT_METAL_MOCK_CLUSTER_DESC_PATH", None)
         start = time.perf_counter()
-        result = subprocess.run([sys.executable, "-P", "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                 *mutation.slice], cwd=ROOT, env=env, capture_output=True, text=True)
+        result = subprocess.run([sys.executable, "-P", "-m", "pytest", "-x", "-q", *SLICE_PLUGINS_OFF, *mutation.slice],
+                                cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
     # tt-metal's log lines (its mock cluster's teardown) follow pytest's summary: keep pytest's own.
     lines = [line for line in (result.stdout + result.stderr).strip().splitlines() if " | " not in line]
