@@ -44,12 +44,55 @@ using namespace flashdecode;
 
 namespace {
 
+// Bytes of one K/V tile, the cache's format: bfloat16, bfloat8_b or bfloat4_b.
+constexpr uint32_t kKvTileBytes = args::kv_tile_bytes();
+static_assert(kKvTileBytes == 2048 || kKvTileBytes == 1088 || kKvTileBytes == 576, "K/V: bfloat16, bfloat8_b or bfloat4_b tiles");
+// Bytes of the POSITIONS operand's one page: one int32 per user (batch * 4).
+constexpr uint32_t kPositionsBytes = args::positions_bytes();
+// The KV cache's layout (attention_protocol.hpp "Paged KV cache"): all 0 for a contiguous cache.
+constexpr uint32_t kCacheBlockTiles = args::cache_block_tiles();
+constexpr uint32_t kCacheBlockPages = args::cache_block_pages();
+constexpr uint32_t kCacheBlocks = args::cache_blocks();
+constexpr uint32_t kPageTableEntries = args::page_table_entries();
+constexpr uint32_t kCacheWrapTiles = args::cache_wrap_tiles();
+constexpr bool kHalfBlocks = args::cache_half_blocks() != 0;
+// Consecutive users that share one page-table row (ttnn's spec_multi_pos_tiles candidates): user
+// u reads row u / users_per_table_row. 1 normally.
+constexpr uint32_t kUsersPerTableRow = args::users_per_table_row();
+static_assert(!kHalfBlocks || kKvTileBytes == 2048, "blocks of 16 positions: bfloat16 caches only");
+constexpr bool kPaged = kCacheBlockTiles != 0;
+// The sliding window and the attention chunk in positions, 0 for none (attention_protocol.hpp
+// "Sliding window", "Chunked-local attention"): a chunk's start is a window's, through the same
+// CONST pages.
+constexpr uint32_t kWindow = args::window();
+constexpr uint32_t kChunk = args::attention_chunk();
+constexpr bool kWindowed = kWindow != 0 || kChunk != 0;
+// Attention sinks (attention_protocol.hpp "Attention sink"): 1 when the call has them.
+constexpr bool kSink = args::sink() != 0;
+constexpr uint32_t kConstPages = const_pages(kWindowed, kSink, kRowTiles, kRowTileUsers);
+// Attention mask (attention_protocol.hpp "Attention mask"): users of the mask (1: broadcast over
+// the batch), 0 without one; its TensorAccessorArgs follow PAGE_TABLE's.
+constexpr uint32_t kMaskUsers = args::mask_users();
+// Bytes of one work row (a WORK page), and the grid's width in cores (work_slot).
+constexpr uint32_t kWorkRowBytes = args::work_row_bytes();
+constexpr uint32_t kGridX = args::grid_x();
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 constexpr uint32_t kQueryChunkBytes = 64;
-constexpr uint32_t kInboxSlots = get_named_compile_time_arg_val("inbox_slots");
+constexpr uint32_t kInboxSlots = args::inbox_slots();
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // V is K (attention_protocol.hpp "Values from keys"): each block is read once, into CB K only.
-constexpr bool kValuesFromKeys = get_named_compile_time_arg_val("values_from_keys") != 0;
+constexpr bool kValuesFromKeys = args::values_from_keys() != 0;
+
+// Reads this core's work row into a reserved page of `cb` (the caller pushes it or keeps it) and
+// returns the page's L1 address.
+inline uint32_t read_work_row(uint32_t cb) {
+    cb_reserve_back(cb, 1);
+    const uint32_t page = get_write_ptr(cb);
+    const auto work = TensorAccessor(kWorkArgs, operand_base(kCommonWorkBase), kWorkRowBytes);
+    noc_async_read_page(work_slot(get_absolute_logical_x(), get_absolute_logical_y(), kGridX), work, page);
+    noc_async_read_barrier();
+    return page;
+}
 
 // A tile row is two 16-element face rows: faces 0/1 hold rows 0..15, faces 2/3 rows 16..31.
 

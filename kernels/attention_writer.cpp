@@ -28,7 +28,7 @@ using namespace flashdecode;
 
 namespace {
 
-constexpr bool kLse = get_named_compile_time_arg_val("lse") != 0;
+constexpr bool kLse = args::lse() != 0;
 // The LSE operand's TensorAccessorArgs end the chain (after WORK's); a page per output row of
 // n_q_heads float32 values.
 constexpr auto kLseArgs = TensorAccessorArgs<kWorkArgs.next_compile_time_args_offset()>();

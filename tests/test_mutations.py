@@ -1,6 +1,7 @@
-"""The mutation check runs in CI: every deliberate one-line mutation (kernel or host module) turns its slice red."""
+"""The mutation check runs in CI: every deliberate mutation (kernel or host module) turns its slice red."""
 
 import concurrent.futures
+import dataclasses
 import importlib.util
 import pathlib
 import sys
@@ -12,6 +13,29 @@ spec = importlib.util.spec_from_file_location("mutation_check", SCRIPT)
 mutation_check = importlib.util.module_from_spec(spec)
 sys.modules["mutation_check"] = mutation_check  # dataclasses look their module up there
 spec.loader.exec_module(mutation_check)
+
+
+def test_every_mutation_finds_its_site_and_snippet_once():
+    """Each mutation's anchor (its site's one definition in kernels/, or its host file, holding the
+    snippet once) resolves, so no run below fails for a moved line rather than a caught bug."""
+    for mutation in mutation_check.MUTATIONS:
+        path, start, end = mutation_check.locate(mutation, mutation_check.KERNELS, mutation_check.ROOT)
+        assert mutation_check.snippet_pattern(mutation.original).fullmatch(path.read_text()[start:end]), mutation.name
+
+
+def test_anchors_survive_moved_and_rewrapped_code(tmp_path):
+    """An anchor names a function, not a file or a line: the function moved to another file and its
+    snippet re-wrapped and re-indented still resolve, to the snippet's new place."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    (kernels / "a.hpp").write_text("constexpr uint32_t kOther = 3;\n")
+    (kernels / "b.cpp").write_text("// moved here\nuint32_t f(uint32_t x) {\n  return x\n      + kOther;\n}\n"
+                                   "uint32_t g() { return f(1) + kOther; }\n")
+    moved = mutation_check.Mutation("m", "f", "return x + kOther;", "return x;", "")
+    path, start, end = mutation_check.locate(moved, kernels, tmp_path)
+    assert path.name == "b.cpp" and path.read_text()[start:end] == "return x\n      + kOther;"
+    with pytest.raises(SystemExit, match="expected its snippet once"):
+        mutation_check.locate(dataclasses.replace(moved, site="g"), kernels, tmp_path)
 
 
 @pytest.fixture(scope="module")

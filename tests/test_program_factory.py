@@ -4,10 +4,11 @@ import pytest
 import ttnn
 
 from ttnn_flashdecode.op import protocol
-from ttnn_flashdecode.op.paths import kernel_dir
+from ttnn_flashdecode.op.paths import ARGS_HEADER, declared_named_args, kernel_dir, named_args_used
 from ttnn_flashdecode.op.program_factory import (
-    MAX_REQUESTS_PER_CORE, Addresses, build_program, decode_requests, plan_decode, set_addresses, work_table,
+    KERNEL_FILES, MAX_REQUESTS_PER_CORE, Addresses, build_program, decode_requests, plan_decode, set_addresses, work_table,
 )
+from ttnn_flashdecode.op.modifiers import ScoreModifiers
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.residency import Residency, cb_plan
 from ttnn_flashdecode.op.schedule import schedule
@@ -38,8 +39,8 @@ def _noc_xy(x, y):
 
 
 def _plan(batch=2, n_q=16, n_kv=2, head_dim=128, capacity=8192, block=16, grid=(8, 8), compute=ComputeOptions(),
-          positions=None, split=1, max_split=1):
-    shape = DecodeShape(batch, n_q, n_kv, head_dim, capacity)
+          positions=None, split=1, max_split=1, softcap=0.0):
+    shape = DecodeShape(batch, n_q, n_kv, head_dim, capacity, scores=ScoreModifiers(softcap=softcap))
     positions = positions or [100] * batch
     kv = [p + 1 for p in positions for _ in range(n_kv)]
     plan_schedule = schedule(kv, grid[0] * grid[1], max_split=max(max_split, 1), split=split,
@@ -65,48 +66,70 @@ def test_descriptor_has_the_residency_cbs():
     assert positions.format_descriptors[0].data_format_as_uint8 == 8  # tt::DataFormat::Int32
 
 
+ROLES = tuple(KERNEL_FILES)  # reader, compute, writer: the descriptor's kernel order
+
+
+def _args(kernel) -> tuple:
+    """What a kernel object is built from: its positional and named compile-time args."""
+    return tuple(kernel.compile_time_args), tuple(kernel.named_compile_time_args)
+
+
+def test_args_header_declares_the_plans_named_args_once_in_its_order():
+    """The pair: kernels/attention_args.hpp's accessors are the plan's named compile-time args, one
+    each, in the order Plan.named_compile_time_args lists them."""
+    assert declared_named_args() == tuple(name for name, _ in _plan().named_compile_time_args)
+
+
+def test_only_the_args_header_reads_named_args_by_their_names():
+    """Every other kernel file reads a named arg through its accessor, so a name is spelled once."""
+    for path in kernel_dir().iterdir():
+        if path.suffix in (".cpp", ".hpp") and path.name != ARGS_HEADER:
+            code = "\n".join(line.split("//")[0] for line in path.read_text().splitlines())
+            assert "get_named_compile_time_arg_val" not in code, path.name
+
+
 def test_kernels_have_absolute_paths_and_the_named_args_they_read():
     plan = _plan()
     program = _build(plan)
     sources = [k.kernel_source for k in program.kernels]
     assert sources == [str(kernel_dir() / n) for n in ("attention_reader.cpp", "attention_compute.cpp", "attention_writer.cpp")]
-    reads = {"reader": READER_ARGS, "compute": COMPUTE_ARGS, "writer": WRITER_ARGS}
-    for role, kernel in zip(("reader", "compute", "writer"), program.kernels):
-        assert list(kernel.compile_time_args) == DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 5
-        assert dict(kernel.named_compile_time_args) == {name: value for name, value in {
-            "dim_tiles": 4, "block_tiles": 16, "tile_bytes": 2048, "dst_tiles": 4, "exp_approx": 0, "row_scaling_on_sfpu": 0, "row_sum_groups": 1,
-            "inbox_slots": 0, "q_width_tiles": 16 * 4, "positions_bytes": 2 * 4,
-            "kv_tile_bytes": 2048, "cache_block_tiles": 0, "cache_block_pages": 0, "cache_blocks": 0,
-            "page_table_entries": 0, "work_row_bytes": 128, "grid_x": 8, "window": 0, "sink": 0, "mask_users": 0,
-            "cache_wrap_tiles": 0, "cache_half_blocks": 0, "users_per_table_row": 1, "attention_chunk": 0, "softcap": 0,
-            "softcap_recip": 0, "lse": 0, "row_tiles": 1, "values_from_keys": 0, "row_tile_users": 0}.items()
-            if name in reads[role]}
+    given = dict(plan.named_compile_time_args)
+    for role, kernel in zip(ROLES, program.kernels):
+        reads = named_args_used(kernel_dir() / KERNEL_FILES[role])
+        assert dict(kernel.named_compile_time_args) == {name: given[name] for name in reads}, role
+        # compute reads no operand: the TensorAccessorArgs go to the data-movement kernels only
+        assert list(kernel.compile_time_args) == ([] if role == "compute" else DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 5)
+    compute_args = dict(program.kernels[1].named_compile_time_args)
+    assert (compute_args["dim_tiles"], compute_args["block_tiles"], compute_args["dst_tiles"]) == (4, 16, 4)
+    assert dict(program.kernels[0].named_compile_time_args)["q_width_tiles"] == 16 * 4
     compute = program.kernels[1].config
     assert isinstance(compute, ttnn.ComputeConfigDescriptor)
     assert compute.fp32_dest_acc_en and compute.math_fidelity == ttnn.MathFidelity.HiFi4 and not compute.math_approx_mode
 
 
-_DATAFLOW_ARGS = {"dim_tiles", "block_tiles", "tile_bytes", "q_width_tiles", "kv_tile_bytes", "positions_bytes",
-                  "cache_block_tiles", "cache_block_pages", "cache_blocks", "page_table_entries", "cache_wrap_tiles",
-                  "cache_half_blocks", "users_per_table_row", "window", "sink", "attention_chunk", "row_tiles",
-                  "mask_users", "work_row_bytes", "grid_x", "row_tile_users"}
-READER_ARGS = _DATAFLOW_ARGS | {"inbox_slots", "values_from_keys"}
-WRITER_ARGS = _DATAFLOW_ARGS | {"lse"}
-COMPUTE_ARGS = {"dim_tiles", "block_tiles", "dst_tiles", "exp_approx", "row_scaling_on_sfpu", "row_sum_groups", "window", "sink",
-                "attention_chunk", "row_tiles", "softcap", "softcap_recip", "mask_users", "inbox_slots", "lse",
-                "values_from_keys", "row_tile_users"}
-"""What each kernel reads, written out here: the compute kernel's object does not depend on the cache's
-geometry, the batch or the grid (so the emulator shares it, and generic_op copies 17 args, not 31)."""
+def test_every_named_arg_is_read_by_some_kernel():
+    """The plan gives no arg that no kernel reads."""
+    reads = set().union(*(named_args_used(kernel_dir() / name) for name in KERNEL_FILES.values()))
+    assert reads == set(declared_named_args())
 
 
-def test_each_kernel_reads_what_this_test_says_and_the_plan_gives_no_arg_nobody_reads():
-    from ttnn_flashdecode.op.paths import named_args_used
+def test_an_option_only_compute_reads_leaves_the_reader_and_writer_as_they_were():
+    """A compute config or a softcap changes the compute kernel's args only: the reader's and the
+    writer's are the same, so the emulator reuses their objects (and tt-metal's JIT its binaries)."""
+    base = _build(_plan())
+    lofi = ComputeOptions.from_config(ttnn.ComputeConfigDescriptor(
+        math_fidelity=ttnn.MathFidelity.LoFi, fp32_dest_acc_en=False, math_approx_mode=True))
+    for other in (_build(_plan(compute=lofi)), _build(_plan(softcap=30.0))):
+        assert [_args(k) for k in other.kernels[::2]] == [_args(k) for k in base.kernels[::2]]
+        assert _args(other.kernels[1]) != _args(base.kernels[1])
 
-    reads = {role: named_args_used(kernel_dir() / name) for role, name in (
-        ("reader", "attention_reader.cpp"), ("compute", "attention_compute.cpp"), ("writer", "attention_writer.cpp"))}
-    assert reads == {"reader": READER_ARGS, "compute": COMPUTE_ARGS, "writer": WRITER_ARGS}
-    given = {name for name, _ in _plan().named_compile_time_args}
-    assert given == READER_ARGS | COMPUTE_ARGS | WRITER_ARGS  # every arg a kernel reads is given; none is dead
+
+def test_the_compute_kernel_does_not_depend_on_the_batch_grid_or_operands():
+    """Compute's args hold neither the batch, the grid, the cache's layout nor the operands'
+    TensorAccessorArgs, so it shares one object across them."""
+    base = _build(_plan())
+    for other in (_build(_plan(batch=3, positions=[7, 100, 900])), _build(_plan(grid=(4, 4)))):
+        assert _args(other.kernels[1]) == _args(base.kernels[1])
 
 
 def test_compute_config_is_overridable():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -212,7 +213,9 @@ def test_silicon_check_passes_on_mock_wormhole_and_blackhole(silicon_check_run, 
     _assert_all_ok(silicon_check_run, lambda arch: quick_cases() if arch == QUICK_ARCH else CASES)
 
 
-# Errors planted in a copy of the compute kernel: (statement in the kernel, which occurrence of it,
+#: The compute kernel's file the errors are planted in (its softmax stages), in a copy of kernels/.
+PLANTED_FILE = "attention_softmax.hpp"
+# Errors planted in a copy of the compute kernel: (statement in PLANTED_FILE, which occurrence of it,
 # what replaces it, the threads that must report an error at that line). The kernel is compiled
 # once per TRISC thread; MATH(...) keeps its argument on the MATH thread only, and tt-metal
 # declares APPROX for MATH and PACK only. The SFPI ones check the stand-in refuses what SFPI does.
@@ -246,12 +249,15 @@ def _plant(kernel: Path, copy: Path, plants) -> dict[int, tuple]:
 
 def test_planted_kernel_errors_are_reported_at_their_line_on_their_thread(silicon_check_run, tmp_path, record_property):
     """Replays the logged compute compiles (first variant, both archs, against the SFPI headers in
-    use: the stand-in here) with an edited kernel copy: each planted error is an ``error:`` at the
-    copy's line on exactly the threads that compile it, and the unedited lines stay clean."""
+    use: the stand-in here) with an edited copy of the kernels: each planted error is an ``error:``
+    at the edited file's line on exactly the threads that compile it, and the unedited lines stay clean."""
     assert silicon_check_run.result.returncode in (0, 1), silicon_check_run.result.stderr[-3000:]
     include, source = sfpi_include_dir()
-    copy = tmp_path / "attention_compute.cpp"
-    planted = _plant(REPO / "kernels" / "attention_compute.cpp", copy, (*PLANTED_ERRORS, PLANTED_WORMHOLE_ERROR))
+    kernels = tmp_path / "kernels"  # the kernel's own folder copied: its headers come from the copy
+    shutil.copytree(REPO / "kernels", kernels)
+    edited = kernels / PLANTED_FILE
+    planted = _plant(REPO / "kernels" / PLANTED_FILE, edited, (*PLANTED_ERRORS, PLANTED_WORMHOLE_ERROR))
+    copy = kernels / "attention_compute.cpp"
     compiler = wrapper_path(build_root())
     start = time.perf_counter()
     for arch in ARCHS:
@@ -263,7 +269,7 @@ def test_planted_kernel_errors_are_reported_at_their_line_on_their_thread(silico
             assert result.skipped is None and result.variants == 1, result
             located = {}
             for error in result.errors:
-                assert error.startswith(f"{copy}:"), f"{arch} {result.thread}: an error outside the planted lines: {error}"
+                assert error.startswith(f"{edited}:"), f"{arch} {result.thread}: an error outside the planted lines: {error}"
                 located.setdefault(int(error.split(":")[1]), []).append(error)
             expected = {line for line, plant in planted.items()
                         if (result.thread in plant[3] if len(plant) > 3 else (arch == "wormhole_b0" and result.thread == "MATH"))}

@@ -23,7 +23,7 @@ import os
 import pathlib
 import re
 
-__all__ = ["kernel_dir", "emulator_dir", "package_dir", "named_args_used"]
+__all__ = ["kernel_dir", "emulator_dir", "package_dir", "named_args_used", "declared_named_args", "ARGS_HEADER"]
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]  # ttnn_flashdecode/, above op/
 
@@ -118,32 +118,67 @@ def emulator_dir() -> pathlib.Path:
     return path
 
 
-_NAMED_ARG = re.compile(r'get_named_compile_time_arg_val\(\s*"([A-Za-z_0-9]+)"\s*\)')
+ARGS_HEADER = "attention_args.hpp"
+"""The kernel header that declares every named compile-time arg once, an accessor each
+(``args::dim_tiles()``); :func:`declared_named_args` reads it."""
+
+_ACCESSOR = re.compile(r'constexpr\s+uint32_t\s+(\w+)\s*\(\s*\)\s*\{\s*return\s+get_named_compile_time_arg_val\(\s*"(\w+)"\s*\)')
+_ACCESSOR_CALL = re.compile(r'\bargs::(\w+)\s*(?:<[^<>()]*>)?\s*\(')
+_DIRECT_READ = re.compile(r'get_named_compile_time_arg_val\(\s*"([A-Za-z_0-9]+)"\s*\)')
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+_COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/', re.DOTALL)
+
+
+def declared_named_args(folder: pathlib.Path | None = None) -> tuple[str, ...]:
+    """The named compile-time args :data:`ARGS_HEADER` declares, in its order.
+
+    Raises:
+        ValueError: an accessor's name differs from the arg it reads (one spelling per arg).
+    """
+    text = ((folder or kernel_dir()) / ARGS_HEADER).read_text()
+    names = []
+    for accessor, arg in _ACCESSOR.findall(_COMMENT.sub("", text)):
+        if accessor != arg:
+            raise ValueError(f"{ARGS_HEADER}: expected accessor {arg}() for the arg {arg!r}, got {accessor}()")
+        names.append(arg)
+    return tuple(names)
 
 
 def named_args_used(source: pathlib.Path) -> frozenset[str]:
-    """The named compile-time args a kernel source reads (``get_named_compile_time_arg_val("name")``),
-    in it and in the headers it includes from its own folder, recursively.
+    """The named compile-time args a kernel source reads: the :data:`ARGS_HEADER` accessors it calls
+    (``args::name()``) or direct ``get_named_compile_time_arg_val("name")`` calls, in it and in the
+    headers it includes from its own folder, recursively (comments aside).
 
     Why: a kernel is given only the args it reads. tt-metal's ``generic_op`` copies every kernel's
     named args on each call (host-bench: ~0.1 us an arg), and the emulator builds one object per
-    distinct set of a kernel's args, so the compute kernel no longer rebuilds for a new batch or
-    cache geometry it never reads. Read once per file version (path, mtime, size).
+    distinct set of a kernel's args, so the compute kernel does not rebuild for a new batch or
+    cache geometry it never reads, nor the reader and the writer for a new compute config. Each
+    file is read once per version (path, mtime, size).
 
     Raises:
         FileNotFoundError: ``source`` does not exist.
     """
-    stat = source.stat()
-    return _named_args_used(source.resolve(), stat.st_mtime_ns, stat.st_size)
+    names: set[str] = set()
+    seen: set[pathlib.Path] = set()
+    todo = [source.resolve()]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        stat = path.stat()
+        reads, includes = _scan(path, stat.st_mtime_ns, stat.st_size)
+        names |= reads
+        todo += [path.parent / header for header in includes if (path.parent / header).is_file()]
+    return frozenset(names)
 
 
 @functools.lru_cache(maxsize=64)
-def _named_args_used(source: pathlib.Path, _mtime_ns: int, _size: int) -> frozenset[str]:
-    text = source.read_text()
-    names = set(_NAMED_ARG.findall(text))
-    for header in _LOCAL_INCLUDE.findall(text):
-        local = source.parent / header
-        if local.is_file() and local != source:
-            names |= named_args_used(local)
-    return frozenset(names)
+def _scan(path: pathlib.Path, _mtime_ns: int, _size: int) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(args read, local includes) of one file; the args header declares, it does not read."""
+    text = path.read_text()
+    includes = tuple(_LOCAL_INCLUDE.findall(text))
+    if path.name == ARGS_HEADER:
+        return frozenset(), includes
+    code = _COMMENT.sub("", text)
+    return frozenset(_ACCESSOR_CALL.findall(code)) | frozenset(_DIRECT_READ.findall(code)), includes

@@ -405,7 +405,8 @@ _DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int3
 def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
     """The ``ttnn.ProgramDescriptor`` of ``plan``: the CBs of :func:`cb_plan`, reader / compute /
     writer kernels with absolute source paths and compile-time args from the plan (each kernel the
-    named args it reads: :func:`~ttnn_flashdecode.op.paths.named_args_used`), no per-core
+    named args it reads: :func:`~ttnn_flashdecode.op.paths.named_args_used`; the operands'
+    TensorAccessorArgs for the reader and writer only, as compute reads no operand), no per-core
     runtime args (each core reads its row of :func:`work_table`), and common runtime args of the
     reader and writer that :func:`set_addresses` fills per call (zeros until then) followed by
     the NoC table of a split program.
@@ -434,7 +435,7 @@ def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
             kernel_source=str(source),
             source_type=ttnn.KernelDescriptor.SourceType.FILE_PATH,
             core_ranges=core_ranges,
-            compile_time_args=list(plan.accessor_args),
+            compile_time_args=list(plan.accessor_args) if role != "compute" else [],  # compute reads no operand
             named_compile_time_args=[(name, value) for name, value in plan.named_compile_time_args if name in reads],
             runtime_args=ttnn.RuntimeArgs(),
             common_runtime_args=placeholder if role != "compute" else [],
