@@ -36,7 +36,7 @@ import ttnn
 
 from ttnn_flashdecode import attention, attention_reference
 from ttnn_flashdecode.op import plan, residency, transformer
-from ttnn_flashdecode.op.plan import DEFAULT_ARCH, plan_program
+from ttnn_flashdecode.op.plan import DEFAULT_ARCH, Target, plan_program
 from ttnn_flashdecode.op.program_factory import OPERANDS
 from ttnn_flashdecode.op.residency import Residency, l1_bytes
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
@@ -223,7 +223,7 @@ def planned_split(split: int) -> Call:
 
     def run():
         options_for(backend="auto", split=split, scale=None)
-        return plan_program(shape, None, split, ComputeOptions(), DEFAULT_ARCH, (16, 16), ((),) * len(OPERANDS), lambda x, y: (x, y))
+        return plan_program(shape, Target(DEFAULT_ARCH, (16, 16), ((),) * len(OPERANDS), lambda x, y: (x, y)), split=split)
 
     def check(planned):
         assert planned.schedule.split_count(0) == split

@@ -150,6 +150,20 @@ def test_no_op_function_is_over_80_lines_of_code():
     assert not long
 
 
+MAX_POSITIONAL = 6
+"""Positional parameters an op/ function may take (issue 34: no ``validate_inputs``-style lists)."""
+
+
+def test_no_op_function_takes_more_than_six_positional_parameters():
+    wide = []
+    for path in sorted(OP.rglob("*.py")):
+        for f in _functions(ast.parse(path.read_text())):
+            positional = [a.arg for a in f.args.posonlyargs + f.args.args if a.arg not in ("self", "cls")]
+            if len(positional) > MAX_POSITIONAL:
+                wide.append(f"{path.name}:{f.name} {len(positional)}")
+    assert not wide
+
+
 def test_attention_is_never_passed_as_a_callback():
     for path in sorted(OP.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -147,6 +147,7 @@ def test_reader_never_follows_an_entry_outside_the_cache():
     from ttnn_flashdecode.op import constants, tiles
     from ttnn_flashdecode.emulator import Emulator, tensor_accessor_compile_time_args
     from ttnn_flashdecode.op.operation import DEFAULT_ARCH, plan_program, program_for
+    from ttnn_flashdecode.op.plan import Target
     from ttnn_flashdecode.op.program_factory import Addresses, operand_accessor_args, set_addresses, work_table
     from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 
@@ -165,8 +166,7 @@ def test_reader_never_follows_an_entry_outside_the_cache():
         emu.write_pages(buffer, data)
     shape = DecodeShape(1, 2, 1, 64, 256, cache_block_size=64, cache_blocks=4)
     accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in buffers])
-    plan = plan_program(shape, None, None, ComputeOptions(), DEFAULT_ARCH, tuple(emu.grid), accessor_args,
-                        emu.worker_core_from_logical_core)
+    plan = plan_program(shape, Target(DEFAULT_ARCH, tuple(emu.grid), accessor_args, emu.worker_core_from_logical_core))
     work = work_table(plan)
     work_buffer = emu.allocate_dram(work.shape[0], work.shape[1] * 4)
     emu.write_pages(work_buffer, work)

@@ -306,6 +306,7 @@ def test_device_plan_fits_beside_l1_small_and_a_live_l1_tensor(mock_device):
     at launch; planned against the allocator it goes through generic_op."""
     from ttnn_flashdecode import attention
     from ttnn_flashdecode.op.operation import plan_program
+    from ttnn_flashdecode.op.plan import Target
     from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
     from ttnn_flashdecode.op.residency import (
         DEVICE_L1_MARGIN_BYTES, available_l1_bytes, device_cb_budget_bytes, l1_bytes,
@@ -319,7 +320,7 @@ def test_device_plan_fits_beside_l1_small_and_a_live_l1_tensor(mock_device):
     shape = DecodeShape(1, 16, 2, 128, 8192)
     grid = mock_device.compute_with_storage_grid_size()
     accessor = tuple((2, 2048) for _ in range(8))  # program_factory.OPERANDS
-    unaware = plan_program(shape, None, 2, ComputeOptions(), "wormhole_b0", (grid.x, grid.y), accessor, lambda x, y: (x, y))
+    unaware = plan_program(shape, Target("wormhole_b0", (grid.x, grid.y), accessor, lambda x, y: (x, y)), split=2)
     assert l1_bytes(unaware.residency) > budget, "the case must need the allocator-aware budget"
     out = attention(*_device_inputs(mock_device), cur_pos=[8191], split=2)
     assert tuple(out.shape) == (1, 1, 1, 16 * 128)

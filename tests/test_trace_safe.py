@@ -26,6 +26,7 @@ from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op import constants, tiles
 from ttnn_flashdecode.emulator import Emulator, tensor_accessor_compile_time_args
 from ttnn_flashdecode.op.operation import DEFAULT_ARCH, IDLE, plan_program, program_for
+from ttnn_flashdecode.op.plan import Target
 from ttnn_flashdecode.op.program_factory import Addresses, operand_accessor_args, set_addresses, work_table
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 from ttnn_flashdecode.op.reference import attention_reference, pcc, relative_l2
@@ -91,8 +92,8 @@ class Replay:
             self.buffers["page_table"] = self.emu.allocate_dram(BATCH, 4 * self.table.shape[1])
         self.emu.write_pages(self.buffers["constants"], self.const_pages)
         accessor_args = operand_accessor_args([tensor_accessor_compile_time_args(b) for b in self.buffers.values()])
-        plan = plan_program(self.shape, block_tiles, split, ComputeOptions(), DEFAULT_ARCH, tuple(self.emu.grid),
-                            accessor_args, self.emu.worker_core_from_logical_core)
+        target = Target(DEFAULT_ARCH, tuple(self.emu.grid), accessor_args, self.emu.worker_core_from_logical_core)
+        plan = plan_program(self.shape, target, block_tiles=block_tiles, split=split, compute=ComputeOptions())
         table = work_table(plan)  # the plan's WORK operand: written once, like the program
         self.buffers["work"] = self.emu.allocate_dram(table.shape[0], table.shape[1] * 4)
         self.emu.write_pages(self.buffers["work"], table)

@@ -300,7 +300,7 @@ def context_parallel_attention(
     positions = mesh.host_mesh_tensor([local_positions(global_positions, starts[i], lengths[i]) for i in line_index],
                                       mesh_shape=ttnn.MeshShape(*shape))
     out, lse = attention(q, k, v, cur_pos_tensor=positions, **options)
-    return _merge_on_host(out, lse, q, shape, mesh_axis, return_lse, merge)
+    return _merge_on_host(out, lse, q, shape, mesh_axis, return_lse=return_lse, merge=merge)
 
 
 def _local_capacity(k, page_table_tensor) -> int:
@@ -356,7 +356,7 @@ def _as_4d(shape: Sequence[int]) -> list[int]:
     return [1] * (4 - len(shape)) + [int(d) for d in shape]
 
 
-def _merge_on_host(out, lse, q, shape: tuple[int, int], axis: int, return_lse: bool, merge: bool):
+def _merge_on_host(out, lse, q, shape: tuple[int, int], axis: int, *, return_lse: bool, merge: bool):
     """The collective on the emulated mesh: an all-gather of every device's partial (out, lse) along
     ``axis`` (:func:`all_gather_host`, dim 0 of their 4-d views: ``[D, ...]``), then each device merges
     what it received (or, ``merge=False``, keeps it)."""

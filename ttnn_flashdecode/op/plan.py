@@ -59,8 +59,8 @@ def plan_call(shape: DecodeShape, options, target: Target) -> Plan:
     Raises:
         ValueError: as :func:`plan_program` and :func:`check_windows`.
     """
-    plan = plan_program(shape, options.block_tiles, options.split, options.compute, target.arch, target.grid,
-                        target.accessor_args, target.noc_xy, target.l1_budget, options.max_split)
+    plan = plan_program(shape, target, block_tiles=options.block_tiles, split=options.split, compute=options.compute,
+                        max_split=options.max_split)
     check_windows(plan)
     return plan
 
@@ -72,11 +72,21 @@ def _blocks_budget(shape: DecodeShape, arch: str, l1_budget: int | None) -> int:
     return cb_budget_bytes(arch, l1_budget) - users
 
 
-def _block_fit(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
-               l1_budget: int | None) -> int | ValueError:
+@dataclasses.dataclass(frozen=True)
+class _Sizing:
+    """What sizes a call's blocks: the arch (its L1), the L1 bytes its device leaves for CBs (None:
+    the arch's whole free L1) and whether the statistics are float32."""
+
+    arch: str
+    fp32_stats: bool
+    l1_budget: int | None = None
+
+
+def _block_fit(shape: DecodeShape, requested: int | None, sizing: _Sizing) -> int | ValueError:
     """The largest block that fits L1 unsplit, or the refusal (not raised: the planner may try
     another request layout) when none does or ``requested`` is not a block that fits."""
-    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=fp32_stats,
+    arch, l1_budget = sizing.arch, sizing.l1_budget
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=sizing.fp32_stats,
                           budget_bytes=_blocks_budget(shape, arch, l1_budget), **shape.cache_fields)
     if fit == 0:
         where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
@@ -90,25 +100,24 @@ def _block_fit(shape: DecodeShape, requested: int | None, arch: str, fp32_stats:
     return fit
 
 
-def _check_block_tiles(shape: DecodeShape, requested: int | None, arch: str, fp32_stats: bool,
-                       l1_budget: int | None) -> int:
+def _check_block_tiles(shape: DecodeShape, requested: int | None, sizing: _Sizing) -> int:
     """The largest block that fits L1 unsplit. Raises the refusal of :func:`_block_fit`."""
-    fit = _block_fit(shape, requested, arch, fp32_stats, l1_budget)
+    fit = _block_fit(shape, requested, sizing)
     if isinstance(fit, ValueError):
         raise fit
     return fit
 
 
-def _default_block_tiles(shape: DecodeShape, upto: int, arch: str, max_split: int, fp32_stats: bool,
-                         l1_budget: int | None, at_least: int | None = None) -> int:
+def _default_block_tiles(shape: DecodeShape, upto: int, max_split: int, sizing: _Sizing, *,
+                         at_least: int | None = None) -> int:
     """A block b <= ``upto`` that fits L1 beside the split-K inbox and whose double block tiles the
     cache (2*b divides capacity_tiles, so every position up to capacity-1 has a padded window inside
     the cache; any b for a circular cache): the smallest such b >= ``at_least`` (default ``upto``), else the largest below it;
     1 when none does."""
     at_least = upto if at_least is None else at_least
-    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, max_split=max_split, fp32_stats=fp32_stats,
-                          **shape.cache_fields,
-                          budget_bytes=_blocks_budget(shape, arch, l1_budget))
+    fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, sizing.arch, max_split=max_split,
+                          fp32_stats=sizing.fp32_stats, **shape.cache_fields,
+                          budget_bytes=_blocks_budget(shape, sizing.arch, sizing.l1_budget))
     valid = [b for b in range(1, min(upto, fit) + 1) if shape.cache_wrap or shape.capacity_tiles % (2 * b) == 0]
     covering = [b for b in valid if b >= at_least]
     return min(covering) if covering else max(valid, default=1)
@@ -143,32 +152,29 @@ def check_windows(plan: Plan) -> None:
             + fix + (" or a smaller block_tiles" if block > 1 else ""))
 
 
-def _max_split(shape: DecodeShape, block_tiles: int, arch: str, grid_cores: int, fp32_stats: bool,
-               l1_budget: int | None, cap: int | None = None) -> int:
+def _max_split(shape: DecodeShape, block_tiles: int, grid_cores: int, sizing: _Sizing, cap: int | None = None) -> int:
     """Most split-K slices per request: bounded by the grid, word 5's byte, the caller's ``cap``
     (``max_split``) and the L1 left beside blocks of ``block_tiles`` for the inbox (one partial per
     level of the combine tree)."""
     for split in range(min(protocol.MAX_SPLIT, grid_cores, cap or protocol.MAX_SPLIT), 1, -1):
-        residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split, fp32_stats=fp32_stats,
-                              batch=shape.batch, **shape.cache_fields)
-        if l1_bytes(residency) <= cb_budget_bytes(arch, l1_budget):
+        residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split,
+                              fp32_stats=sizing.fp32_stats, batch=shape.batch, **shape.cache_fields)
+        if l1_bytes(residency) <= cb_budget_bytes(sizing.arch, sizing.l1_budget):
             return split
     return 1
 
 
-def _planned_block(shape: DecodeShape, fit: int, largest: int, longest: int, arch: str, fp32_stats: bool,
-                   l1_budget: int | None) -> int:
+def _planned_block(shape: DecodeShape, fit: int, largest: int, longest: int, sizing: _Sizing) -> int:
     """The default block for requests split at most ``largest`` ways, the longest slice
     ``longest`` tiles. A split request's slices are short: one block holds the longest when L1
     allows, so every slice goes max first (no rescale) and no block after a slice's first pays a
     rescale of the running state (~85 compute calls, the cost model's later_blocks)."""
     if largest == 1:
-        return _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), arch, largest, fp32_stats, l1_budget)
-    return _default_block_tiles(shape, fit, arch, largest, fp32_stats, l1_budget, at_least=longest)
+        return _default_block_tiles(shape, min(DEFAULT_BLOCK_TILES, fit), largest, sizing)
+    return _default_block_tiles(shape, fit, largest, sizing, at_least=longest)
 
 
-def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, arch: str, fp32_stats: bool,
-                                     l1_budget: int | None) -> tuple[int, int]:
+def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, sizing: _Sizing) -> tuple[int, int]:
     """``shape.batch_invariant``: the split and block every request gets whatever its batch: the
     caller's split, else none (a split slice needs a core of its own, so any fixed split > 1 stops
     fitting the grid at some batch, and a split that shrinks with the batch changes the bits);
@@ -178,8 +184,8 @@ def _batch_invariant_split_and_block(shape: DecodeShape, split, block_tiles, arc
                                 scores=dataclasses.replace(shape.scores, mask_users=min(shape.scores.mask_users, 1)))
     split = 1 if split is None else split
     if block_tiles is None:
-        fit = _check_block_tiles(alone, None, arch, fp32_stats, l1_budget)
-        block_tiles = _planned_block(alone, fit, split, -(-shape.window_tiles // split), arch, fp32_stats, l1_budget)
+        fit = _check_block_tiles(alone, None, sizing)
+        block_tiles = _planned_block(alone, fit, split, -(-shape.window_tiles // split), sizing)
     return split, block_tiles
 
 
@@ -206,8 +212,8 @@ def _candidate_row_tiles(shape: DecodeShape) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid,
-                 accessor_args, noc_xy, l1_budget: int | None = None, max_split: int | None = None) -> Plan:
+def plan_program(shape: DecodeShape, target: Target, *, block_tiles: int | None = None, split: int | None = None,
+                 compute: ComputeOptions = ComputeOptions(), max_split: int | None = None) -> Plan:
     """The plan :func:`attention` runs for these shapes, without running it (no device needed).
 
     A decode KV group of more than 32 Q heads (64, 128 per KV head) is one request of several Q row
@@ -230,16 +236,13 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
 
     Args:
         shape: validated shapes (:class:`~ttnn_flashdecode.op.shape.DecodeShape`).
+        target: where it runs (:class:`Target`: arch, grid ``(x, y)`` or a core set, the operands'
+            TensorAccessorArgs in ``program_factory.OPERANDS`` order, logical core -> NoC
+            coordinate, the L1 bytes for CBs: on a device what its allocator leaves,
+            :func:`ttnn_flashdecode.op.residency.device_cb_budget_bytes`).
         block_tiles: ``None`` for the op's default, else the caller's block (position tiles).
         split: ``None`` (by work), 1 (never) or a forced slice count.
         compute: compute-kernel options.
-        arch: ``"wormhole_b0"`` or ``"blackhole"``.
-        grid: compute grid ``(x, y)`` in cores, or a core set: a tuple of logical ``(x, y)`` cores
-            (:func:`~ttnn_flashdecode.op.grid.grid_cores`).
-        accessor_args: the seven operands' TensorAccessorArgs compile-time args (``program_factory.OPERANDS``).
-        noc_xy: logical core -> NoC coordinate.
-        l1_budget: L1 bytes for CBs (on a device, what its allocator leaves:
-            :func:`ttnn_flashdecode.op.residency.device_cb_budget_bytes`); default: the arch's whole free L1.
         max_split: most split-K slices (cores) per request, ttnn's ``max_cores_per_head_batch``;
             ``None``: as many as the grid and L1 allow.
 
@@ -249,14 +252,27 @@ def plan_program(shape: DecodeShape, block_tiles, split, compute: ComputeOptions
     rows, candidates = _row_tiles(shape), _candidate_row_tiles(shape)
     wider = dataclasses.replace(shape, layout=RequestLayout(row_tiles=rows)) if rows > 1 else \
         dataclasses.replace(shape, layout=RequestLayout(candidates, row_tile_users=True)) if candidates > 1 else None
-    target = (compute, arch, grid, l1_budget, max_split)
-    limits = None if wider is None else _limits(wider, block_tiles, split, *target)
+    choices = _Choices(block_tiles, split, compute, max_split)
+    limits = None if wider is None else _limits(wider, choices, target)
     if limits is not None and not isinstance(limits, ValueError):
-        return _plan_with(wider, limits, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget)
-    narrow = _limits(shape, block_tiles, split, *target)
+        return _plan_with(wider, limits, choices, target)
+    narrow = _limits(shape, choices, target)
     if isinstance(narrow, ValueError):  # neither plan: the refusal of the plan the call would have had
         raise narrow if limits is None else limits
-    return _plan_with(shape, narrow, block_tiles, split, compute, arch, grid, accessor_args, noc_xy, l1_budget)
+    return _plan_with(shape, narrow, choices, target)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Choices:
+    """The caller's planning keywords: block, split, compute config, most slices per request."""
+
+    block_tiles: int | None
+    split: int | None
+    compute: ComputeOptions
+    max_split: int | None
+
+    def sizing(self, target: Target) -> _Sizing:
+        return _Sizing(target.arch, self.compute.fp32_dest_acc_en, target.l1_budget)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,18 +283,17 @@ class _Limits:
     max_split: int
 
 
-def _limits(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arch: str, grid, l1_budget: int | None,
-            max_split: int | None) -> _Limits | ValueError:
+def _limits(shape: DecodeShape, choices: _Choices, target: Target) -> _Limits | ValueError:
     """The limits of planning ``shape``, or the refusal (a ValueError, not raised) when its block,
     split or request count cannot fit."""
-    fp32_stats = compute.fp32_dest_acc_en
-    fit = _block_fit(shape, block_tiles, arch, fp32_stats, l1_budget)
+    block_tiles, split, max_split, grid, arch = choices.block_tiles, choices.split, choices.max_split, target.grid, target.arch
+    fit = _block_fit(shape, block_tiles, choices.sizing(target))
     if isinstance(fit, ValueError):
         return fit
     grid_cores = grid_size(grid)
     # Room for the inbox is counted with the smallest block the planner may pick (1), or the
     # caller's block when given.
-    most = 1 if split == 1 else _max_split(shape, block_tiles or 1, arch, grid_cores, fp32_stats, l1_budget, max_split)
+    most = 1 if split == 1 else _max_split(shape, block_tiles or 1, grid_cores, choices.sizing(target), max_split)
     if split is not None and split > most:
         bound = f", max_split {max_split}" if max_split is not None and max_split < split else ""
         return ValueError(f"split: expected <= {most} (grid cores{bound}, and L1 for the reducer's inbox on "
@@ -292,12 +307,11 @@ def _limits(shape: DecodeShape, block_tiles, split, compute: ComputeOptions, arc
     return _Limits(fit, most)
 
 
-def _plan_with(shape: DecodeShape, limits: _Limits, block_tiles, split, compute: ComputeOptions, arch: str, grid,
-               accessor_args, noc_xy, l1_budget: int | None) -> Plan:
+def _plan_with(shape: DecodeShape, limits: _Limits, choices: _Choices, target: Target) -> Plan:
     """:func:`plan_program` for ``shape``'s own request layout, within ``limits``."""
-    fp32_stats = compute.fp32_dest_acc_en
+    sizing, grid, block_tiles, split = choices.sizing(target), target.grid, choices.block_tiles, choices.split
     if shape.batch_invariant:
-        split, block_tiles = _batch_invariant_split_and_block(shape, split, block_tiles, arch, fp32_stats, l1_budget)
+        split, block_tiles = _batch_invariant_split_and_block(shape, split, block_tiles, sizing)
     kv_positions = shape.planned_kv_positions
     # A tile of an R-row request is R row tiles' work: its slices may be R times shorter, so a split
     # group spreads over as many cores as R requests of one row tile each would. Not candidates:
@@ -312,12 +326,13 @@ def _plan_with(shape: DecodeShape, limits: _Limits, block_tiles, split, compute:
         blocks = block_tiles
     else:
         longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
-        blocks = _planned_block(shape, limits.fit, largest, longest, arch, fp32_stats, l1_budget)
-    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=fp32_stats,
+        blocks = _planned_block(shape, limits.fit, largest, longest, sizing)
+    residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=sizing.fp32_stats,
                           batch=shape.batch, work_requests=max(len(slices) for slices in plan_schedule.cores),
                           **shape.cache_fields)
-    return plan_decode(shape, residency, grid=grid, arch=arch, compute=compute, accessor_args=accessor_args,
-                       schedule=plan_schedule, noc_xy=noc_xy, l1_budget_bytes=l1_budget)
+    return plan_decode(shape, residency, grid=grid, arch=target.arch, compute=choices.compute,
+                       accessor_args=target.accessor_args, schedule=plan_schedule, noc_xy=target.noc_xy,
+                       l1_budget_bytes=target.l1_budget)
 
 
 @functools.lru_cache(maxsize=64)

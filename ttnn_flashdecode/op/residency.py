@@ -321,8 +321,8 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
     need = l1_bytes(residency)
     have = cb_budget_bytes(arch, budget_bytes)
     if need > have:
-        largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch, residency.max_split,
-                                  residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
+        largest = max_block_tiles(residency.q_rows, residency.dim_tiles, residency.tile_bytes, arch,
+                                  max_split=residency.max_split, fp32_stats=residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
                                   kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
                                   mask=residency.mask, lse=residency.lse, row_tiles=residency.row_tiles,
                                   values_from_keys=residency.values_from_keys, row_tile_users=residency.row_tile_users)
@@ -335,7 +335,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
 
 
 def max_block_tiles(
-    q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, max_split: int = 1, fp32_stats: bool = False,
+    q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, *, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
     sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1, values_from_keys: bool = False,
     row_tile_users: bool = False,

@@ -145,8 +145,8 @@ def validate_inputs(operands: Operands, options: AttentionOptions) -> Inputs:
     cache = _cache(operands, options, kind)
     window = options.scores.window or cache.cache_wrap  # ttnn's: a circular cache's window defaults to its slots
     n_q_heads = _q_heads(q_shape[3], cache.head_dim, cache.n_kv_heads, kind, options.q_layout, request_kind)
-    per_user, positions = _rows_and_positions(operands, options, request_kind, q_shape[2], cache, kind,
-                                              n_q_heads // cache.n_kv_heads)
+    per_user, positions = _rows_and_positions(operands, options, request_kind, cache, height=q_shape[2], kind=kind,
+                                              ratio=n_q_heads // cache.n_kv_heads)
     if kind == "device":
         _validate_device_tensors(q, k, v, options.q_layout)
     else:
@@ -269,7 +269,7 @@ def _q_heads(width: int, head_dim: int, n_kv_heads: int, kind: str, q_layout: st
     return n_q_heads
 
 
-def _rows_and_positions(operands: Operands, options: AttentionOptions, request_kind: str, height: int, cache: _Cache,
+def _rows_and_positions(operands: Operands, options: AttentionOptions, request_kind: str, cache: _Cache, *, height: int,
                         kind: str, ratio: int) -> tuple[int, tuple[int, ...] | None]:
     """``(query rows per user, host-visible positions)`` of the request kind, Q's ``height`` rows
     checked against the batch."""

@@ -33,7 +33,7 @@ SEED_READER_GBPS = 28.0
 COMBINE_ZONES = ("fd-compute-max", "fd-compute-rescale", "fd-compute-sum", "fd-compute-normalise")
 """The compute kernel's profiler zones after a slice's own K/V stream, in the order they run: pass 1
 (maxima), pass 2 (rescale, sums; the last step writes a sender's partial), then, on slice 0 or
-an unsplit request, normalise (``attention_compute.cpp``). A "max first" slice (its live tiles in
+an unsplit request, normalise (``attention_softmax.hpp``, ``attention_combine.hpp``). A "max first" slice (its live tiles in
 one block) runs its exp(), P.V and row sums (:data:`AFTER_MAX_ZONES`) between pass 1 and pass 2
 instead of before, and has no rescale."""
 

@@ -214,7 +214,7 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     capacity (trace-safe), whatever the positions; each slice's share of the live tiles follows
     from ``kv_positions`` at run time (:func:`work_features`).
     """
-    from ttnn_flashdecode.op.plan import plan_program
+    from ttnn_flashdecode.op.plan import Target, plan_program
     from ttnn_flashdecode.emulator.arch import ArchSpec
     from ttnn_flashdecode.op.program_factory import OPERANDS
     from ttnn_flashdecode.op.modifiers import ScoreModifiers
@@ -226,7 +226,8 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     accessor_args = tuple((2, TILE_BYTES) for _ in range(len(OPERANDS)))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
         lambda x, y: (x % 64, y % 64))
-    return plan_program(decode, block_tiles, split, ComputeOptions(), arch, grid, accessor_args, noc_xy)
+    return plan_program(decode, Target(arch, grid, accessor_args, noc_xy), block_tiles=block_tiles, split=split,
+                        compute=ComputeOptions())
 
 
 def _fit(features: np.ndarray, values: np.ndarray, what: str) -> tuple[int, ...]:
