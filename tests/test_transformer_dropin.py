@@ -65,20 +65,6 @@ def test_decode_step_with_the_drop_in_matches_float64(kwargs):
         assert figures[0] >= 0.9999 and figures[1] <= 1e-2, (cur_pos, figures)
 
 
-@pytest.mark.parametrize("kwargs, words", [
-])
-def test_unsupported_keywords_are_refused_by_name(kwargs, words):
-    """What changes the maths and is not built yet. (share_cache, every SDPAProgramConfig field and
-    a block-float Q are honoured: tests/test_program_config.py.)"""
-    rng = np.random.default_rng(0)
-    k_cache, v_cache = _cache(rng)
-    q = np.zeros((1, B, NQ, D), BF16)
-    with pytest.raises(NotImplementedError) as info:
-        transformer.scaled_dot_product_attention_decode(q, k_cache, v_cache, cur_pos=[1, 2, 3], **kwargs)
-    for word in words:
-        assert word in str(info.value)
-
-
 def test_bad_k_chunk_size_and_q_shape_are_refused():
     rng = np.random.default_rng(0)
     k_cache, v_cache = _cache(rng)
