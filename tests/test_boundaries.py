@@ -725,7 +725,6 @@ NO_NUMERIC_BOUNDARY = [
     NoBoundary("causal: non-causal attention is decode only", _FIELDS, "causal: non-causal attention is decode only",
                "a request kind"),
     NoBoundary("{name}: expected a bool", _TYPES, "is_causal: expected a bool", "a type"),
-    NoBoundary("is_causal: expected a bool", _TYPES, "is_causal: expected a bool", "a type"),
     NoBoundary("sliding_window_size: expected None or an int", _TYPES, "sliding_window_size: expected None or an int",
                "a type"),
     NoBoundary("memory_config: expected None or a ttnn.MemoryConfig", _TYPES, "memory_config: expected None or a",
@@ -968,7 +967,7 @@ def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
 
 # ------------------------------------------------------------------- the completeness check
 
-REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/positions.py", "ttnn_flashdecode/op/modifiers/softcap.py", "ttnn_flashdecode/op/modifiers/window.py", "ttnn_flashdecode/op/modifiers/chunk.py", "ttnn_flashdecode/op/modifiers/mask.py", "ttnn_flashdecode/op/modifiers/sink.py", "ttnn_flashdecode/op/modifiers/causal.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
+REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/positions.py", "ttnn_flashdecode/op/modifiers/base.py", "ttnn_flashdecode/op/modifiers/softcap.py", "ttnn_flashdecode/op/modifiers/window.py", "ttnn_flashdecode/op/modifiers/chunk.py", "ttnn_flashdecode/op/modifiers/mask.py", "ttnn_flashdecode/op/modifiers/sink.py", "ttnn_flashdecode/op/modifiers/causal.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ import ttnn
 
 from ttnn_flashdecode import attention, attention_reference, ensure_host_context
 from ttnn_flashdecode.op.modifiers import REGISTRY, ScoreModifiers, scalar_modifiers
-from ttnn_flashdecode.op.options import AttentionOptions, options_for
+from ttnn_flashdecode.op.options import options_for
 from ttnn_flashdecode.op.reference import relative_l2
 
 OP = Path(__file__).resolve().parents[1] / "ttnn_flashdecode" / "op"

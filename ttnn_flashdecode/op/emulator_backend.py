@@ -203,5 +203,5 @@ def _in_q_kind(result: np.ndarray, lse, q, inputs: Inputs):
         layout = q.layout if isinstance(q, ttnn.Tensor) else ttnn.ROW_MAJOR_LAYOUT
         out = ttnn.Tensor(np.ascontiguousarray(result, dtype=np.float32), ttnn.bfloat16, layout=layout)
         return out if lse is None else (out, ttnn.Tensor(lse, ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT))
-    out = result.astype(to_numpy(q).dtype)
+    out = result.astype(q.dtype)  # a numpy Q here: host tensors took the branch above
     return out if lse is None else (out, lse)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import ttnn
 
-from ttnn_flashdecode.op import constants, tiles
+from ttnn_flashdecode.op import constants
 from ttnn_flashdecode.op.mesh import PerDeviceSinks, device_count, program_for_device
 from ttnn_flashdecode.op.operands import Operands
 from ttnn_flashdecode.op.options import AttentionOptions, resolve_grid

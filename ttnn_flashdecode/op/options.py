@@ -14,23 +14,12 @@ import ttnn
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.constants import SCALE_MAX
 from ttnn_flashdecode.op.modifiers import MODIFIER_KEYWORDS, ScoreModifiers, scalar_modifiers
-from ttnn_flashdecode.op.modifiers.base import is_int
+from ttnn_flashdecode.op.modifiers.base import as_bool, is_int
 from ttnn_flashdecode.op.shape import Q_LAYOUTS, ComputeOptions
 
 __all__ = ["AttentionOptions", "options_for", "resolve_grid", "BACKENDS", "is_int", "as_bool"]
 
 BACKENDS = ("auto", "device", "emulator")
-
-
-def as_bool(name: str, value) -> bool:
-    """``value`` as a bool: a Python or numpy bool.
-
-    Raises:
-        TypeError: anything else (0 and 1 included), naming ``name``.
-    """
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name}: expected a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

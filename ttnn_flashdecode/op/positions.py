@@ -103,7 +103,7 @@ def positions_of(cur_pos, cur_pos_tensor, batch: int, capacity: int, kind: str) 
         cur_pos = _positions_tensor_values(cur_pos_tensor, batch, kind)
         if cur_pos is None:
             return None
-    limit = (f"2**29 (a circular cache's logical positions)" if capacity == WRAPPED_POSITIONS
+    limit = ("2**29 (a circular cache's logical positions)" if capacity == WRAPPED_POSITIONS
              else f"capacity {capacity}")
     return _per_user_ints(name, cur_pos, batch, capacity - 1, noun="positions (one per user)",
                           rule=f"0 <= position < {limit}, or {IDLE} for an idle slot", broadcast=False,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import protocol

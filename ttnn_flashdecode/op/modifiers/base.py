@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ScoreModifier", "is_int"]
+__all__ = ["ScoreModifier", "is_int", "as_bool"]
 
 
 def is_int(value) -> bool:
     """An int (Python or numpy), not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def as_bool(name: str, value) -> bool:
+    """``value`` as a bool: a Python or numpy bool.
+
+    Raises:
+        TypeError: anything else (0 and 1 included), naming ``name``.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 class ScoreModifier:

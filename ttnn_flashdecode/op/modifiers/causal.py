@@ -4,9 +4,7 @@ chunk (an ``attn_mask`` may then shape it)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from ttnn_flashdecode.op.modifiers.base import ScoreModifier
+from ttnn_flashdecode.op.modifiers.base import ScoreModifier, as_bool
 
 __all__ = ["MODIFIER"]
 
@@ -17,9 +15,7 @@ class Causality(ScoreModifier):
 
     def validate(self, value) -> bool:
         """A Python or numpy bool. Raises TypeError for anything else (0 and 1 included)."""
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"is_causal: expected a bool, got {type(value).__name__} {value!r}")
-        return bool(value)
+        return as_bool(self.KEYWORD, value)
 
     def active(self, modifiers) -> bool:
         return not modifiers.causal  # the default is causal: non-causal is the modification
