@@ -59,10 +59,6 @@ constexpr bool kRowScalingOnSfpu = args::row_scaling_on_sfpu() != 0;
 // DST, whose every accumulation step rounds to bfloat16, a few shorter sums (shape.py
 // ComputeOptions.row_sum_groups).
 constexpr uint32_t kRowSumGroups = args::row_sum_groups();
-// Logit softcap c (FA3's softcap, Gemma 2's attn_logit_softcapping) as fp32 bits, 0 for none, and
-// 1 / c (fp32 bits, computed on the host: the kernel divides nothing): S = c tanh(S / c).
-constexpr uint32_t kSoftcap = args::softcap();
-constexpr uint32_t kSoftcapRecip = args::softcap_recip();
 // Attention mask (attention_protocol.hpp "Attention mask"): nonzero when the call has one.
 constexpr uint32_t kMaskUsers = args::mask_users();
 constexpr uint32_t kInboxSlots = args::inbox_slots();

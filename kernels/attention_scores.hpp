@@ -33,6 +33,11 @@ void scale_query() {
 // ran, since its init leaves the unpackers and the math engine set for its own op and matmul's must
 // then be restored before the next tile's matmul (apply_score_modifiers does that once).
 
+// Logit softcap c (FA3's softcap, Gemma 2's attn_logit_softcapping) as fp32 bits, 0 for none, and
+// 1 / c (fp32 bits, computed on the host: the kernel divides nothing). Only cap_scores reads them.
+constexpr uint32_t kSoftcap = args::softcap();
+constexpr uint32_t kSoftcapRecip = args::softcap_recip();
+
 // "logit softcap": S = c tanh(S / c), before every mask, window and chunk (FA3's and Gemma 2's
 // order; a sink logit is not capped). Three SFPU passes in DST (fp32 with fp32_dest_acc_en): times
 // 1 / c, the LLK's accurate tanh (tanh_tile<false>; its fp32-DST path is expm1 based, its bfloat16-DST
