@@ -126,3 +126,20 @@ def test_device_model_prices_item_4_fp32_scores_on_the_pack_and_unpack_threads()
     pub = next(p for p in vt.PUBLISHED if p.source == "tt-metal #57161" and p.kv_dtype == "bfloat8_b")
     assert vt._ours(pub, km.KernelWork(fp32_scores=True))[0] == pytest.approx(vt._ours(pub, km.KernelWork())[0])
     assert all(not w.fp32_scores or w == km.KernelWork(fp32_scores=True) for w in km.WORK_ITEMS)
+
+
+def test_device_model_charges_rescales_only_for_a_slices_later_blocks():
+    # A slice's first block starts the running state (nothing to rescale): the calibration's
+    # later_blocks feature is exactly that work, so a one-block slice costs only its tiles' calls.
+    model = cm.calibrate(32, 18)
+    cfg = llk.ComputeConfig("HiFi2", fp32_dest=True, exp_approx=False)
+    tile, block = km.tile_and_block_totals(model, cfg)
+    assert block["math"] > 0 and tile["math"] > 0
+    clock = hardware.device_v2("p100a").clock_hz
+    one_block = vt._slice_pace_s(model, cfg, km.KernelWork(), 2, 2, clock)
+    three_blocks = vt._slice_pace_s(model, cfg, km.KernelWork(), 6, 2, clock)
+    pace = lambda tiles, later: max(tiles * tile[t] + later * block[t] for t in ("math", "pack", "unpack")) / clock
+    assert one_block == pytest.approx(pace(2, 0)) and three_blocks == pytest.approx(pace(6, 2))
+    # per_tile_cycles' share over a long slice is the same accounting in the limit
+    shared = km._thread_totals(km.per_tile_cycles(model, cfg, km.KernelWork(), 2))
+    assert shared["math"] == pytest.approx(tile["math"] + block["math"] / 2)

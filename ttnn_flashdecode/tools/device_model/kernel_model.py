@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from ttnn_flashdecode.tools import cost_model as cm
 from ttnn_flashdecode.tools.device_model import hardware, llk_costs as llk
 
-__all__ = ["KernelWork", "WORK_ITEMS", "call_costs", "weights_v2", "per_tile_cycles", "ResultV2", "estimate_v2",
+__all__ = ["KernelWork", "WORK_ITEMS", "call_costs", "weights_v2", "per_tile_cycles", "tile_and_block_totals", "ResultV2", "estimate_v2",
            "seed_comparison", "SEED_CYCLES_PER_TILE", "reproduce_55760", "REPORTED_55760", "relative_errors_55760"]
 
 SEED_CYCLES_PER_TILE = (cm.SEED_MS[2] - cm.SEED_MS[0]) * 1e-3 / (
@@ -105,24 +105,41 @@ def _reconfig_scale(model: cm.CallModel, work: KernelWork) -> float:
     return min(1.0, 2.0 / today) if today else 1.0
 
 
-def per_tile_cycles(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork = KernelWork(),
-                    block_tiles: int = cm.SEED_BLOCK_TILES) -> dict[str, dict[str, float]]:
-    """Cycles per live position tile, per API name and thread: each live tile's own calls plus a
-    ``1 / block_tiles`` share of a later block's (the running-state rescale)."""
+def _unit_cycles(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork, tile_weight: float,
+                 block_weight: float) -> dict[str, dict[str, float]]:
+    """Cycles per API name and thread for ``tile_weight`` live tiles' own calls plus ``block_weight``
+    later blocks' (the running-state rescale)."""
     costs = call_costs(list(model.calls), cfg, model.q_rows, work)
     scale = _reconfig_scale(model, work)
     tile, block = _per_unit(model, "live_tiles"), _per_unit(model, "later_blocks")
     out = {}
     for name in sorted(set(tile) | set(block)):
-        calls = tile.get(name, 0) + block.get(name, 0) / block_tiles
+        calls = tile.get(name, 0) * tile_weight + block.get(name, 0) * block_weight
         cost = costs[name]
         factor = calls * (scale if "reconfig" in name else 1.0)
         out[name] = {"calls": calls, "fpu": cost.fpu * factor, "sfpu": cost.sfpu * factor,
                      "front": cost.front * factor, "pack": cost.pack * factor, "unpack": cost.unpack * factor}
-    if work.fp32_scores:  # the score tile's second half: one more pack and one more unpack per live tile
+    if work.fp32_scores and tile_weight:  # the score tile's second half: one more pack and unpack per live tile
         out["fp32 score CB"] = {"calls": 0.0, "fpu": 0.0, "sfpu": 0.0, "front": 0.0,
-                                "pack": float(llk.PACK_CYCLES_PER_TILE), "unpack": float(llk.PACK_CYCLES_PER_TILE)}
+                                "pack": float(llk.PACK_CYCLES_PER_TILE) * tile_weight,
+                                "unpack": float(llk.PACK_CYCLES_PER_TILE) * tile_weight}
     return out
+
+
+def per_tile_cycles(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork = KernelWork(),
+                    block_tiles: int = cm.SEED_BLOCK_TILES) -> dict[str, dict[str, float]]:
+    """Cycles per live position tile, per API name and thread: each live tile's own calls plus a
+    ``1 / block_tiles`` share of a later block's (the running-state rescale)."""
+    return _unit_cycles(model, cfg, work, 1.0, 1.0 / block_tiles)
+
+
+def tile_and_block_totals(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork = KernelWork()
+                          ) -> tuple[dict[str, float], dict[str, float]]:
+    """Thread totals (cycles) of one live tile's own calls, and of one LATER block's (the first block
+    of a slice rescales nothing): for slices of few tiles, where a per-tile share would charge
+    rescales that never run."""
+    return (_thread_totals(_unit_cycles(model, cfg, work, 1.0, 0.0)),
+            _thread_totals(_unit_cycles(model, cfg, work, 0.0, 1.0)))
 
 
 def _thread_totals(rows: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

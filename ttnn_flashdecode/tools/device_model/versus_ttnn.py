@@ -107,6 +107,16 @@ WORK = km.KernelWork(sfpu_live_faces=True, both_nocs=True, fewer_reconfigs=True)
 """The kernel work issue 35 item 3 lists first (SFPU live faces, both NoCs, fewer reconfigs)."""
 
 
+def _slice_pace_s(model: cm.CallModel, cfg: llk.ComputeConfig, work: km.KernelWork, tiles: int, block_tiles: int,
+                  clock_hz: float) -> float:
+    """One row tile's compute time over a slice of ``tiles`` live tiles in blocks of ``block_tiles``:
+    every tile's own calls and every LATER block's rescale (the slice's first block has none), the
+    slowest of the math, pack and unpack threads setting the pace."""
+    tile, block = km.tile_and_block_totals(model, cfg, work)
+    later_blocks = max(0, -(-tiles // block_tiles) - 1)
+    return max(tiles * tile[t] + later_blocks * block[t] for t in ("math", "pack", "unpack")) / clock_hz
+
+
 def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple[float, float, str, float]:
     """OUR kernel at an MLA row, analytic: (time s, roofline s, bound, DRAM efficiency).
 
@@ -114,18 +124,18 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     (``calibrate(32, 18)``; the calibration cannot fit a many-row-tile group yet), times the group's
     row tiles (the op serves all of them in one request). The op's planner gives the block size and
     each user's split ``p`` (its slices cut the user's live tiles evenly); a slice's work is its
-    tiles plus one max and one sum step (with its partial's NoC transfer) per combine level, and
-    its fixed costs (start-up, normalise) once. DRAM: the latent read once (values from keys), at
-    the request-rate efficiency of its page size.
+    tiles, its later blocks' rescales (:func:`_slice_pace_s`), plus one max and one sum step (with
+    its partial's NoC transfer) per combine level, and its fixed costs (start-up, normalise) once.
+    DRAM: the latent read once (values from keys), at the request-rate efficiency of its page size.
     """
     dev = hardware.device_v2(pub.device)
     dim_tiles = pub.head_dim // 32
     model = cm.calibrate(32, dim_tiles)
     shape = cm.Shape("mla", pub.q_heads, pub.kv_heads, pub.head_dim)
     plan, _, block_tiles = cm.op_schedule(shape, [pub.live_positions] * pub.batch, dev.base, kv_dtype=pub.kv_dtype)
-    weights, totals = km.weights_v2(model, pub.config, work, work.block_tiles(block_tiles))
+    block_tiles = work.block_tiles(block_tiles)
+    weights, totals = km.weights_v2(model, pub.config, work, block_tiles)
     row_tiles = pub.q_heads // 32
-    pace = max(totals["math"], totals["pack"], totals["unpack"]) * row_tiles / dev.clock_hz
     per = model.weighted_per_feature(weights)
     fixed = (per["cores"] + per["normalised"]) * row_tiles / dev.clock_hz
     per_child = sum(model.weighted_zone_per_feature(z, weights)["partials_combined"]
@@ -135,7 +145,8 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     level = per_child + partial / link
     tiles = -(-pub.live_positions // 32)
     split = max(plan.split_count(r) for r in range(plan.requests))
-    compute = fixed + -(-tiles // split) * pace + protocol.tree_levels(split) * level
+    slice_s = _slice_pace_s(model, pub.config, work, -(-tiles // split), block_tiles, dev.clock_hz) * row_tiles
+    compute = fixed + slice_s + protocol.tree_levels(split) * level
     page = cm.kv_tile_bytes(pub.kv_dtype)
     eff = hardware.dram_efficiency(dev.arch, page, 2 if work.both_nocs else 1)
     latent = pub.batch * tiles * dim_tiles * page
@@ -143,6 +154,8 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     dram = roofline / eff
     if dram >= compute:
         return dram, roofline, "dram" if eff >= 0.97 else "request rate", eff
+    if protocol.tree_levels(split) * level > slice_s:
+        return compute, roofline, "combine", eff
     return compute, roofline, km._compute_bound(totals), eff
 
 
