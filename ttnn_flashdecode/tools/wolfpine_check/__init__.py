@@ -247,8 +247,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="TT_SIM_COST_MODEL=1: the reader's simulated cycles per K/V tile (uncalibrated)")
     parser.add_argument("--work", type=Path, help="scratch folder to use and keep")
     parser.add_argument("--json", type=Path, help="also write the rows to this file as JSON")
+    parser.add_argument("--fpu-timing", action="store_true",
+                        help="instead: time single FPU / unpack / pack compute API calls on wolfpine (fpu_timing.py) and "
+                             "print them beside the device model's cycles; --case then selects ops, --config configs")
+    parser.add_argument("--config", action="append", default=[], help="with --fpu-timing: configs, e.g. 'HiFi2 fp32'")
+    parser.add_argument("--calls", type=int, default=16, help="with --fpu-timing: N (the second program runs 2N calls)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    if args.fpu_timing:
+        return _fpu_timing_main(args, start)
     rows = run(args.case, args.planted, args.cost_model or os.environ.get("TT_SIM_COST_MODEL") == "1",
                work_dir=args.work, keep=args.work is not None)
     print(format_table(rows))
@@ -261,3 +268,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
     return 1 if failed else 3 if skipped else 0
+
+
+def _fpu_timing_main(args, start: float) -> int:
+    """``wolfpine-check --fpu-timing``: the table of :func:`.fpu_timing.run`; exit 0 all ran and computed
+    right, 1 a probe failed, 3 wolfpine or the toolchain missing (outside CI)."""
+    from ttnn_flashdecode.tools.device_model.report import format_fpu_timing
+    from ttnn_flashdecode.tools.silicon_check.toolchain import INSTALL_HINT, in_ci, missing_toolchain
+
+    from .fpu_timing import run as run_fpu_timing
+    from .root import wolfpine_missing
+
+    missing = missing_toolchain()
+    why = wolfpine_missing() or (f"missing {', '.join(missing)}; install with: {INSTALL_HINT}" if missing else None)
+    if why:
+        print(f"wolfpine FPU timing {'FAILED' if in_ci() else 'skipped'}: {why}")
+        return 1 if in_ci() else 3
+    results, status = run_fpu_timing(args.case, args.config, args.calls, work_dir=args.work)
+    if results:
+        print(format_fpu_timing(results))
+    if status:
+        print(f"\n{status}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    failed = not results or any(not r["ok"] for r in results)
+    print(f"\nwolfpine FPU timing: {len(results)} op x config rows in {time.perf_counter() - start:.0f} s")
+    return 1 if failed else 0
