@@ -34,6 +34,7 @@ def _program(start: int, calls: int, per_call: int, mvmuls: int, packs: int = 1)
     for _ in range(packs):
         t += 20
         rows.append((t, "PACKER", "compute_ops", 2))
+    rows.append((t + 10, "MATRIX", "compute_ops", 1))  # an op that lands in the next counter row
     return rows, t
 
 
@@ -51,7 +52,7 @@ def test_program_windows_and_per_call_on_synthetic_counters():
     windows = ft.program_windows(counters, len(launched))
     assert windows[0]["start"] == 300  # the warm-up window absorbs device start-up
     assert [w["span"] for w in windows[1:]] == [1000 + 34 * n + 20 for n in (8, 16, 24)]
-    assert [w["MATRIX"] for w in windows[1:]] == [1 + 32 * n for n in (8, 16, 24)]
+    assert [w["MATRIX"] for w in windows[1:]] == [1 + 32 * n for n in (8, 16, 24)]  # not the previous one's last
     (result,) = ft.per_call(launched, windows)
     assert result["cycles_per_call"] == 34 and result["marginals"] == [34, 34]
     assert result["matrix_ops_per_call"] == 32 and result["unpacker_ops_per_call"] == 2 and result["ok"]

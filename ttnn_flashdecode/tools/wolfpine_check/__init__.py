@@ -30,6 +30,10 @@ compiler: exp, reciprocal, max never run; the probe stands in); bfloat8_b / bflo
 with ``--cost-model`` (``TT_SIM_COST_MODEL=1``) the reader's simulated cycles per K/V tile are
 reported next to :mod:`ttnn_flashdecode.tools.cost_model`'s figure, but wolfpine's cost model is a
 floor, not calibrated to silicon. Wormhole only (the silicon check's root patches Wormhole's LLK).
+
+``--fpu-timing`` runs :mod:`.fpu_timing` instead: single FPU / unpack / pack compute API calls
+(matmul, row reduce, add, sub with a column broadcast, mul, copy, pack) timed on the simulator, N
+and 2N calls per op and compute config, printed beside the device model's cycles for the same call.
 """
 
 from __future__ import annotations

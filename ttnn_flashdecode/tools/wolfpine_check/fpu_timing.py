@@ -114,8 +114,8 @@ def expected(op: Op, a: np.ndarray, b: np.ndarray, n: int) -> tuple[np.ndarray, 
         return a + b, everything
     if op.code == 4:
         return a - b[:, :1], everything
-    if op.code == 5:
-        return a * b, everything
+    if op.code == 5:  # ELWMUL accumulates onto DST (the ISA's rule; wolfpine models it): N products
+        return n * a * b, everything
     return a, everything
 
 
@@ -127,6 +127,9 @@ TENSIX_UNITS = ("MATRIX", "UNPACKER", "PACKER")
 #: Packer ops further apart than this belong to different programs (a program's packs are tens of
 #: cycles apart; consecutive programs thousands: host round trips, DRAM reads).
 PACK_GAP_CYCLES = 1000
+#: A program starts after the host's turn between launches (thousands of idle cycles); its own idle
+#: stretches (the reader's DRAM reads) are ~1,100 cycles under wolfpine's cost model.
+IDLE_GAP_CYCLES = 3000
 
 
 def read_counters(profile: Path):
@@ -146,6 +149,8 @@ def program_windows(counters, programs: int) -> list[dict]:
     """Per launched program (in launch order), from the counters of a one-core run: ``span``, the
     cycles from its first Tensix op (``compute_ops`` of :data:`TENSIX_UNITS`) to its last pack, and
     the ops each unit issued in it (``MATRIX``, ``UNPACKER``, ``PACKER``).
+    Its first op is the first after the window's last idle stretch longer than :data:`IDLE_GAP_CYCLES`
+    (the previous program's last MATRIX op can land in a counter row just after its pack).
 
     wolfpine's counters carry no program id here (``kernel_id`` stays 0 under slow dispatch), so the
     programs are told apart by their packs: every program ends with one burst of packer ops;
@@ -166,7 +171,10 @@ def program_windows(counters, programs: int) -> list[dict]:
     windows, previous = [], -1
     for end in ends:
         inside = ops[(ops.cycle > previous) & (ops.cycle <= end)]
-        window = {"span": end - int(inside.cycle.min()), "start": int(inside.cycle.min()), "end": end}
+        cycles = sorted(int(c) for c in inside.cycle.unique())
+        start = next((b for a, b in zip(cycles[::-1][1:], cycles[::-1]) if b - a > IDLE_GAP_CYCLES), cycles[0])
+        window = {"span": end - start, "start": start, "end": end}
+        inside = inside[inside.cycle >= start]
         for unit in TENSIX_UNITS:
             window[unit] = int(inside[inside.unit == unit].value.sum())
         windows.append(window)

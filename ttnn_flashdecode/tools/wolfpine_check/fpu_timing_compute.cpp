@@ -2,7 +2,7 @@
 //
 // Runtime args: [0] the op (kOp* below), [1] N. The reader pushes tile A into CB 0 and tile B
 // into CB 1 once; this kernel runs the op's init once, then N calls of the op into DST tile 0
-// (matmul_tiles and reduce_tile accumulate into DST, the element-wise ops and copy_tile overwrite
+// (matmul_tiles, reduce_tile and mul_tiles -- ELWMUL always adds onto DST -- accumulate into DST; add, sub and copy overwrite
 // it), packs DST tile 0 once into CB 16 (the pack op: N pack_tile calls, out of order onto the
 // same page). The writer drains CB 16. Two runs, N and 2N calls, give the marginal cost of one
 // call: everything else (start-up, CB handshakes, the final pack) is the same in both.
