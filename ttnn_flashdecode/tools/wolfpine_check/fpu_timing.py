@@ -229,6 +229,10 @@ def provenance(op: Op) -> str:
             occupancy = f"{'>=' if occupancy.get('bound') == 'at_least' else ''}{occupancy.get('cycles')}"
         scales = " x phases" if entry.get("scales_with") == "fidelity_phases" else ""
         parts.append(f"{name} {occupancy if occupancy is not None else '-'}{scales} ({entry.get('provenance')})")
+    if any(unit == "UNPACK" for unit, _ in op.instructions):  # what bounds a bf16 tile's unpack in wolfpine
+        rate = units["UNPACK"].get("l1_bandwidth", {})
+        modes = "/".join(str(m.get("bytes_per_cycle")) for m in rate.get("throttle_modes", {}).values())
+        parts.append(f"unpacker data phase {modes} B/cycle by throttle mode ({rate.get('provenance')})")
     return "; ".join(parts)
 
 
