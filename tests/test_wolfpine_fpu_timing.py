@@ -92,6 +92,17 @@ def test_table_prints_both_figures_with_the_legend():
     assert "UNCALIBRATED" in table and "SIMULATED" in table and "MODELLED" in table and "isa_doc_derived" in table
 
 
+def test_cli_without_wolfpine_is_a_skip_outside_ci_and_a_failure_in_ci(monkeypatch, capsys):
+    from ttnn_flashdecode.tools import wolfpine_check
+
+    monkeypatch.setattr("ttnn_flashdecode.tools.wolfpine_check.root.wolfpine_missing", lambda: "wolfpine is not installed")
+    monkeypatch.delenv("CI", raising=False)
+    assert wolfpine_check.main(["--fpu-timing"]) == 3
+    assert "skipped: wolfpine is not installed" in capsys.readouterr().out
+    monkeypatch.setenv("CI", "true")
+    assert wolfpine_check.main(["--fpu-timing"]) == 1
+
+
 def _wolfpine_or_skip():
     from ttnn_flashdecode.tools.silicon_check.toolchain import in_ci, missing_toolchain
     from ttnn_flashdecode.tools.wolfpine_check.root import wolfpine_missing
@@ -112,11 +123,15 @@ def test_matmul_hifi2_vs_hifi4_and_a_row_max_on_wolfpine():
     got = {(r["op"], r["fidelity"]): r for r in results}
     assert len(got) == 4 and all(r["ok"] for r in results), table  # every output value as the model says
     hifi2, hifi4 = got["matmul_tiles", "HiFi2"], got["matmul_tiles", "HiFi4"]
-    # MVMULs per call: 16 per fidelity phase (the device model's MVMULS_PER_TILE_PHASE).
-    assert hifi2["matrix_ops_per_call"] == 2 * llk.MVMULS_PER_TILE_PHASE, table
-    assert hifi4["matrix_ops_per_call"] == 4 * llk.MVMULS_PER_TILE_PHASE, table
+    # MATRIX ops per call: 16 MVMULs per fidelity phase (the device model's MVMULS_PER_TILE_PHASE) and
+    # ~2 bookkeeping ops; HiFi4's two extra phases are 32 more (to the counters' one-op resolution).
+    extra = hifi4["matrix_ops_per_call"] - hifi2["matrix_ops_per_call"]
+    assert abs(extra - 2 * llk.MVMULS_PER_TILE_PHASE) <= 0.5, table
+    assert 2 * llk.MVMULS_PER_TILE_PHASE <= hifi2["matrix_ops_per_call"] <= 2 * llk.MVMULS_PER_TILE_PHASE + 3, table
     assert hifi4["cycles_per_call"] > hifi2["cycles_per_call"] + 24, table
-    for r in results:  # linear in the calls: 8 -> 16 and 16 -> 24 agree within the counters' resolution
+    # Linear in the calls: 8 -> 16 and 16 -> 24 agree within the counters' resolution (a span's ends each
+    # fall in a counter row of 10 cycles, run()'s interval: 4 x 10 / 8 cycles a call between two marginals).
+    for r in results:
         first, second = r["marginals"]
-        assert abs(first - second) <= 2 * 10 / 8 + 0.5, (r["op"], r["marginals"])
+        assert abs(first - second) <= 4 * 10 / 8, (r["op"], r["marginals"])
         assert r["cycles_per_call"] > 0
