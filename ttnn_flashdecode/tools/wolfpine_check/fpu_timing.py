@@ -253,7 +253,6 @@ def run(ops: Sequence[str] = (), configs: Sequence[str] = (), n: int = 16, work_
         work_dir: scratch folder (JIT cache, profile); default a new temporary one, removed after.
         interval: ``TT_SIM_PROFILE_INTERVAL``, cycles per counter flush (a span's resolution).
     """
-    import os
     import shutil
     import subprocess
     import tempfile
@@ -271,9 +270,6 @@ def run(ops: Sequence[str] = (), configs: Sequence[str] = (), n: int = 16, work_
     env = environment(root, work, tag, cost_model=True)
     env.update(TT_SIM_PROFILE=str(work / "profile"), TT_SIM_PROFILE_INTERVAL=str(interval),
                TT_METAL_CORE_GRID_OVERRIDE_TODEPRECATE="0,0")
-    # The subprocess imports this very tree (its cwd is the scratch folder).
-    package_parent = str(HERE.parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
     command = [sys.executable, "-m", "ttnn_flashdecode.tools.wolfpine_check.fpu_timing", "--n", str(n), "--multiples", ",".join(map(str, multiples))]
     for op in ops:
         command += ["--op", op]
