@@ -11,7 +11,8 @@ import dataclasses
 
 from ttnn_flashdecode.tools.device_model import kernel_model as km, llk_costs as llk, versus_ttnn as vt
 
-__all__ = ["kernel_work_rows", "format_kernel_work", "format_seed", "format_55760", "WORK_SHOWN"]
+__all__ = ["kernel_work_rows", "format_kernel_work", "format_seed", "format_55760", "WORK_SHOWN", "format_fpu_timing",
+           "FPU_TIMING_LEGEND"]
 
 WORK_SHOWN = {  # the published rows whose gap the kernel work addresses: (source, dtype, position)
     ("tt-metal #57161", "bfloat4_b", 32768), ("tt-metal #57161", "bfloat8_b", 32768),
@@ -95,4 +96,33 @@ def format_55760() -> str:
     lines.append("  tile MAC: an LLK count (16 MVMULs x 2 phases); per tile MAC: that plus #55760's 4.9 % and its\n"
                  "  per-step cost spread over the step's MACs; exp: #55760's figure taken as the constant; softmax per\n"
                  "  q tile: this model's decomposition (column sub, exp, mul on 2 faces), not #55760's.")
+    return "\n".join(lines)
+
+
+FPU_TIMING_LEGEND = (
+    "simulated = wolfpine 2.2's cost model (TT_SIM_COST_MODEL=1), one core: the marginal cycles of one call, from two\n"
+    "  programs of N and 2N calls (their compute spans' difference / N); UNCALIBRATED, a floor (wolfpine's own word),\n"
+    "  not silicon. modelled = this device model's llk_costs.call_cost (math thread: FPU + front end; pack_tile: the\n"
+    "  pack thread). Neither is measured on a card. ratio = simulated / modelled. FPU/UNP ops = MATRIX / UNPACKER\n"
+    "  instructions wolfpine issued per call. wolfpine's cost-table entries: occupancy in cycles (provenance).")
+
+
+def format_fpu_timing(results: list[dict]) -> str:
+    """wolfpine's simulated cycles per compute API call beside this model's (``wolfpine-check
+    --fpu-timing``): one line per op and compute config, the legend, and each op's wolfpine cost-table
+    provenance once. ``results`` are :func:`ttnn_flashdecode.tools.wolfpine_check.fpu_timing.run`'s."""
+    lines = ["FPU op timing: SIMULATED by wolfpine (uncalibrated, a floor) vs MODELLED by the device model",
+             f"  {'op':<22}{'config':<16}{'simulated':>10}{'modelled':>10}{'ratio':>7}{'FPU ops':>9}{'UNP ops':>9}  result"]
+    for r in results:
+        config = f"{r['fidelity']} {'fp32' if r['fp32_dest'] else 'bf16'} DST"
+        model = r.get("model", float("nan"))
+        ratio = r["cycles_per_call"] / model if model else float("nan")
+        verdict = "ok" if r["ok"] else f"WRONG OUTPUT: {r['error'][:200]}"
+        lines.append(f"  {r['op']:<22}{config:<16}{r['cycles_per_call']:>10.1f}{model:>10.1f}{ratio:>7.2f}"
+                     f"{r['matrix_ops_per_call']:>9.1f}{r['unpacker_ops_per_call']:>9.1f}  {verdict}")
+    lines.append(FPU_TIMING_LEGEND)
+    seen = {}
+    for r in results:
+        seen.setdefault(r["op"], r.get("provenance", ""))
+    lines += [f"  {op}: {prov}" for op, prov in seen.items()]
     return "\n".join(lines)

@@ -30,6 +30,10 @@ compiler: exp, reciprocal, max never run; the probe stands in); bfloat8_b / bflo
 with ``--cost-model`` (``TT_SIM_COST_MODEL=1``) the reader's simulated cycles per K/V tile are
 reported next to :mod:`ttnn_flashdecode.tools.cost_model`'s figure, but wolfpine's cost model is a
 floor, not calibrated to silicon. Wormhole only (the silicon check's root patches Wormhole's LLK).
+
+``--fpu-timing`` runs :mod:`.fpu_timing` instead: single FPU / unpack / pack compute API calls
+(matmul, row reduce, add, sub with a column broadcast, mul, copy, pack) timed on the simulator, N
+and 2N calls per op and compute config, printed beside the device model's cycles for the same call.
 """
 
 from __future__ import annotations
@@ -247,8 +251,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="TT_SIM_COST_MODEL=1: the reader's simulated cycles per K/V tile (uncalibrated)")
     parser.add_argument("--work", type=Path, help="scratch folder to use and keep")
     parser.add_argument("--json", type=Path, help="also write the rows to this file as JSON")
+    parser.add_argument("--fpu-timing", action="store_true",
+                        help="instead: time single FPU / unpack / pack compute API calls on wolfpine (fpu_timing.py) and "
+                             "print them beside the device model's cycles; --case then selects ops, --config configs")
+    parser.add_argument("--config", action="append", default=[], help="with --fpu-timing: configs, e.g. 'HiFi2 fp32'")
+    parser.add_argument("--calls", type=int, default=16, help="with --fpu-timing: N (the second program runs 2N calls)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    if args.fpu_timing:
+        return _fpu_timing_main(args, start)
     rows = run(args.case, args.planted, args.cost_model or os.environ.get("TT_SIM_COST_MODEL") == "1",
                work_dir=args.work, keep=args.work is not None)
     print(format_table(rows))
@@ -261,3 +272,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
     return 1 if failed else 3 if skipped else 0
+
+
+def _fpu_timing_main(args, start: float) -> int:
+    """``wolfpine-check --fpu-timing``: the table of :func:`.fpu_timing.run`; exit 0 all ran and computed
+    right, 1 a probe failed, 3 wolfpine or the toolchain missing (outside CI)."""
+    from ttnn_flashdecode.tools.device_model.report import format_fpu_timing
+    from ttnn_flashdecode.tools.silicon_check.toolchain import INSTALL_HINT, in_ci, missing_toolchain
+
+    from .fpu_timing import run as run_fpu_timing
+    from .root import wolfpine_missing
+
+    missing = missing_toolchain()
+    why = wolfpine_missing() or (f"missing {', '.join(missing)}; install with: {INSTALL_HINT}" if missing else None)
+    if why:
+        print(f"wolfpine FPU timing {'FAILED' if in_ci() else 'skipped'}: {why}")
+        return 1 if in_ci() else 3
+    results, status = run_fpu_timing(args.case, args.config, args.calls, work_dir=args.work)
+    if results:
+        print(format_fpu_timing(results))
+    if status:
+        print(f"\n{status}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    failed = not results or any(not r["ok"] for r in results)
+    print(f"\nwolfpine FPU timing: {len(results)} op x config rows in {time.perf_counter() - start:.0f} s")
+    return 1 if failed else 0

@@ -109,4 +109,8 @@ def environment(root: Path, work: Path, run_tag: str, cost_model: bool, arch: st
         env["TT_SIM_COST_MODEL"] = "1"
     else:
         env.pop("TT_SIM_COST_MODEL", None)
+    # The process runs in the scratch folder: make it import this very tree (a worktree's, not the
+    # one the venv's editable install points at).
+    package_parent = str(HERE.parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
     return env
