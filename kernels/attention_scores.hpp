@@ -129,11 +129,11 @@ void apply_score_modifiers(const Params& p, uint32_t t, uint32_t tile, uint32_t 
     reconfigured |= round_scores_to_tf32();
     reconfigured |= add_tail_mask(p, tile, qs, own);
     reconfigured |= add_window_mask(p, tile);
+    reconfigured |= add_attn_mask(t);
     // A tail or window mask adds 0 or MASK_VALUE, which leaves a TF32 score TF32 (or dead); an
     // attention mask's bias does not, so its sum is rounded again.
-    if (add_attn_mask(t)) {
+    if constexpr (kMaskUsers != 0) {
         round_scores_to_tf32();
-        reconfigured = true;
     }
     if (reconfigured) {
         matmul_init(kCbQs, kCbK, /*transpose=*/1);

@@ -128,17 +128,20 @@ def test_softcap_keeps_the_capped_scores_precision():
 
 
 def test_an_attention_mask_is_added_and_rounded_again():
-    """Biases in [-8, 8] (docs/accuracy.md: ~1.3e-2 with bfloat16 S) and a fully masked stretch:
-    the mask's sum is not TF32, so the kernel rounds S again after it."""
+    """Biases in [0, 16] over scores of std 3 under a dominant sink (30), and a fully masked stretch:
+    the bias's sum is off the TF32 grid, so the kernel rounds S again after it. Measured: 5.5e-2
+    rel-L2 with bfloat16 S, 5.3e-3 with the mode, 1.2e-2 with the second rounding left out; the
+    bar: the op's, and 5x better than bfloat16 S."""
     rng = np.random.default_rng(8)
     q = bf16(rng.standard_normal((1, 1, 3, 8 * 64)) * 3)
     k = bf16(rng.standard_normal((3, 2, 256, 64)))
     v = bf16(rng.standard_normal((3, 2, 256, 64)))
-    mask = bf16(rng.uniform(-8, 8, size=(3, 1, 8, 256))).astype(np.float32)
+    mask = bf16(rng.uniform(0, 16, size=(3, 1, 8, 256))).astype(np.float32)
     mask[0, 0, 0, :96] = -np.inf
+    keywords = dict(is_causal=False, attn_mask=mask, attention_sink=bf16(np.full(8, 30.0)).astype(np.float64))
     for split in (1, 3):
-        out = run_quiet(attention, q, k, v, is_causal=False, attn_mask=mask, split=split, accurate_scores=True)
-        assert_close(out, attention_reference(q, k, v, is_causal=False, attn_mask=mask), f"mask split={split}")
+        before, after = _error(False, q, k, v, split=split, **keywords), _error(True, q, k, v, split=split, **keywords)
+        assert after <= MAX_RELATIVE_L2 and 5 * after < before, (split, before, after)
 
 
 def test_sinks_with_return_lse_keep_the_lse_to_the_scores_precision():
