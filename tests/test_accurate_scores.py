@@ -212,3 +212,11 @@ def test_the_compute_options_refuse_the_mode_on_a_bfloat16_dst():
     assert options_for(compute_kernel_config=config, accurate_scores=True).compute.accurate_scores
     assert not options_for(compute_kernel_config=config).compute.accurate_scores  # off by default
     assert options_for(accurate_scores=None) == options_for()
+
+
+def test_a_block_too_big_for_l1_names_what_the_mode_takes():
+    """head_dim 512, V = K: a 16-tile block fits with bfloat16 S, not with float32 S."""
+    q, cache = np.zeros((1, 1, 1, 512), np.float32), np.zeros((1, 1, 1024, 512), np.float32)
+    with pytest.raises(ValueError, match=r"accurate_scores=True keeps CB S in float32.*largest block is 16"):
+        attention(q, cache, cache, cur_pos=[5], block_tiles=16, accurate_scores=True)
+    assert run_quiet(attention, q, cache, cache, cur_pos=[5], block_tiles=16).shape == q.shape
