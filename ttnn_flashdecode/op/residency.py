@@ -10,7 +10,7 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.
     K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks (no V when V is K: values_from_keys)
     CONST    4 (6)                 scaler, scale, the masks of the last two live tiles (a windowed
                                    program: and the window masks of its first two tiles)
-    S        block_tiles           scores of one block, QS . K^T (+ mask)
+    S        block_tiles           scores of one block, QS . K^T (+ mask); float32 with accurate_scores
     SCRATCH  block_tiles           probabilities P = exp(S - m) of one block
     M_A, M_B row_tiles each        running max, ping-pong (old / new), one page per Q row tile
     L        row_tiles             running sum
