@@ -96,8 +96,8 @@ bool add_attn_mask(uint32_t t) {
     return false;
 }
 
-// accurate_scores: CB S is float32, so the packer keeps fp32 DST's scores whole, but every reader of S
-// (the row max, S - M) takes it through SrcA, which holds TF32 and truncates toward zero: each
+// accurate_scores: CB S is float32, so the packer keeps fp32 DST's scores whole, but every reader of
+// S (the row max, S - M, a mask add) takes it through SrcA, which holds TF32 and truncates: each
 // weight exp(S - M) would lose up to an ulp of |S| (1.6% at |S| ~ 20), all in one direction, which a
 // dominant sink does not normalise away. Rounded to TF32 to nearest here, the read is exact and
 // what is left is unbiased: Veltkamp's split on DST tile 0 (DST tile 1 the scratch), c = 8193 S made
@@ -122,7 +122,8 @@ bool round_scores_to_tf32() {
 
 // The score modifiers of the block's t-th live tile, window tile `tile`, in order: cap, tail mask,
 // window / chunk, attention mask (the cap first, so no mask value is capped; the masks add, in any
-// order), accurate_scores' rounding before the masks (and after an attention mask). Matmul's state is restored once, after them, when any ran.
+// order), accurate_scores' rounding before the masks (and after an attention mask). Matmul's state
+// is restored once, after them, when any ran.
 void apply_score_modifiers(const Params& p, uint32_t t, uint32_t tile, uint32_t qs, uint32_t own) {
     bool reconfigured = cap_scores();
     // Before the masks: each mask add moves S from DST through SrcA, which truncates it to TF32.
