@@ -220,3 +220,25 @@ def test_a_block_too_big_for_l1_names_what_the_mode_takes():
     with pytest.raises(ValueError, match=r"accurate_scores=True keeps CB S in float32.*largest block is 16"):
         attention(q, cache, cache, cur_pos=[5], block_tiles=16, accurate_scores=True)
     assert run_quiet(attention, q, cache, cache, cur_pos=[5], block_tiles=16).shape == q.shape
+
+
+def test_the_drop_ins_take_the_mode_through_compute_options():
+    """ttnn's signature has no such keyword: ``compute_kernel_config=ComputeOptions(accurate_scores=True)``
+    carries it, and the drop-in gives attention()'s bits with the mode (scores of std 6, sinks ~30
+    passed as ttnn takes them, divided by the scale)."""
+    from ttnn_flashdecode.transformer import scaled_dot_product_attention_decode
+
+    rng = np.random.default_rng(30)
+    n_q, head_dim = 8, 64
+    q = bf16(rng.standard_normal((1, 2, n_q, head_dim)) * 6)
+    k, v = (bf16(rng.standard_normal((2, 2, 256, head_dim))) for _ in range(2))
+    logits = bf16(30 + rng.standard_normal(n_q)).astype(np.float64)
+    ttnn_sink = np.zeros((n_q, 32), np.float32)
+    ttnn_sink[:, 0] = logits * 8  # the drop-in multiplies by the scale, 1/8
+    rows_q = q.reshape(1, 1, 2, n_q * head_dim)
+    want = run_quiet(attention, rows_q, k, v, cur_pos=[63, 200], attention_sink=logits, accurate_scores=True)
+    out = run_quiet(scaled_dot_product_attention_decode, q, k, v, cur_pos=[63, 200], attention_sink=bf16(ttnn_sink),
+                    compute_kernel_config=ComputeOptions(accurate_scores=True))
+    np.testing.assert_array_equal(np.asarray(out, np.float64).reshape(want.shape), np.asarray(want, np.float64))
+    assert relative_l2(np.asarray(want, np.float64),
+                       attention_reference(rows_q, k, v, cur_pos=[63, 200], attention_sink=logits)) <= MAX_RELATIVE_L2
