@@ -96,14 +96,46 @@ bool add_attn_mask(uint32_t t) {
     return false;
 }
 
+// accurate_scores: CB S is float32, so the packer keeps fp32 DST's scores whole, but every reader of
+// S (the row max, S - M, a mask add) takes it through SrcA, which holds TF32 and truncates: each
+// weight exp(S - M) would lose up to an ulp of |S| (1.6% at |S| ~ 20), all in one direction, which a
+// dominant sink does not normalise away. Rounded to TF32 to nearest here, the read is exact and
+// what is left is unbiased: Veltkamp's split on DST tile 0 (DST tile 1 the scratch), c = 8193 S made
+// as 2S * 4096.5 (one rounding), S' = c - (c - S), each step one fp32 SFPU operation.
+constexpr bool kAccurateScores = args::accurate_scores() != 0;
+static_assert(!kAccurateScores || DST_ACCUM_MODE, "accurate_scores needs fp32 DST: a bf16 DST has rounded S already");
+
+bool round_scores_to_tf32() {
+    if constexpr (kAccurateScores) {
+        constexpr uint32_t kHalfSplitter = 0x45800400;  // 4096.5f
+        add_binary_tile_init();
+        add_binary_tile(0, 0, 1);
+        binop_with_scalar_tile_init();
+        mul_unary_tile(1, kHalfSplitter);
+        sub_binary_tile_init();
+        sub_binary_tile(1, 0, 0);
+        sub_binary_tile(1, 0, 0);
+        return true;
+    }
+    return false;
+}
+
 // The score modifiers of the block's t-th live tile, window tile `tile`, in order: cap, tail mask,
 // window / chunk, attention mask (the cap first, so no mask value is capped; the masks add, in any
-// order). Matmul's state is restored once, after them, when any ran.
+// order), accurate_scores' rounding before the masks (and after an attention mask). Matmul's state
+// is restored once, after them, when any ran.
 void apply_score_modifiers(const Params& p, uint32_t t, uint32_t tile, uint32_t qs, uint32_t own) {
     bool reconfigured = cap_scores();
+    // Before the masks: each mask add moves S from DST through SrcA, which truncates it to TF32.
+    reconfigured |= round_scores_to_tf32();
     reconfigured |= add_tail_mask(p, tile, qs, own);
     reconfigured |= add_window_mask(p, tile);
     reconfigured |= add_attn_mask(t);
+    // A tail or window mask adds 0 or MASK_VALUE, which leaves a TF32 score TF32 (or dead); an
+    // attention mask's bias does not, so its sum is rounded again.
+    if constexpr (kMaskUsers != 0) {
+        round_scores_to_tf32();
+    }
     if (reconfigured) {
         matmul_init(kCbQs, kCbK, /*transpose=*/1);
     }

@@ -52,6 +52,9 @@ TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "test
 
 PACKAGE = "ttnn_flashdecode"
 
+_USERS_CASE = "tests/test_accurate_scores.py::test_the_users_case_is_within_the_bar_with_accurate_scores_and_not_without[1]"
+"""Issue 35 item 4's case: ROWS 2 across an attention chunk of 64 under a dominant sink, with accurate_scores."""
+
 SLICE_PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:xdist", "-p", "no:random_order")
 """pytest plugins a slice's run leaves unloaded: none serves one serial slice (hypothesis's ``@given``
 works without its plugin), and loading them is ~0.6 CPU-s of each of ~90 runs."""
@@ -627,6 +630,39 @@ MUTATIONS = [
              "the NoC table's y coordinate keeps its low byte, so a core at y >= 256 is addressed at y - 256 "
              "(every grid the attention tests run is below that)",
              tests=("tests/test_protocol_pair.py::test_header_free_function_matches_its_twin",)),
+    # accurate_scores (issue 35 item 4): a float32 S CB, each score rounded to TF32 to nearest.
+    Mutation("accurate-scores-cb-bfloat16", "ttnn_flashdecode/op/residency.py",
+             "if residency.fp32_scores and cb == CB.S:",
+             "if False and residency.fp32_scores and cb == CB.S:",
+             "accurate_scores packs S as bfloat16 despite the mode (the kernel still rounds to TF32 first)",
+             tests=(_USERS_CASE,)),
+    Mutation("accurate-scores-not-rounded", "kAccurateScores",
+             "constexpr bool kAccurateScores = args::accurate_scores() != 0;",
+             "constexpr bool kAccurateScores = false;",
+             "the float32 scores are packed unrounded: every read through SrcA truncates them to TF32, so each "
+             "weight exp(S - M) is biased low by up to an ulp of |S|",
+             tests=(_USERS_CASE,)),
+    Mutation("accurate-scores-rounding-scratch-collides", "round_scores_to_tf32",
+             "add_binary_tile(0, 0, 1);",
+             "add_binary_tile(0, 0, 0);",
+             "the score rounding's 8193 S lands on DST tile 0, the score itself, and the split reads a stale scratch",
+             tests=(_USERS_CASE,)),
+    Mutation("accurate-scores-rounded-after-the-tail-mask", "apply_score_modifiers",
+             "reconfigured |= round_scores_to_tf32();\n    reconfigured |= add_tail_mask(p, tile, qs, own);",
+             "reconfigured |= add_tail_mask(p, tile, qs, own);\n    reconfigured |= round_scores_to_tf32();",
+             "S is rounded after the tail mask, whose add has already moved it through SrcA and truncated it",
+             tests=(_USERS_CASE,)),
+    Mutation("accurate-scores-mask-sum-not-rounded", "apply_score_modifiers",
+             "if constexpr (kMaskUsers != 0) {\n        round_scores_to_tf32();\n    }",
+             "",
+             "S + an attention mask's bias is packed unrounded, so SrcA truncates it and biases the weights",
+             tests=("tests/test_accurate_scores.py::test_an_attention_mask_is_added_and_rounded_again",)),
+    Mutation("accurate-scores-on-a-bfloat16-dst", "ttnn_flashdecode/op/shape.py",
+             'if as_bool("accurate_scores", accurate_scores) and not fp32_dest_acc_en:',
+             'if as_bool("accurate_scores", accurate_scores) and False:',
+             "the mode is accepted with a bfloat16 DST, which has rounded S to bfloat16 before it is packed",
+             tests=("tests/test_accurate_scores.py::test_bad_accurate_scores_are_refused_by_name",
+                    "tests/test_accurate_scores.py::test_the_compute_options_refuse_the_mode_on_a_bfloat16_dst")),
 ]
 
 

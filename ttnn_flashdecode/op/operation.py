@@ -73,6 +73,7 @@ def attention(
     attention_chunk_size: int | None = None,
     return_lse: bool = False,
     head_dim_v: int | None = None,
+    accurate_scores: bool | None = None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -120,6 +121,8 @@ def attention(
         attention_chunk_size: ``C``: the row at ``p`` attends ``floor(p / C) * C .. p``.
         return_lse: also return each row's log-sum-exp (float32; needs fp32 DST).
         head_dim_v: MLA: V's head_dim; ``v`` None means V is ``k``'s first ``head_dim_v`` columns.
+        accurate_scores: True: the scores stay float32 (TF32 to nearest) from QS . K^T to exp, not
+            bfloat16 (needs fp32 DST; the S CB's L1 doubles). None: the compute config's (off).
 
     Returns:
         The shape and kind of ``q`` (a device tensor in ``memory_config``, a host ``ttnn.Tensor`` in
@@ -158,7 +161,7 @@ def attention(
                           is_causal=is_causal, cache_position_modulo=cache_position_modulo,
                           users_per_table_row=users_per_table_row, batch_invariant=batch_invariant,
                           logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
-                          return_lse=return_lse, head_dim_v=head_dim_v)
+                          return_lse=return_lse, head_dim_v=head_dim_v, accurate_scores=accurate_scores)
     operands = Operands(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, chunk_start=chunk_start,
                         page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask)
     return run_call(operands, options)

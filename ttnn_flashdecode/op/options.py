@@ -80,7 +80,8 @@ def options_for(**keywords) -> AttentionOptions:
             each score modifier (:mod:`~ttnn_flashdecode.op.modifiers`).
         ValueError: a backend or q_layout outside its choices, a split or max_split outside
             ``1..MAX_SPLIT``, a scale that is not a positive number of at most :data:`SCALE_MAX`;
-            ``return_lse=True`` with ``fp32_dest_acc_en=False``; as each score modifier.
+            ``return_lse=True`` or ``accurate_scores=True`` with ``fp32_dest_acc_en=False``; as each
+            score modifier. ``accurate_scores`` not None or a bool is a TypeError.
     """
     values = tuple(keywords.values())
     # Each value with its type: True == 1 and 64.0 == 64, but they are refused where 1 and 64 are not.
@@ -100,7 +101,7 @@ def _cached_options(key: tuple) -> AttentionOptions:
 
 def _validated(*, compute_kernel_config=None, memory_config=None, backend="auto", split=None, max_split=None,
                block_tiles=None, scale=None, q_layout="rows", grid=None, batch_invariant=False, return_lse=False,
-               **rest) -> AttentionOptions:
+               accurate_scores=None, **rest) -> AttentionOptions:
     if memory_config is not None and not isinstance(memory_config, ttnn.MemoryConfig):
         raise TypeError(f"memory_config: expected None or a ttnn.MemoryConfig, got {type(memory_config).__name__} "
                         f"{memory_config!r}")
@@ -116,7 +117,7 @@ def _validated(*, compute_kernel_config=None, memory_config=None, backend="auto"
     if scale is not None and not 0 < scale <= SCALE_MAX:
         raise ValueError(f"scale: expected a finite positive number, at most {SCALE_MAX:.6g} (the kernels hold it in "
                          f"bfloat16), got {scale!r}")
-    compute = ComputeOptions.from_config(compute_kernel_config)
+    compute = _with_accurate_scores(ComputeOptions.from_config(compute_kernel_config), accurate_scores)
     batch_invariant, return_lse = as_bool("batch_invariant", batch_invariant), as_bool("return_lse", return_lse)
     if return_lse and not compute.fp32_dest_acc_en:
         raise ValueError("return_lse: expected a compute config with fp32_dest_acc_en=True (the LSE is made of the "
@@ -125,6 +126,14 @@ def _validated(*, compute_kernel_config=None, memory_config=None, backend="auto"
                             max_split=max_split, block_tiles=block_tiles, scale=scale, q_layout=q_layout,
                             grid=_hashable_grid(grid), scores=scores, batch_invariant=batch_invariant,
                             return_lse=return_lse, **rest)
+
+
+def _with_accurate_scores(compute: ComputeOptions, accurate_scores) -> ComputeOptions:
+    """``compute`` with the ``accurate_scores`` keyword's choice (None: the config's own, off unless a
+    :class:`ComputeOptions` says otherwise), validated by :class:`ComputeOptions`."""
+    if accurate_scores is None or (as_bool("accurate_scores", accurate_scores) == compute.accurate_scores):
+        return compute
+    return dataclasses.replace(compute, accurate_scores=bool(accurate_scores))
 
 
 def _check_ints(**values) -> None:

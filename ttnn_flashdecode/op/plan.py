@@ -75,11 +75,13 @@ def _blocks_budget(shape: DecodeShape, arch: str, l1_budget: int | None) -> int:
 @dataclasses.dataclass(frozen=True)
 class _Sizing:
     """What sizes a call's blocks: the arch (its L1), the L1 bytes its device leaves for CBs (None:
-    the arch's whole free L1) and whether the statistics are float32."""
+    the arch's whole free L1), whether the statistics are float32 and whether the scores are
+    (``accurate_scores``: CB S's pages double)."""
 
     arch: str
     fp32_stats: bool
     l1_budget: int | None = None
+    fp32_scores: bool = False
 
 
 def _block_fit(shape: DecodeShape, requested: int | None, sizing: _Sizing) -> int | ValueError:
@@ -87,17 +89,31 @@ def _block_fit(shape: DecodeShape, requested: int | None, sizing: _Sizing) -> in
     another request layout) when none does or ``requested`` is not a block that fits."""
     arch, l1_budget = sizing.arch, sizing.l1_budget
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, arch, fp32_stats=sizing.fp32_stats,
+                          fp32_scores=sizing.fp32_scores,
                           budget_bytes=_blocks_budget(shape, arch, l1_budget), **shape.cache_fields)
     if fit == 0:
         where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
-        return ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1")
+        return ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1"
+                          + _scores_note(shape, sizing))
     if requested is None:
         return fit
     if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
         return ValueError(f"block_tiles: expected a positive int, got {requested!r}")
     if requested > fit:
-        return ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), got {requested}")
+        return ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), "
+                          f"got {requested}" + _scores_note(shape, sizing))
     return fit
+
+
+def _scores_note(shape: DecodeShape, sizing: _Sizing) -> str:
+    """What ``accurate_scores`` takes of L1, for a refusal by size: its float32 CB S (a block's tiles
+    at 4096 bytes, not 2048) and the largest block without it; "" without the mode."""
+    if not sizing.fp32_scores:
+        return ""
+    plain = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, sizing.arch, fp32_stats=sizing.fp32_stats,
+                            budget_bytes=_blocks_budget(shape, sizing.arch, sizing.l1_budget), **shape.cache_fields)
+    return (f" (accurate_scores=True keeps CB S in float32, 4096 bytes a block tile instead of 2048; without it the "
+            f"largest block is {plain})")
 
 
 def _check_block_tiles(shape: DecodeShape, requested: int | None, sizing: _Sizing) -> int:
@@ -116,7 +132,7 @@ def _default_block_tiles(shape: DecodeShape, upto: int, max_split: int, sizing: 
     1 when none does."""
     at_least = upto if at_least is None else at_least
     fit = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, sizing.arch, max_split=max_split,
-                          fp32_stats=sizing.fp32_stats, **shape.cache_fields,
+                          fp32_stats=sizing.fp32_stats, fp32_scores=sizing.fp32_scores, **shape.cache_fields,
                           budget_bytes=_blocks_budget(shape, sizing.arch, sizing.l1_budget))
     valid = [b for b in range(1, min(upto, fit) + 1) if shape.cache_wrap or shape.capacity_tiles % (2 * b) == 0]
     covering = [b for b in valid if b >= at_least]
@@ -158,7 +174,8 @@ def _max_split(shape: DecodeShape, block_tiles: int, grid_cores: int, sizing: _S
     level of the combine tree)."""
     for split in range(min(protocol.MAX_SPLIT, grid_cores, cap or protocol.MAX_SPLIT), 1, -1):
         residency = Residency(shape.q_rows, shape.dim_tiles, block_tiles, max_split=split,
-                              fp32_stats=sizing.fp32_stats, batch=shape.batch, **shape.cache_fields)
+                              fp32_stats=sizing.fp32_stats, fp32_scores=sizing.fp32_scores, batch=shape.batch,
+                              **shape.cache_fields)
         if l1_bytes(residency) <= cb_budget_bytes(sizing.arch, sizing.l1_budget):
             return split
     return 1
@@ -272,7 +289,7 @@ class _Choices:
     max_split: int | None
 
     def sizing(self, target: Target) -> _Sizing:
-        return _Sizing(target.arch, self.compute.fp32_dest_acc_en, target.l1_budget)
+        return _Sizing(target.arch, self.compute.fp32_dest_acc_en, target.l1_budget, self.compute.accurate_scores)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,6 +345,7 @@ def _plan_with(shape: DecodeShape, limits: _Limits, choices: _Choices, target: T
         longest = max(s.live_tiles(kv_positions[s.request]) for slices in plan_schedule.cores for s in slices)
         blocks = _planned_block(shape, limits.fit, largest, longest, sizing)
     residency = Residency(shape.q_rows, shape.dim_tiles, blocks, max_split=largest, fp32_stats=sizing.fp32_stats,
+                          fp32_scores=sizing.fp32_scores,
                           batch=shape.batch, work_requests=max(len(slices) for slices in plan_schedule.cores),
                           **shape.cache_fields)
     return plan_decode(shape, residency, grid=grid, arch=target.arch, compute=choices.compute,

@@ -10,7 +10,7 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.
     K, V     2*block_tiles*dim_tiles  double-buffered K / V blocks (no V when V is K: values_from_keys)
     CONST    4 (6)                 scaler, scale, the masks of the last two live tiles (a windowed
                                    program: and the window masks of its first two tiles)
-    S        block_tiles           scores of one block, QS . K^T (+ mask)
+    S        block_tiles           scores of one block, QS . K^T (+ mask); float32 with accurate_scores
     SCRATCH  block_tiles           probabilities P = exp(S - m) of one block
     M_A, M_B row_tiles each        running max, ping-pong (old / new), one page per Q row tile
     L        row_tiles             running sum
@@ -129,6 +129,8 @@ class Residency:
         values_from_keys: V is K (``attention_protocol.hpp`` "Values from keys"): no CB V.
         row_tile_users: row tile r of a request is user ``user + r`` with its own position
             (``attention_protocol.hpp`` "Row-tile users"): CONST holds a tail-mask page per row tile.
+        fp32_scores: CB S in float32 (``accurate_scores``; 4096-byte pages): the packer writes fp32
+            DST's scores whole, and the unpackers read them as TF32 instead of bfloat16.
     """
 
     q_rows: int
@@ -148,6 +150,7 @@ class Residency:
     row_tiles: int = 1
     values_from_keys: bool = False
     row_tile_users: bool = False
+    fp32_scores: bool = False
 
     @property
     def work_row_bytes(self) -> int:
@@ -235,6 +238,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, INT32, LSE_STAGE_BYTES, pages)
         if cb in (CB.K, CB.V):
             return CbSpec(int(cb), cb.name, residency.kv_format, residency.kv_tile_bytes, pages)
+        if residency.fp32_scores and cb == CB.S:
+            return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
         if residency.fp32_stats and cb in STATS_CBS:
             return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
         return CbSpec(int(cb), cb.name, FLOAT16_B, residency.tile_bytes, pages)
@@ -325,7 +330,8 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
                                   max_split=residency.max_split, fp32_stats=residency.fp32_stats, budget_bytes=budget_bytes, paged=residency.paged,
                                   kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
                                   mask=residency.mask, lse=residency.lse, row_tiles=residency.row_tiles,
-                                  values_from_keys=residency.values_from_keys, row_tile_users=residency.row_tile_users)
+                                  values_from_keys=residency.values_from_keys, row_tile_users=residency.row_tile_users,
+                                  fp32_scores=residency.fp32_scores)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -338,7 +344,7 @@ def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, *, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
     sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1, values_from_keys: bool = False,
-    row_tile_users: bool = False,
+    row_tile_users: bool = False, fp32_scores: bool = False,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -359,13 +365,14 @@ def max_block_tiles(
         row_tiles: Q row tiles per request (:class:`Residency`).
         values_from_keys: V is K (no CB V: a block's L1 is half).
         row_tile_users: row tiles of their own users (:class:`Residency`).
+        fp32_scores: CB S in float32 (:class:`Residency`).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
     fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse, row_tiles=row_tiles,
-                  values_from_keys=values_from_keys, row_tile_users=row_tile_users)
+                  values_from_keys=values_from_keys, row_tile_users=row_tile_users, fp32_scores=fp32_scores)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

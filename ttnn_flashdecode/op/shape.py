@@ -11,6 +11,7 @@ import ttnn
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.modifiers import ScoreModifiers
+from ttnn_flashdecode.op.modifiers.base import as_bool
 from ttnn_flashdecode.op.residency import KV_FORMATS
 
 __all__ = ["KINDS", "Q_LAYOUTS", "WRAPPED_POSITIONS", "RequestLayout", "DecodeShape", "ComputeOptions"]
@@ -351,6 +352,19 @@ class DecodeShape:
         return self.batch * (self.n_q_heads if self.kind == "chunk" else self.n_kv_heads * self.requests_per_group)
 
 
+def check_accurate_scores(accurate_scores, fp32_dest_acc_en) -> None:
+    """Refuse an ``accurate_scores`` that is not a bool, or True with a bfloat16 DST.
+
+    Raises:
+        TypeError: not a bool (``numpy.bool_`` is one).
+        ValueError: True with ``fp32_dest_acc_en`` False: the scores leave a bfloat16 DST already
+            rounded to bfloat16, so a float32 S CB would keep nothing more.
+    """
+    if as_bool("accurate_scores", accurate_scores) and not fp32_dest_acc_en:
+        raise ValueError("accurate_scores: expected a compute config with fp32_dest_acc_en=True (a bfloat16 DST rounds "
+                         "the scores to bfloat16 before they are packed), got fp32_dest_acc_en=False")
+
+
 BF16_DST_ROW_SUM_GROUPS = 4
 """Row-sum chains per block with a bf16 DST (:meth:`ComputeOptions.row_sum_groups`): a 16-tile block's
 32 bfloat16 steps as 4 chains of 8 and 3 adds; at most the 8 DST tiles of a bf16 half-sync acquire."""
@@ -367,6 +381,14 @@ class ComputeOptions:
             (``math_approx_mode`` is tt-metal's ``APPROX`` for the MATH and PACK threads).
         exp_approx: the softmax's exp: True the LLK's approximate exp, False the accurate one, None
             (default) ``math_approx_mode``'s choice (ttnn's ``SDPAProgramConfig.exp_approx_mode``).
+        accurate_scores: the scores S kept in float32 from QS . K^T through the masks to exp (the
+            ``accurate_scores`` keyword; ours, ttnn has none): a float32 S CB, each score rounded to
+            TF32 to nearest before it is packed; False (default): bfloat16 S, as ttnn. Needs
+            ``fp32_dest_acc_en``.
+
+    Raises:
+        TypeError: ``accurate_scores`` not a bool.
+        ValueError: ``accurate_scores=True`` with ``fp32_dest_acc_en=False``.
     """
 
     math_fidelity: ttnn.MathFidelity = ttnn.MathFidelity.HiFi4
@@ -374,8 +396,10 @@ class ComputeOptions:
     math_approx_mode: bool = False
     dst_full_sync_en: bool = False
     exp_approx: bool | None = None
+    accurate_scores: bool = False
 
     def __post_init__(self):
+        check_accurate_scores(self.accurate_scores, self.fp32_dest_acc_en)
         # One spelling per program: an exp mode that repeats math_approx_mode's is None (plans key on this).
         if self.exp_approx is not None and bool(self.exp_approx) == bool(self.math_approx_mode):
             object.__setattr__(self, "exp_approx", None)

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from ttnn_flashdecode.tools import cost_model as cm
 from ttnn_flashdecode.tools.device_model import hardware, llk_costs as llk
 
-__all__ = ["KernelWork", "WORK_ITEMS", "call_costs", "weights_v2", "per_tile_cycles", "tile_and_block_totals", "ResultV2", "estimate_v2",
+__all__ = ["KernelWork", "WORK_ITEMS", "ROUND_SCORES_CALLS", "call_costs", "weights_v2", "per_tile_cycles",
+           "tile_and_block_totals", "ResultV2", "estimate_v2",
            "seed_comparison", "SEED_CYCLES_PER_TILE", "reproduce_55760", "REPORTED_55760", "relative_errors_55760"]
 
 SEED_CYCLES_PER_TILE = (cm.SEED_MS[2] - cm.SEED_MS[0]) * 1e-3 / (
@@ -48,10 +49,12 @@ class KernelWork:
         min_block_tiles: K/V blocks of at least this many position tiles (0: the planner's), so the
             running state's per-block work (rescale, TF32 rounding on fp32 DST) is paid less often;
             a what-if where L1 would allow it (MLA's wide state leaves the planner 2-tile blocks).
-        fp32_scores: issue 35 item 4: the score CB in float32 (S keeps its precision through the
-            masks and exp): each live tile's score packs and unpacks twice the bytes, priced as one
-            more pack and one more unpack of a tile ([U] rates, :data:`llk_costs.PACK_CYCLES_PER_TILE`
-            for both); its L1 (the S CB doubles) is not modelled.
+        fp32_scores: issue 35 item 4, the op's ``accurate_scores``: the score CB in float32 (S keeps
+            its precision through the masks and exp): each live tile's score packs and unpacks twice
+            the bytes, priced as one more pack and one more unpack of a tile ([U] rates,
+            :data:`llk_costs.PACK_CYCLES_PER_TILE` for both), and is rounded to TF32 on the SFPU
+            before it is packed (:data:`ROUND_SCORES_CALLS`, the kernel's ``round_scores_to_tf32``,
+            and the matmul re-init after it); its L1 (the S CB doubles) is not modelled.
     """
 
     # issue 35 item 3: time
@@ -74,6 +77,15 @@ class KernelWork:
         """The block size this work runs with, given the planner's."""
         return max(planned, self.min_block_tiles)
 
+
+ROUND_SCORES_CALLS = {"add_binary_tile_init": 1, "add_binary_tile": 1, "binop_with_scalar_tile_init": 1,
+                      "mul_unary_tile": 1, "sub_binary_tile_init": 1, "sub_binary_tile": 2, "matmul_init": 1}
+"""The compute calls ``accurate_scores`` adds per live position tile (``attention_scores.hpp``
+``round_scores_to_tf32``, Veltkamp's split in four SFPU operations, then matmul's re-init)."""
+
+PER_LIVE_TILE_CALL = "sub_tiles_bcast_cols"
+"""The compute call made exactly once per live position tile (``probabilities``' S - M): the call
+whose weight carries ``accurate_scores``' rounding in the time estimate."""
 
 WORK_ITEMS = (KernelWork(), KernelWork(sfpu_live_faces=True), KernelWork(both_nocs=True),
               KernelWork(fewer_reconfigs=True), KernelWork(half_height_q=True), KernelWork(min_block_tiles=16),
@@ -119,10 +131,8 @@ def _unit_cycles(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork, 
         factor = calls * (scale if "reconfig" in name else 1.0)
         out[name] = {"calls": calls, "fpu": cost.fpu * factor, "sfpu": cost.sfpu * factor,
                      "front": cost.front * factor, "pack": cost.pack * factor, "unpack": cost.unpack * factor}
-    if work.fp32_scores and tile_weight:  # the score tile's second half: one more pack and unpack per live tile
-        out["fp32 score CB"] = {"calls": 0.0, "fpu": 0.0, "sfpu": 0.0, "front": 0.0,
-                                "pack": float(llk.PACK_CYCLES_PER_TILE) * tile_weight,
-                                "unpack": float(llk.PACK_CYCLES_PER_TILE) * tile_weight}
+    if work.fp32_scores and tile_weight:
+        _add_fp32_scores(out, cfg, model.q_rows, work, tile_weight)
     return out
 
 
@@ -142,6 +152,22 @@ def tile_and_block_totals(model: cm.CallModel, cfg: llk.ComputeConfig, work: Ker
             _thread_totals(_unit_cycles(model, cfg, work, 0.0, 1.0)))
 
 
+def _add_fp32_scores(rows: dict[str, dict[str, float]], cfg: llk.ComputeConfig, q_rows: int, work: KernelWork,
+                     tiles: float = 1.0) -> None:
+    """``accurate_scores``' cycles for ``tiles`` live tiles into ``rows``: the score tile's second half
+    (one more pack and one more unpack) and the TF32 rounding's calls (:data:`ROUND_SCORES_CALLS`)."""
+    rows["fp32 score CB"] = {"calls": 0.0, "fpu": 0.0, "sfpu": 0.0, "front": 0.0,
+                             "pack": float(llk.PACK_CYCLES_PER_TILE) * tiles,
+                             "unpack": float(llk.PACK_CYCLES_PER_TILE) * tiles}
+    costs = call_costs(list(ROUND_SCORES_CALLS), cfg, q_rows, work)
+    for name, calls in ROUND_SCORES_CALLS.items():
+        row = rows.setdefault(name, {"calls": 0.0, "fpu": 0.0, "sfpu": 0.0, "front": 0.0, "pack": 0.0, "unpack": 0.0})
+        cost = costs[name]
+        row["calls"] += calls * tiles
+        for thread in ("fpu", "sfpu", "front", "pack", "unpack"):
+            row[thread] += getattr(cost, thread) * calls * tiles
+
+
 def _thread_totals(rows: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     totals = {k: sum(r[k] for r in rows.values()) for k in ("fpu", "sfpu", "front", "pack", "unpack")}
     totals["math"] = totals["fpu"] + totals["sfpu"] + totals["front"]
@@ -157,6 +183,9 @@ def weights_v2(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork = K
     scale = max(1.0, totals["pack"] / totals["math"], totals["unpack"] / totals["math"])
     reconfig = _reconfig_scale(model, work)
     weights = {n: c.math * scale * (reconfig if "reconfig" in n else 1.0) for n, c in costs.items()}
+    if work.fp32_scores:  # the calibrated counts are today's kernel's: the rounding rides on S - M, once a live tile
+        rounding = call_costs(list(ROUND_SCORES_CALLS), cfg, model.q_rows, work)
+        weights[PER_LIVE_TILE_CALL] += scale * sum(rounding[n].math * k for n, k in ROUND_SCORES_CALLS.items())
     return weights, totals | {"scale": scale}
 
 

@@ -133,13 +133,21 @@ CASES = (
          dict(cur_pos=[0, 31, 32, 2047]), values_from_keys=True),
     Case("MLA drop-in: 128 Q heads on one d576 latent (K = V), Q height-sharded, unsplit", 2, 128, 1, 576, 1024,
          dict(cur_pos=[100, 1023], max_cores_per_head_batch=1), drop_in=True, values_from_keys=True),
+    # Issue 35 item 4: accurate_scores (a float32 S CB, each score rounded to TF32 in the score stage).
+    Case("accurate_scores: ROWS 2 across an attention chunk of 64, sinks + softcap 50 + return_lse, paged, "
+         "scheduler split", 4, 8, 2, 64, 2048,
+         dict(cur_pos=[63, 64, 130, 2047], rows=2, attention_chunk_size=64, attention_sink=[30.0] * 8,
+              logit_softcap=50.0, return_lse=True, accurate_scores=True), q_rows_per_user=2, cache_block_size=64),
+    Case("accurate_scores: non-causal with a device attn_mask (S rounded again after it), bfloat8_b, scheduler split",
+         2, 16, 2, 128, 2048, dict(accurate_scores=True), kv_dtype="bfloat8_b", mask=True),
 )
 
 
 #: ``silicon-check --quick`` (CI's tier): on Blackhole only these cases, which between them build every
 #: compile-time feature of the kernels once (split max-first and rescale, CHUNK, HiFi2 / approximate
 #: exp / bf16 DST, bfloat4_b, the circular and 16-position paged caches, row tiles with sinks and LSE,
-#: the attention mask, chunked-local ROWS, softcap, values from keys, height-sharded drop-ins);
+#: the attention mask, chunked-local ROWS, softcap, values from keys, height-sharded drop-ins,
+#: accurate_scores);
 #: Wormhole, whose NCRISC runs kernels from a 16 KiB IRAM, runs every case in both tiers.
 QUICK_CASE_NAMES = (
     "decode forced split 7 (slices fit a block: max first)",
@@ -156,6 +164,8 @@ QUICK_CASE_NAMES = (
     "MLA DeepSeek-V3: 128 Q heads on one d576 latent (K = V), paged bfloat8_b, scheduler split",
     "spec verify (spec_multi_pos_tiles): 2 sequences x 4 candidates of 32 heads on one KV head, one scan per "
     "sequence (row-tile users), paged, sinks + return_lse, an idle candidate, scheduler split",
+    "accurate_scores: ROWS 2 across an attention chunk of 64, sinks + softcap 50 + return_lse, paged, "
+    "scheduler split",
 )
 
 
