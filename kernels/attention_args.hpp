@@ -70,5 +70,10 @@ template <int = 0> constexpr uint32_t row_tiles() { return get_named_compile_tim
 template <int = 0> constexpr uint32_t values_from_keys() { return get_named_compile_time_arg_val("values_from_keys"); }
 // 1 when row tile r is user `user + r` (attention_protocol.hpp "Row-tile users").
 template <int = 0> constexpr uint32_t row_tile_users() { return get_named_compile_time_arg_val("row_tile_users"); }
+// The fused cache append (attention_append.hpp): rows appended per user (0: none), the GQA ratio
+// and the KV heads (the APPEND operand's slot of a request).
+template <int = 0> constexpr uint32_t append_rows() { return get_named_compile_time_arg_val("append_rows"); }
+template <int = 0> constexpr uint32_t append_gqa() { return get_named_compile_time_arg_val("append_gqa"); }
+template <int = 0> constexpr uint32_t append_kv_heads() { return get_named_compile_time_arg_val("append_kv_heads"); }
 
 }  // namespace flashdecode::args

@@ -37,6 +37,7 @@
 #include "api/dataflow/dataflow_api.h"
 #include "api/debug/dprint.h"
 #include "api/debug/kernel_profiler.hpp"
+#include "attention_append.hpp"
 #include "attention_dataflow.hpp"
 #include "attention_protocol.hpp"
 
@@ -495,11 +496,20 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
     PageTableRow table(p.user / kUsersPerTableRow, table_page);
     // K before V: compute starts on a block's scores and softmax while its V is still arriving.
     const uint32_t mask = operand_base(kCommonMaskBase);
+    // The fused cache append (attention_append.hpp): the new rows into the block's pages, then to DRAM.
+    const auto append_reader = TensorAccessor(kAppendArgs, operand_base(kCommonAppendBase), kTileBytes);
+    const auto gather_append = [&](uint32_t count, const auto& at) {
+        gather_rows(append_reader, count, [&](uint32_t j) {
+            const AppendRow a = at(j);
+            return RowCopy{a.page, a.row, a.dst, a.dst_row};
+        });
+    };
     for (uint32_t block = 0; block < p.blocks(); ++block) {
         read_mask_block(p, block, mask);
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
         noc_async_read_barrier();
+        append_rows(kCbK, p, p.k, k_reader, block, table, 0, gather_append);
         zero_stale_rows(kCbK, p, block);
         zero_rows_before_window(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
@@ -509,6 +519,7 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block, table);
         noc_async_read_barrier();
+        append_rows(kCbV, p, p.v, v_reader, block, table, 1, gather_append);
         zero_stale_rows(kCbV, p, block);
         zero_rows_before_window(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);

@@ -27,6 +27,8 @@ class Operands:
     page_table_tensor: object = None
     attention_sink: object = None
     attn_mask: object = None
+    append_k: object = None  # the fused cache append's new rows (op/append.py)
+    append_v: object = None
 
     def replace(self, **changes) -> Operands:
         """A copy with ``changes`` (e.g. one device's shards)."""

@@ -73,6 +73,8 @@ def attention(
     attention_chunk_size: int | None = None,
     return_lse: bool = False,
     head_dim_v: int | None = None,
+    append_k=None,
+    append_v=None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -120,6 +122,9 @@ def attention(
         attention_chunk_size: ``C``: the row at ``p`` attends ``floor(p / C) * C .. p``.
         return_lse: also return each row's log-sum-exp (float32; needs fp32 DST).
         head_dim_v: MLA: V's head_dim; ``v`` None means V is ``k``'s first ``head_dim_v`` columns.
+        append_k, append_v: new K / V rows ``[batch, n_kv_heads, P, head_dim]`` (decode also
+            ``[1, batch, n_kv_heads, head_dim]``) written into the cache (in place) at each user's
+            ``cur_pos - P + 1 .. cur_pos`` before it is attended (``docs/options.md#append_k-append_v``).
 
     Returns:
         The shape and kind of ``q`` (a device tensor in ``memory_config``, a host ``ttnn.Tensor`` in
@@ -160,7 +165,8 @@ def attention(
                           logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
                           return_lse=return_lse, head_dim_v=head_dim_v)
     operands = Operands(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, chunk_start=chunk_start,
-                        page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask)
+                        page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask,
+                        append_k=append_k, append_v=append_v)
     return run_call(operands, options)
 
 
@@ -216,7 +222,8 @@ def cached_launch(q, k, v, **keywords):
     return fast_path.lookup(Operands(q, k, v, **tensors), options_for(**_option_defaults(keywords)))
 
 
-_OPERAND_KEYWORDS = ("cur_pos", "cur_pos_tensor", "chunk_start", "page_table_tensor", "attention_sink", "attn_mask")
+_OPERAND_KEYWORDS = ("cur_pos", "cur_pos_tensor", "chunk_start", "page_table_tensor", "attention_sink", "attn_mask",
+                     "append_k", "append_v")
 
 
 def _option_defaults(keywords: dict) -> dict:

@@ -114,7 +114,8 @@ class CommonArg(enum.IntEnum):
     MASK_BASE = 7  # 0 without an attention mask
     WORK_BASE = 8
     LSE_BASE = 9  # 0 without return_lse
-    CORE_TABLE = 10
+    APPEND_BASE = 10  # 0 without append_k / append_latent (op/append.py)
+    CORE_TABLE = 11
 
 
 TILE_POSITIONS = 32

@@ -91,6 +91,7 @@ class DecodeShape:
         values_from_keys: V is K (the call passed one tensor as both, as MLA's latent cache is):
             the reader reads each K/V block once, into CB K, and P . V reads it there; no CB V
             (``attention_protocol.hpp`` "Values from keys").
+        append: rows of a fused cache append per user (``append_k``; ``op/append.py``), 0 for none.
         layout: the planner's choice of requests (:class:`RequestLayout`; the default, one request
             per 32 Q heads of a KV group, until :func:`~ttnn_flashdecode.op.plan.plan_program`
             widens it). ``row_tiles`` and ``row_tile_users`` read it.
@@ -118,6 +119,7 @@ class DecodeShape:
     lse: bool = False
     values_from_keys: bool = False
     layout: RequestLayout = RequestLayout()
+    append: int = 0
 
     @property
     def row_tiles(self) -> int:

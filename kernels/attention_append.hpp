@@ -1,0 +1,134 @@
+// The KV-cache append fused into the op (ttnn_flashdecode's append_k= / append_v= / append_latent=),
+// reader half. Host half: ttnn_flashdecode/op/append.py (validation, the APPEND operand's pages,
+// the host reference of ttnn's update op). docs/options.md "append_k, append_v".
+//
+// Semantics: ttnn's paged_update_cache (update_cache for a contiguous cache) followed by the
+// decode call. Each user's P new rows (P = append_rows(): 1 for decode, `rows` for ROWS) go to
+// the P positions ending at its POSITIONS entry (cur_pos - P + 1 .. cur_pos), in every KV head,
+// through the page table; an idle user (-1) appends nothing. The rows are not read back from DRAM:
+//
+//   1. The reader reads a K (V) block from the cache as always, into CB K (V).
+//   2. For each position tile of the block that holds appended positions, it copies the new rows
+//      from the APPEND operand into those rows of the CB page in L1 (the row's two 32-byte face
+//      rows per dim tile), overwriting what the cache held there: attention sees the new rows.
+//   3. It writes those face rows, from the patched page, to the cache tile in DRAM (32 bytes
+//      each), and waits for the writes before the page is pushed to compute.
+//
+// Who writes: the core whose split-K slice owns the position tile (slices partition a request's
+// live tiles, and the tile holding cur_pos is always live), so each row is written once. A KV group
+// of more than 32 Q heads planned as several requests (one per 32 heads) patches the page in every
+// request but writes only from the group's first one (first_q_head % append_gqa() == 0).
+// Ordering: no other core reads these tiles in the same call (a cache tile of one (user, KV head)
+// is read by the one slice owning it); a later call reads them after this program has finished.
+//
+// The APPEND operand: bfloat16 TILE pages, DRAM interleaved, made by the host. Slot s = user *
+// n_kv_heads + kv_head; for `which` 0 (K) and 1 (V; absent with values_from_keys: MLA's latent has
+// one cache) and dim tile d, page (s * append_kinds + which) * dim_tiles + d, rows 0..P-1 the new
+// rows in position order (row j goes to position cur_pos - P + 1 + j). Its TensorAccessorArgs follow
+// LSE's in the chain, its address is common runtime arg kCommonAppendBase.
+//
+// bfloat16 caches only (a bfloat8_b row shares its face rows' exponents: refused on the host).
+#pragma once
+
+#include <cstdint>
+
+#include "attention_dataflow.hpp"
+#include "attention_protocol.hpp"
+
+namespace flashdecode {
+
+// Rows appended per user (0: no append), the GQA ratio and the KV heads (the APPEND slot).
+constexpr uint32_t kAppendRows = args::append_rows();
+constexpr uint32_t kAppendGqa = args::append_gqa();
+constexpr uint32_t kAppendKvHeads = args::append_kv_heads();
+constexpr bool kAppend = kAppendRows != 0;
+// The APPEND operand's TensorAccessorArgs: after LSE's (which are POSITIONS' kind, after WORK's).
+constexpr auto kLseChainArgs = TensorAccessorArgs<kWorkArgs.next_compile_time_args_offset()>();
+constexpr auto kAppendArgs = TensorAccessorArgs<kLseChainArgs.next_compile_time_args_offset()>();
+
+// The first appended position of a request whose last live count is `kv_positions` (cur_pos + 1).
+constexpr uint32_t append_first_position(uint32_t kv_positions, uint32_t rows) { return kv_positions - rows; }
+
+// Appended positions [lo, hi] that fall in position tile `tile` (lo > hi: none).
+struct AppendSpan {
+    uint32_t lo, hi;
+    constexpr bool empty() const { return lo > hi; }
+};
+constexpr AppendSpan append_span(uint32_t kv_positions, uint32_t rows, uint32_t tile) {
+    const uint32_t first = append_first_position(kv_positions, rows), last = kv_positions - 1;
+    const uint32_t tile_lo = tile * kTilePositions, tile_hi = tile_lo + kTilePositions - 1;
+    return AppendSpan{first > tile_lo ? first : tile_lo, last < tile_hi ? last : tile_hi};
+}
+
+// The APPEND page of dim tile `d` of (user, kv_head)'s K (which 0) or V (which 1) rows.
+constexpr uint32_t append_page(uint32_t user, uint32_t kv_head, uint32_t which, uint32_t kinds, uint32_t kv_heads,
+                               uint32_t dim_tiles, uint32_t d) {
+    return ((user * kv_heads + kv_head) * kinds + which) * dim_tiles + d;
+}
+
+// One row of an append gather: tile row `row` of APPEND page `page` into row `dst_row` of the L1
+// tile at `dst`.
+struct AppendRow {
+    uint32_t page, row, dst, dst_row;
+};
+
+// Steps 2 and 3 above for block `block` of request `p`, CB `cb` (its pages reserved, the block's
+// reads landed), the cache region `region` (K: which 0, V: which 1) read through `cache`.
+// `gather(count, at)` copies `count` rows, row j described by at(j) (an AppendRow), from the
+// APPEND operand into L1 and returns with them in place; `table` is the request's page-table row
+// (entry_at; unused for a contiguous cache).
+template <typename Cache, typename Table, typename Gather>
+void append_rows(uint32_t cb, const Params& p, const Operand& region, const Cache& cache, uint32_t block, Table& table,
+                 uint32_t which, const Gather& gather) {
+    if constexpr (kAppend) {
+        if (p.idle() || p.kv_positions < kAppendRows) {
+            return;
+        }
+        const uint32_t kinds = args::values_from_keys() != 0 ? 1 : 2;
+        const uint32_t head = p.first_q_head(kQWidthTiles);
+        const uint32_t kv_head = head / kAppendGqa;
+        const bool writer = head % kAppendGqa == 0;
+        const uint32_t first_tile = p.block_first_tile(block), first = append_first_position(p.kv_positions, kAppendRows);
+        constexpr uint32_t kv_tile_bytes = args::kv_tile_bytes();
+        for (uint32_t t = 0; t < p.live_tiles_in_block(block); ++t) {
+            const uint32_t tile = first_tile + t;
+            const AppendSpan span = append_span(p.kv_positions, kAppendRows, tile);
+            if (span.empty()) {
+                continue;
+            }
+            const uint32_t dst = get_write_ptr(cb) + t * kDimTiles * kv_tile_bytes;
+            const uint32_t rows = span.hi - span.lo + 1;
+            gather(rows * kDimTiles, [&](uint32_t j) {
+                const uint32_t position = span.lo + j / kDimTiles, d = j % kDimTiles;
+                return AppendRow{append_page(p.user, kv_head, which, kinds, kAppendKvHeads, kDimTiles, d), position - first,
+                                 dst + d * kv_tile_bytes, position % kTilePositions};
+            });
+            if (!writer) {
+                continue;
+            }
+            uint32_t cache_block = 0;
+            const uint32_t slot = cache_slot_tile(tile, args::cache_wrap_tiles());
+            if constexpr (args::cache_block_tiles() != 0) {
+                const int32_t entry = table.entry_at(page_table_entry(slot, args::cache_block_tiles()));
+                if (!cache_block_valid(entry, args::cache_blocks())) {
+                    continue;  // read as zeros, reported by read_block; nothing to write to
+                }
+                cache_block = static_cast<uint32_t>(entry);
+            }
+            const uint32_t page = cache_tile_page(region.first_page(), slot, cache_block, args::cache_block_tiles(),
+                                                  args::cache_block_pages(), kDimTiles);
+            for (uint32_t position = span.lo; position <= span.hi; ++position) {
+                for (uint32_t d = 0; d < kDimTiles; ++d) {
+                    for (uint32_t half = 0; half < 2; ++half) {
+                        const uint32_t offset = kv_face_row_offset(position % kTilePositions, half, kv_tile_bytes);
+                        noc_async_write(dst + d * kv_tile_bytes + offset, cache.get_noc_addr(page + d, offset),
+                                        kv_face_row_bytes(kv_tile_bytes));
+                    }
+                }
+            }
+            noc_async_write_barrier();  // the page goes to compute (and is refilled) only after this
+        }
+    }
+}
+
+}  // namespace flashdecode

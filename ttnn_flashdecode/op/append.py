@@ -1,0 +1,185 @@
+"""The KV-cache append fused into the op: ``attention(..., append_k=, append_v=)`` (MLA:
+``append_latent=``), host half. Device half: ``kernels/attention_append.hpp`` (where the rows are
+patched into the K/V pages in L1 and who writes them back); docs: ``docs/options.md`` "append_k,
+append_v".
+
+Semantics: ttnn's ``paged_update_cache`` (``update_cache`` for a contiguous cache) followed by the
+decode call, bit for bit (:func:`reference_update` is the update on the host). Each user's ``P``
+new rows (``P`` = 1 for decode, ``rows`` for ROWS) go to positions ``cur_pos - P + 1 .. cur_pos``
+of every KV head, through the page table; an idle user (-1) appends nothing.
+
+Here: :func:`check_append` (every rule, before anything is written), :func:`append_named_args`,
+:func:`append_pages` (the APPEND operand) and :func:`write_back` (the emulator's updated cache rows
+into the caller's numpy cache: the cache is updated in place, as a device cache is)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import ttnn
+
+from ttnn_flashdecode.op import tiles
+
+__all__ = ["check_append", "append_named_args", "append_pages", "write_back", "reference_update", "AppendRows"]
+
+IDLE = -1
+
+
+class AppendRows:
+    """A call's validated append: ``k`` (and ``v``, None when V is K) as float32 ``[batch,
+    n_kv_heads, P, head_dim]``, the bfloat16 values the cache will hold."""
+
+    def __init__(self, k: np.ndarray, v: np.ndarray | None):
+        self.k, self.v = k, v
+
+    @property
+    def rows(self) -> int:
+        return int(self.k.shape[2])
+
+
+def append_named_args(shape) -> list[tuple[str, int]]:
+    """The named compile-time args of ``attention_append.hpp``: rows appended per user (0: none),
+    the GQA ratio and the KV heads (all 0 / 1 without an append, so no other program changes)."""
+    if not shape.append:
+        return [("append_rows", 0), ("append_gqa", 1), ("append_kv_heads", 0)]
+    return [("append_rows", shape.append), ("append_gqa", shape.gqa_ratio), ("append_kv_heads", shape.n_kv_heads)]
+
+
+def _values(tensor, name: str) -> np.ndarray:
+    """``tensor`` (numpy float32 / bfloat16, or a host ttnn.Tensor bfloat16 / float32) as float32."""
+    if isinstance(tensor, np.ndarray):
+        if tensor.dtype not in (np.float32, ml_dtypes.bfloat16):
+            raise ValueError(f"{name}: expected a float32 or bfloat16 array, got dtype {tensor.dtype}")
+        return tensor.astype(np.float32)
+    if isinstance(tensor, ttnn.Tensor):
+        if tensor.storage_type() == ttnn.StorageType.DEVICE:
+            raise ValueError(f"{name}: a device tensor; the fused append runs on the emulator only (numpy or host "
+                             "tensors and a numpy cache) in this version")
+        if tensor.dtype not in (ttnn.bfloat16, ttnn.float32):
+            raise ValueError(f"{name}: expected a bfloat16 or float32 tensor (ttnn's update_cache input), got "
+                             f"{tensor.dtype}")
+        return np.asarray(tensor.to_torch().float().numpy(), dtype=np.float32)
+    raise TypeError(f"{name}: expected a numpy.ndarray or ttnn.Tensor, got {type(tensor).__name__}")
+
+
+def _rows(tensor, name: str, dims: tuple) -> np.ndarray:
+    """``tensor`` as float32 ``[batch, n_kv_heads, rows, head_dim]``, rounded to bfloat16 (the cache's
+    values): that shape, or for decode ttnn's update input ``[1, batch, n_kv_heads, head_dim]``;
+    ``dims`` is ``(batch, n_kv_heads, rows, head_dim, request kind)``."""
+    batch, n_kv_heads, rows, head_dim, kind = dims
+    values = _values(tensor, name)
+    shape = tuple(int(d) for d in values.shape)
+    if kind == "decode" and shape == (1, batch, n_kv_heads, head_dim):
+        values = values.transpose(1, 2, 0, 3)
+    elif shape != (batch, n_kv_heads, rows, head_dim):
+        ttnn_form = f" or [1, {batch}, {n_kv_heads}, {head_dim}]" if kind == "decode" else ""
+        raise ValueError(f"{name}: expected [batch, n_kv_heads, rows, head_dim] = [{batch}, {n_kv_heads}, {rows}, "
+                         f"{head_dim}]{ttnn_form} (the cache's), got {list(shape)}")
+    return np.ascontiguousarray(values.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def check_append(operands, shape, kind: str) -> AppendRows | None:
+    """The call's validated :class:`AppendRows`, or None without ``append_k``; ``shape`` is the call's
+    :class:`~ttnn_flashdecode.op.shape.DecodeShape` (without the append), ``kind`` its inputs' kind.
+
+    Raises:
+        TypeError, ValueError: naming ``append_k`` / ``append_v``: rows of the wrong shape or dtype, a V
+            missing (or given when V is K), or a call the fused append does not take (a chunk, a
+            non-causal call, a block-float cache, 16-position blocks, a circular cache, shared
+            page-table rows, device tensors).
+    """
+    k_rows, v_rows = operands.append_k, operands.append_v
+    if k_rows is None:
+        if v_rows is not None:
+            raise ValueError("append_v: given without append_k")
+        return None
+    _check_call(shape, kind, operands)
+    values_from_keys = shape.values_from_keys
+    if values_from_keys and v_rows is not None and v_rows is not k_rows:
+        raise ValueError("append_v: V is K (one cache, e.g. MLA's latent): the rows of append_k are appended once; "
+                         "expected None")
+    if not values_from_keys and v_rows is None:
+        raise ValueError("append_v: expected V's new rows (append_k is given and V is its own cache), got None")
+    dims = (shape.batch, shape.n_kv_heads, shape.rows, shape.head_dim, shape.kind)
+    k = _rows(k_rows, "append_k", dims)
+    v = None if values_from_keys else _rows(v_rows, "append_v", dims)
+    return AppendRows(k, v)
+
+
+def _check_call(shape, kind: str, operands) -> None:
+    """Refuses, naming ``append_k``, a call the fused append does not take."""
+    refusals = [
+        (shape.kind == "chunk", "a chunk (its K/V is in the cache already): decode and ROWS calls only"),
+        (not shape.scores.causal, "a non-causal call (every row sits at the cache's end): causal calls only"),
+        (shape.kv_dtype != "bfloat16", f"a {shape.kv_dtype} cache: bfloat16 caches only in this version"),
+        (shape.cache_half_blocks, "a paged cache of 16-position blocks: blocks of a multiple of 32 positions only"),
+        (shape.cache_wrap != 0, "a circular cache (cache_position_modulo)"),
+        (shape.users_per_table_row != 1, "users sharing a page-table row (users_per_table_row > 1)"),
+        (kind != "numpy" or not isinstance(operands.k, np.ndarray) or not isinstance(operands.v, np.ndarray),
+         f"{kind} inputs: the fused append runs on the emulator with numpy K and V caches (updated in place) in "
+         "this version"),
+    ]
+    for refused, why in refusals:
+        if refused:
+            raise ValueError(f"append_k: not supported with {why}")
+    for name in ("k", "v"):
+        cache = getattr(operands, name)
+        if not cache.flags.writeable:
+            raise ValueError(f"append_k: the {name} cache is read-only (the append updates it in place)")
+
+
+def append_pages(append: AppendRows, shape) -> np.ndarray:
+    """The APPEND operand's pages (``attention_append.hpp``): per (user, KV head) slot its K rows' then
+    its V rows' tiles (K only when V is K), one bfloat16 tile per dim tile, rows 0..P-1 the new rows."""
+    parts = [append.k] if append.v is None else [append.k, append.v]
+    stacked = np.stack(parts, axis=2)  # [batch, n_kv_heads, kinds, P, head_dim]
+    batch, heads, kinds, rows, head_dim = stacked.shape
+    padded = np.zeros((batch, heads, kinds, 32, shape.dim_tiles * 32), dtype=np.float32)
+    padded[:, :, :, :rows, :head_dim] = stacked
+    return tiles.to_tile_bytes(padded.reshape(batch * heads * kinds, 32, shape.dim_tiles * 32))
+
+
+def _cache_rows(shape, positions, page_table):
+    """``(user, cache index, row)`` of every appended position: ``cache[index, head, row]`` holds it
+    (contiguous: index = user; paged: the page-table block)."""
+    for user, position in enumerate(positions):
+        if position == IDLE:
+            continue
+        for logical in range(position - shape.rows + 1, position + 1):
+            if shape.paged:
+                block, row = divmod(logical, shape.cache_block_size)
+                yield user, int(page_table[user][block]), row, logical - (position - shape.rows + 1)
+            else:
+                yield user, user, logical, logical - (position - shape.rows + 1)
+
+
+def write_back(operands, inputs, k_pages: np.ndarray, v_pages: np.ndarray | None) -> None:
+    """Copies the appended rows the kernels wrote into the emulated K (and V) buffers, ``k_pages`` /
+    ``v_pages``, into the caller's numpy caches (only those rows: the rest of the buffer is the cache
+    as uploaded)."""
+    shape = inputs.shape
+    targets = [(operands.k, k_pages)] + ([] if v_pages is None or operands.v is operands.k else [(operands.v, v_pages)])
+    for cache, pages in targets:
+        dims = tuple(int(d) for d in cache.shape)
+        device = tiles.from_tile_bytes(pages, tiles.padded_shape(dims)).astype(np.float32)
+        for _user, index, row, _j in _cache_rows(shape, inputs.positions, inputs.page_table):
+            cache[index, :, row, :] = device[index, :, row, :dims[3]].astype(cache.dtype)
+
+
+def reference_update(cache: np.ndarray, rows: np.ndarray, cur_pos, page_table=None, block_size: int = 0) -> None:
+    """ttnn's ``update_cache`` / ``paged_update_cache`` on the host, in place: user ``b``'s rows
+    ``rows[b, :, j]`` (``[batch, n_kv_heads, P, head_dim]``) into positions ``cur_pos[b] - P + 1 + j``
+    of a bfloat16 cache (float32 or bfloat16 numpy holding bfloat16 values), through ``page_table``
+    (paged, ``block_size`` positions a block); -1 appends nothing."""
+    count = rows.shape[2]
+    for user, position in enumerate(cur_pos):
+        if position == IDLE:
+            continue
+        for j in range(count):
+            logical = position - count + 1 + j
+            if page_table is None:
+                index, row = user, logical
+            else:
+                block, row = divmod(logical, block_size)
+                index = int(page_table[user][block])
+            cache[index, :, row, :] = rows[user, :, j, :].astype(ml_dtypes.bfloat16).astype(cache.dtype)
