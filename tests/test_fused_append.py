@@ -187,3 +187,24 @@ def test_append_refuses_what_it_does_not_take_by_name():
     with pytest.raises(ValueError, match="append_k: the k cache is read-only"):
         k.flags.writeable = False
         attention(q, k, v, cur_pos=[1, 2, 3], append_k=new_k, append_v=new_v)
+
+
+@pytest.mark.parametrize("n_q, split", [(16, 1), (64, None), (64, 2)])
+def test_mla_append_latent_equals_update_then_attend(n_q, split):
+    """MLA (V is the latent's first head_dim_v columns, one cache): the latent row appended once."""
+    rng = np.random.default_rng(n_q)
+    batch, head_dim, head_dim_v, capacity = 2, 96, 64, 128
+    q = rng.standard_normal((1, batch, n_q, head_dim), dtype=np.float32)
+    latent = _bf16(rng, (batch, 1, capacity, head_dim))
+    new = rng.standard_normal((batch, 1, 1, head_dim), dtype=np.float32)
+    positions = [77, 127]
+    updated = latent.copy()
+    reference_update(updated, new, positions)
+    call = dict(cur_pos=positions, q_layout="heads", head_dim_v=head_dim_v, split=split)
+    expected = run_quiet(attention, q, updated, None, **call)
+    _poison_appended(latent, positions, 1)
+    out = run_quiet(attention, q, latent, None, append_latent=new, **call)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(latent.view(np.uint16), updated.view(np.uint16))
+    with pytest.raises(ValueError, match="append_latent: expected an MLA call"):
+        attention(q, latent, latent[..., :head_dim_v].copy(), append_latent=new, **call)

@@ -88,7 +88,7 @@ def check_append(operands, shape, kind: str) -> AppendRows | None:
             non-causal call, a block-float cache, 16-position blocks, a circular cache, shared
             page-table rows, device tensors).
     """
-    k_rows, v_rows = operands.append_k, operands.append_v
+    k_rows, v_rows = _latent_or_k(operands, shape)
     if k_rows is None:
         if v_rows is not None:
             raise ValueError("append_v: given without append_k")
@@ -101,9 +101,22 @@ def check_append(operands, shape, kind: str) -> AppendRows | None:
     if not values_from_keys and v_rows is None:
         raise ValueError("append_v: expected V's new rows (append_k is given and V is its own cache), got None")
     dims = (shape.batch, shape.n_kv_heads, shape.rows, shape.head_dim, shape.kind)
-    k = _rows(k_rows, "append_k", dims)
+    k = _rows(k_rows, "append_k" if operands.append_latent is None else "append_latent", dims)
     v = None if values_from_keys else _rows(v_rows, "append_v", dims)
     return AppendRows(k, v)
+
+
+def _latent_or_k(operands, shape) -> tuple:
+    """``(K rows, V rows)``: ``append_latent`` (MLA: V is K) as the K rows, else ``append_k`` / ``append_v``."""
+    latent = operands.append_latent
+    if latent is None:
+        return operands.append_k, operands.append_v
+    if operands.append_k is not None or operands.append_v is not None:
+        raise ValueError("append_latent: given with append_k / append_v; the latent's rows are append_latent alone")
+    if not shape.values_from_keys:
+        raise ValueError("append_latent: expected an MLA call whose V is the latent (v None with head_dim_v, or v is "
+                         "k); a separate V cache takes append_k and append_v")
+    return latent, None
 
 
 def _check_call(shape, kind: str, operands) -> None:

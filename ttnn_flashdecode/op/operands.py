@@ -29,6 +29,7 @@ class Operands:
     attn_mask: object = None
     append_k: object = None  # the fused cache append's new rows (op/append.py)
     append_v: object = None
+    append_latent: object = None  # MLA: the latent's new rows (V is K)
 
     def replace(self, **changes) -> Operands:
         """A copy with ``changes`` (e.g. one device's shards)."""

@@ -75,6 +75,7 @@ def attention(
     head_dim_v: int | None = None,
     append_k=None,
     append_v=None,
+    append_latent=None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -125,6 +126,7 @@ def attention(
         append_k, append_v: new K / V rows ``[batch, n_kv_heads, P, head_dim]`` (decode also
             ``[1, batch, n_kv_heads, head_dim]``) written into the cache (in place) at each user's
             ``cur_pos - P + 1 .. cur_pos`` before it is attended (``docs/options.md#append_k-append_v``).
+        append_latent: MLA (V is K's columns): the latent's new rows, as ``append_k``.
 
     Returns:
         The shape and kind of ``q`` (a device tensor in ``memory_config``, a host ``ttnn.Tensor`` in
@@ -166,7 +168,7 @@ def attention(
                           return_lse=return_lse, head_dim_v=head_dim_v)
     operands = Operands(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, chunk_start=chunk_start,
                         page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask,
-                        append_k=append_k, append_v=append_v)
+                        append_k=append_k, append_v=append_v, append_latent=append_latent)
     return run_call(operands, options)
 
 
@@ -223,7 +225,7 @@ def cached_launch(q, k, v, **keywords):
 
 
 _OPERAND_KEYWORDS = ("cur_pos", "cur_pos_tensor", "chunk_start", "page_table_tensor", "attention_sink", "attn_mask",
-                     "append_k", "append_v")
+                     "append_k", "append_v", "append_latent")
 
 
 def _option_defaults(keywords: dict) -> dict:
