@@ -21,11 +21,13 @@
 // Ordering: no other core reads these tiles in the same call (a cache tile of one (user, KV head)
 // is read by the one slice owning it); a later call reads them after this program has finished.
 //
-// The APPEND operand: bfloat16 TILE pages, DRAM interleaved, made by the host. Slot s = user *
-// n_kv_heads + kv_head; for `which` 0 (K) and 1 (V; absent with values_from_keys: MLA's latent has
-// one cache) and dim tile d, page (s * append_kinds + which) * dim_tiles + d, rows 0..P-1 the new
-// rows in position order (row j goes to position cur_pos - P + 1 + j). Its TensorAccessorArgs follow
-// LSE's in the chain, its address is common runtime arg kCommonAppendBase.
+// The APPEND operand: ttnn's update input, [P, batch, n_kv_heads, head_dim] bfloat16 TILE (decode:
+// P = 1, [1, b, nkv, dh], what paged_update_cache takes), K's rows then V's along dim 0 ([2P, ...];
+// K's alone with values_from_keys: MLA's latent is one cache), DRAM interleaved. Row j (position
+// cur_pos - P + 1 + j) of (user, kv_head)'s K (which 0) or V (which 1) is row kv_head % 32 of page
+// (((which * P + j) * batch + user) * head_tiles + kv_head / 32) * dim_tiles + d, head_tiles =
+// ceil(n_kv_heads / 32). Its TensorAccessorArgs follow LSE's in the chain, its address is common
+// runtime arg kCommonAppendBase.
 //
 // bfloat16 caches only (a bfloat8_b row shares its face rows' exponents: refused on the host).
 #pragma once
@@ -37,10 +39,11 @@
 
 namespace flashdecode {
 
-// Rows appended per user (0: no append), the GQA ratio and the KV heads (the APPEND slot).
+// Rows appended per user (0: no append), the GQA ratio, the KV heads and the batch (the APPEND page).
 constexpr uint32_t kAppendRows = args::append_rows();
 constexpr uint32_t kAppendGqa = args::append_gqa();
 constexpr uint32_t kAppendKvHeads = args::append_kv_heads();
+constexpr uint32_t kAppendBatch = args::append_batch();
 constexpr bool kAppend = kAppendRows != 0;
 // The APPEND operand's TensorAccessorArgs: after LSE's (which are POSITIONS' kind, after WORK's).
 constexpr auto kLseChainArgs = TensorAccessorArgs<kWorkArgs.next_compile_time_args_offset()>();
@@ -60,10 +63,12 @@ constexpr AppendSpan append_span(uint32_t kv_positions, uint32_t rows, uint32_t 
     return AppendSpan{first > tile_lo ? first : tile_lo, last < tile_hi ? last : tile_hi};
 }
 
-// The APPEND page of dim tile `d` of (user, kv_head)'s K (which 0) or V (which 1) rows.
-constexpr uint32_t append_page(uint32_t user, uint32_t kv_head, uint32_t which, uint32_t kinds, uint32_t kv_heads,
-                               uint32_t dim_tiles, uint32_t d) {
-    return ((user * kv_heads + kv_head) * kinds + which) * dim_tiles + d;
+// The APPEND page holding row j of (user, kv_head)'s K (which 0) or V (which 1) rows, dim tile `d`
+// (its row there: kv_head % 32).
+constexpr uint32_t append_page(uint32_t which, uint32_t j, uint32_t user, uint32_t kv_head, uint32_t rows,
+                               uint32_t batch, uint32_t kv_heads, uint32_t dim_tiles, uint32_t d) {
+    const uint32_t head_tiles = (kv_heads + kTilePositions - 1) / kTilePositions;
+    return (((which * rows + j) * batch + user) * head_tiles + kv_head / kTilePositions) * dim_tiles + d;
 }
 
 // One row of an append gather: tile row `row` of APPEND page `page` into row `dst_row` of the L1
@@ -84,7 +89,6 @@ void append_rows(uint32_t cb, const Params& p, const Operand& region, const Cach
         if (p.idle() || p.kv_positions < kAppendRows) {
             return;
         }
-        const uint32_t kinds = args::values_from_keys() != 0 ? 1 : 2;
         const uint32_t head = p.first_q_head(kQWidthTiles);
         const uint32_t kv_head = head / kAppendGqa;
         const bool writer = head % kAppendGqa == 0;
@@ -100,8 +104,9 @@ void append_rows(uint32_t cb, const Params& p, const Operand& region, const Cach
             const uint32_t rows = span.hi - span.lo + 1;
             gather(rows * kDimTiles, [&](uint32_t j) {
                 const uint32_t position = span.lo + j / kDimTiles, d = j % kDimTiles;
-                return AppendRow{append_page(p.user, kv_head, which, kinds, kAppendKvHeads, kDimTiles, d), position - first,
-                                 dst + d * kv_tile_bytes, position % kTilePositions};
+                const uint32_t page = append_page(which, position - first, p.user, kv_head, kAppendRows, kAppendBatch,
+                                                  kAppendKvHeads, kDimTiles, d);
+                return AppendRow{page, kv_head % kTilePositions, dst + d * kv_tile_bytes, position % kTilePositions};
             });
             if (!writer) {
                 continue;

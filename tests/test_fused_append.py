@@ -31,8 +31,8 @@ def _case(seed, *, rows=1, batch=3, n_kv=2, n_q=8, head_dim=64, capacity=256):
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((1, 1, batch * rows, n_q * head_dim), dtype=np.float32)
     k, v = _bf16(rng, (batch, n_kv, capacity, head_dim)), _bf16(rng, (batch, n_kv, capacity, head_dim))
-    new_k = rng.standard_normal((batch, n_kv, rows, head_dim), dtype=np.float32)
-    new_v = rng.standard_normal((batch, n_kv, rows, head_dim), dtype=np.float32)
+    new_k = rng.standard_normal((rows, batch, n_kv, head_dim), dtype=np.float32)  # ttnn's update input
+    new_v = rng.standard_normal((rows, batch, n_kv, head_dim), dtype=np.float32)
     return q, k, v, new_k, new_v
 
 
@@ -89,14 +89,12 @@ def test_decode_append_equals_update_then_attend_contiguous(split):
     _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, positions, split=split)
 
 
-def test_decode_append_ttnn_input_form_and_idle_slot():
+def test_decode_append_idle_slot_appends_nothing():
     q, k, v, new_k, new_v = _case(2)
     positions = [31, -1, 32]  # a tile's last row, an idle slot, a tile's first row
     before = k[1].copy(), v[1].copy()
-    # ttnn's update input [1, batch, n_kv_heads, head_dim]
-    k_ttnn, v_ttnn = new_k.transpose(2, 0, 1, 3), new_v.transpose(2, 0, 1, 3)
     expected, _, _ = _update_then_attend(q, k, v, new_k, new_v, positions)
-    out = run_quiet(attention, q, k, v, cur_pos=positions, append_k=k_ttnn, append_v=v_ttnn)
+    out = run_quiet(attention, q, k, v, cur_pos=positions, append_k=new_k, append_v=new_v)
     np.testing.assert_array_equal(out, expected)
     np.testing.assert_array_equal(k[1].view(np.uint16), before[0].view(np.uint16))  # the idle user's cache: untouched
     np.testing.assert_array_equal(v[1].view(np.uint16), before[1].view(np.uint16))
@@ -147,11 +145,11 @@ def test_append_is_trace_safe():
 
 
 REFUSED = [
-    (dict(append_k="shape"), ValueError, "append_k: expected \\[batch, n_kv_heads, rows, head_dim\\]"),
-    (dict(append_v="shape"), ValueError, "append_v: expected \\[batch, n_kv_heads, rows, head_dim\\]"),
+    (dict(append_k="shape"), ValueError, "append_k: expected \\[rows, batch, n_kv_heads, head_dim\\]"),
+    (dict(append_v="shape"), ValueError, "append_v: expected \\[rows, batch, n_kv_heads, head_dim\\]"),
     (dict(append_k="int32"), ValueError, "append_k: expected a float32 or bfloat16 array"),
     (dict(append_v=None), ValueError, "append_v: expected V's new rows"),
-    (dict(rows=2), ValueError, "append_k: expected \\[batch, n_kv_heads, rows, head_dim\\] = \\[3, 2, 2, 64\\]"),
+    (dict(rows=2), ValueError, "append_k: expected \\[rows, batch, n_kv_heads, head_dim\\] = \\[2, 3, 2, 64\\]"),
     (dict(cur_pos=[5, 300, 1]), ValueError, "cur_pos"),
 ]
 
@@ -163,7 +161,7 @@ def test_a_refused_call_writes_nothing(change, error, match):
     call = dict(cur_pos=[5, 100, 255], append_k=new_k, append_v=new_v)
     for name in ("append_k", "append_v"):
         if change.get(name) == "shape":
-            call[name] = call[name][:, :1]
+            call[name] = call[name][:, :, :1]
         elif change.get(name) == "int32":
             call[name] = call[name].astype(np.int32)
         elif name in change:
@@ -181,7 +179,7 @@ def test_a_refused_call_writes_nothing(change, error, match):
 def test_append_refuses_what_it_does_not_take_by_name():
     q, k, v, new_k, new_v = _case(8)
     with pytest.raises(ValueError, match="append_k: not supported with a chunk"):
-        attention(q[:, :, :1], k[:1], v[:1], chunk_start=4, append_k=new_k[:1], append_v=new_v[:1])
+        attention(q[:, :, :1], k[:1], v[:1], chunk_start=4, append_k=new_k[:, :1], append_v=new_v[:, :1])
     with pytest.raises(ValueError, match="append_v: given without append_k"):
         attention(q, k, v, cur_pos=[1, 2, 3], append_v=new_v)
     with pytest.raises(ValueError, match="append_k: the k cache is read-only"):
@@ -196,7 +194,7 @@ def test_mla_append_latent_equals_update_then_attend(n_q, split):
     batch, head_dim, head_dim_v, capacity = 2, 96, 64, 128
     q = rng.standard_normal((1, batch, n_q, head_dim), dtype=np.float32)
     latent = _bf16(rng, (batch, 1, capacity, head_dim))
-    new = rng.standard_normal((batch, 1, 1, head_dim), dtype=np.float32)
+    new = rng.standard_normal((1, batch, 1, head_dim), dtype=np.float32)
     positions = [77, 127]
     updated = latent.copy()
     reference_update(updated, new, positions)

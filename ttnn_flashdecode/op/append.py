@@ -26,56 +26,48 @@ IDLE = -1
 
 
 class AppendRows:
-    """A call's validated append: ``k`` (and ``v``, None when V is K) as float32 ``[batch,
-    n_kv_heads, P, head_dim]``, the bfloat16 values the cache will hold."""
+    """A call's validated append: ``k`` (and ``v``, None when V is K) as float32 ``[P, batch,
+    n_kv_heads, head_dim]``, the bfloat16 values the cache will hold (host inputs), or the device
+    tensors as given (``device``: the APPEND operand, K's rows then V's along dim 0)."""
 
-    def __init__(self, k: np.ndarray, v: np.ndarray | None):
-        self.k, self.v = k, v
-
-    @property
-    def rows(self) -> int:
-        return int(self.k.shape[2])
+    def __init__(self, k, v, rows: int, device=None):
+        self.k, self.v, self.rows, self.device = k, v, rows, device
 
 
 def append_named_args(shape) -> list[tuple[str, int]]:
     """The named compile-time args of ``attention_append.hpp``: rows appended per user (0: none),
     the GQA ratio and the KV heads (all 0 / 1 without an append, so no other program changes)."""
     if not shape.append:
-        return [("append_rows", 0), ("append_gqa", 1), ("append_kv_heads", 0)]
-    return [("append_rows", shape.append), ("append_gqa", shape.gqa_ratio), ("append_kv_heads", shape.n_kv_heads)]
+        return [("append_rows", 0), ("append_gqa", 1), ("append_kv_heads", 0), ("append_batch", 0)]
+    return [("append_rows", shape.append), ("append_gqa", shape.gqa_ratio), ("append_kv_heads", shape.n_kv_heads),
+            ("append_batch", shape.batch)]
 
 
-def _values(tensor, name: str) -> np.ndarray:
-    """``tensor`` (numpy float32 / bfloat16, or a host ttnn.Tensor bfloat16 / float32) as float32."""
-    if isinstance(tensor, np.ndarray):
-        if tensor.dtype not in (np.float32, ml_dtypes.bfloat16):
-            raise ValueError(f"{name}: expected a float32 or bfloat16 array, got dtype {tensor.dtype}")
-        return tensor.astype(np.float32)
-    if isinstance(tensor, ttnn.Tensor):
-        if tensor.storage_type() == ttnn.StorageType.DEVICE:
-            raise ValueError(f"{name}: a device tensor; the fused append runs on the emulator only (numpy or host "
-                             "tensors and a numpy cache) in this version")
-        if tensor.dtype not in (ttnn.bfloat16, ttnn.float32):
-            raise ValueError(f"{name}: expected a bfloat16 or float32 tensor (ttnn's update_cache input), got "
-                             f"{tensor.dtype}")
-        return np.asarray(tensor.to_torch().float().numpy(), dtype=np.float32)
-    raise TypeError(f"{name}: expected a numpy.ndarray or ttnn.Tensor, got {type(tensor).__name__}")
-
-
-def _rows(tensor, name: str, dims: tuple) -> np.ndarray:
-    """``tensor`` as float32 ``[batch, n_kv_heads, rows, head_dim]``, rounded to bfloat16 (the cache's
-    values): that shape, or for decode ttnn's update input ``[1, batch, n_kv_heads, head_dim]``;
-    ``dims`` is ``(batch, n_kv_heads, rows, head_dim, request kind)``."""
-    batch, n_kv_heads, rows, head_dim, kind = dims
-    values = _values(tensor, name)
-    shape = tuple(int(d) for d in values.shape)
-    if kind == "decode" and shape == (1, batch, n_kv_heads, head_dim):
-        values = values.transpose(1, 2, 0, 3)
-    elif shape != (batch, n_kv_heads, rows, head_dim):
-        ttnn_form = f" or [1, {batch}, {n_kv_heads}, {head_dim}]" if kind == "decode" else ""
-        raise ValueError(f"{name}: expected [batch, n_kv_heads, rows, head_dim] = [{batch}, {n_kv_heads}, {rows}, "
-                         f"{head_dim}]{ttnn_form} (the cache's), got {list(shape)}")
-    return np.ascontiguousarray(values.astype(ml_dtypes.bfloat16).astype(np.float32))
+def _rows(tensor, name: str, dims: tuple, kind: str):
+    """``tensor``, ttnn's update input ``[P, batch, n_kv_heads, head_dim]`` (``dims``), checked: host
+    inputs as float32 rounded to bfloat16 (the cache's values), a device tensor as it is (bfloat16
+    TILE, DRAM interleaved, on the call's device kind)."""
+    if not isinstance(tensor, (np.ndarray, ttnn.Tensor)):
+        raise TypeError(f"{name}: expected a numpy.ndarray or ttnn.Tensor, got {type(tensor).__name__}")
+    shape = tuple(int(d) for d in tensor.shape)
+    if shape != dims:
+        raise ValueError(f"{name}: expected [rows, batch, n_kv_heads, head_dim] = {list(dims)} (ttnn's update input "
+                         f"for this cache), got {list(shape)}")
+    on_device = isinstance(tensor, ttnn.Tensor) and tensor.storage_type() == ttnn.StorageType.DEVICE
+    if on_device != (kind == "device"):
+        raise ValueError(f"{name}: expected a {'device' if kind == 'device' else 'host'} tensor like the cache's")
+    if on_device:
+        if tensor.dtype != ttnn.bfloat16 or tensor.layout != ttnn.TILE_LAYOUT or tensor.memory_config().is_sharded() \
+                or tensor.memory_config().buffer_type != ttnn.BufferType.DRAM:
+            raise ValueError(f"{name}: expected a bfloat16 TILE DRAM-interleaved device tensor, got {tensor.dtype} "
+                             f"{tensor.layout} {tensor.memory_config()}")
+        return tensor
+    if isinstance(tensor, np.ndarray) and tensor.dtype not in (np.float32, ml_dtypes.bfloat16):
+        raise ValueError(f"{name}: expected a float32 or bfloat16 array, got dtype {tensor.dtype}")
+    if isinstance(tensor, ttnn.Tensor) and tensor.dtype not in (ttnn.bfloat16, ttnn.float32):
+        raise ValueError(f"{name}: expected a bfloat16 or float32 tensor (ttnn's update input), got {tensor.dtype}")
+    values = tensor if isinstance(tensor, np.ndarray) else tensor.to_torch().float().numpy()
+    return np.ascontiguousarray(np.asarray(values, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32))
 
 
 def check_append(operands, shape, kind: str) -> AppendRows | None:
@@ -100,10 +92,13 @@ def check_append(operands, shape, kind: str) -> AppendRows | None:
                          "expected None")
     if not values_from_keys and v_rows is None:
         raise ValueError("append_v: expected V's new rows (append_k is given and V is its own cache), got None")
-    dims = (shape.batch, shape.n_kv_heads, shape.rows, shape.head_dim, shape.kind)
-    k = _rows(k_rows, "append_k" if operands.append_latent is None else "append_latent", dims)
-    v = None if values_from_keys else _rows(v_rows, "append_v", dims)
-    return AppendRows(k, v)
+    dims = (shape.rows, shape.batch, shape.n_kv_heads, shape.head_dim)
+    k = _rows(k_rows, "append_k" if operands.append_latent is None else "append_latent", dims, kind)
+    v = None if values_from_keys else _rows(v_rows, "append_v", dims, kind)
+    device = None
+    if kind == "device":  # the APPEND operand: K's rows then V's along dim 0 (one ttnn.concat), or the latent's
+        device = k if v is None else ttnn.concat([k, v], dim=0)
+    return AppendRows(k, v, shape.rows, device)
 
 
 def _latent_or_k(operands, shape) -> tuple:
@@ -128,28 +123,23 @@ def _check_call(shape, kind: str, operands) -> None:
         (shape.cache_half_blocks, "a paged cache of 16-position blocks: blocks of a multiple of 32 positions only"),
         (shape.cache_wrap != 0, "a circular cache (cache_position_modulo)"),
         (shape.users_per_table_row != 1, "users sharing a page-table row (users_per_table_row > 1)"),
-        (kind != "numpy" or not isinstance(operands.k, np.ndarray) or not isinstance(operands.v, np.ndarray),
-         f"{kind} inputs: the fused append runs on the emulator with numpy K and V caches (updated in place) in "
-         "this version"),
+        (kind != "device" and not (isinstance(operands.k, np.ndarray) and isinstance(operands.v, np.ndarray)),
+         "host ttnn.Tensor caches: on the emulator the caches are numpy arrays, updated in place"),
     ]
     for refused, why in refusals:
         if refused:
             raise ValueError(f"append_k: not supported with {why}")
-    for name in ("k", "v"):
+    for name in ("k", "v") if kind != "device" else ():
         cache = getattr(operands, name)
         if not cache.flags.writeable:
             raise ValueError(f"append_k: the {name} cache is read-only (the append updates it in place)")
 
 
 def append_pages(append: AppendRows, shape) -> np.ndarray:
-    """The APPEND operand's pages (``attention_append.hpp``): per (user, KV head) slot its K rows' then
-    its V rows' tiles (K only when V is K), one bfloat16 tile per dim tile, rows 0..P-1 the new rows."""
-    parts = [append.k] if append.v is None else [append.k, append.v]
-    stacked = np.stack(parts, axis=2)  # [batch, n_kv_heads, kinds, P, head_dim]
-    batch, heads, kinds, rows, head_dim = stacked.shape
-    padded = np.zeros((batch, heads, kinds, 32, shape.dim_tiles * 32), dtype=np.float32)
-    padded[:, :, :, :rows, :head_dim] = stacked
-    return tiles.to_tile_bytes(padded.reshape(batch * heads * kinds, 32, shape.dim_tiles * 32))
+    """The APPEND operand's pages (``attention_append.hpp``): ``[kinds * P, batch, n_kv_heads,
+    head_dim]`` in tiles, K's rows then V's (K's alone when V is K), as a device tensor holds them."""
+    rows = append.k if append.v is None else np.concatenate([append.k, append.v], axis=0)
+    return tiles.to_tile_bytes(rows)
 
 
 def _cache_rows(shape, positions, page_table):
@@ -181,10 +171,10 @@ def write_back(operands, inputs, k_pages: np.ndarray, v_pages: np.ndarray | None
 
 def reference_update(cache: np.ndarray, rows: np.ndarray, cur_pos, page_table=None, block_size: int = 0) -> None:
     """ttnn's ``update_cache`` / ``paged_update_cache`` on the host, in place: user ``b``'s rows
-    ``rows[b, :, j]`` (``[batch, n_kv_heads, P, head_dim]``) into positions ``cur_pos[b] - P + 1 + j``
+    ``rows[j, b]`` (``[P, batch, n_kv_heads, head_dim]``) into positions ``cur_pos[b] - P + 1 + j``
     of a bfloat16 cache (float32 or bfloat16 numpy holding bfloat16 values), through ``page_table``
     (paged, ``block_size`` positions a block); -1 appends nothing."""
-    count = rows.shape[2]
+    count = rows.shape[0]
     for user, position in enumerate(cur_pos):
         if position == IDLE:
             continue
@@ -195,4 +185,4 @@ def reference_update(cache: np.ndarray, rows: np.ndarray, cur_pos, page_table=No
             else:
                 block, row = divmod(logical, block_size)
                 index = int(page_table[user][block])
-            cache[index, :, row, :] = rows[user, :, j, :].astype(ml_dtypes.bfloat16).astype(cache.dtype)
+            cache[index, :, row, :] = rows[j, user].astype(ml_dtypes.bfloat16).astype(cache.dtype)
