@@ -83,7 +83,7 @@ struct AppendRow {
 // APPEND operand into L1 and returns with them in place; `table` is the request's page-table row
 // (entry_at; unused for a contiguous cache).
 template <typename Cache, typename Table, typename Gather>
-void append_rows(uint32_t cb, const Params& p, const Operand& region, const Cache& cache, uint32_t block, Table& table,
+void patch_appended_rows(uint32_t cb, const Params& p, const Operand& region, const Cache& cache, uint32_t block, Table& table,
                  uint32_t which, const Gather& gather) {
     if constexpr (kAppend) {
         if (p.idle() || p.kv_positions < kAppendRows) {

@@ -509,7 +509,7 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
         noc_async_read_barrier();
-        append_rows(kCbK, p, p.k, k_reader, block, table, 0, gather_append);
+        patch_appended_rows(kCbK, p, p.k, k_reader, block, table, 0, gather_append);
         zero_stale_rows(kCbK, p, block);
         zero_rows_before_window(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
@@ -519,7 +519,7 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block, table);
         noc_async_read_barrier();
-        append_rows(kCbV, p, p.v, v_reader, block, table, 1, gather_append);
+        patch_appended_rows(kCbV, p, p.v, v_reader, block, table, 1, gather_append);
         zero_stale_rows(kCbV, p, block);
         zero_rows_before_window(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);

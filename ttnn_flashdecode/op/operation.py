@@ -125,7 +125,7 @@ def attention(
         head_dim_v: MLA: V's head_dim; ``v`` None means V is ``k``'s first ``head_dim_v`` columns.
         append_k, append_v: new K / V rows ``[batch, n_kv_heads, P, head_dim]`` (decode also
             ``[1, batch, n_kv_heads, head_dim]``) written into the cache (in place) at each user's
-            ``cur_pos - P + 1 .. cur_pos`` before it is attended (``docs/options.md#append_k-append_v``).
+            ``cur_pos - P + 1 .. cur_pos`` before it is attended (``docs/options.md#append_k-append_v-append_latent``).
         append_latent: MLA (V is K's columns): the latent's new rows, as ``append_k``.
 
     Returns:
