@@ -21,13 +21,13 @@
 // Ordering: no other core reads these tiles in the same call (a cache tile of one (user, KV head)
 // is read by the one slice owning it); a later call reads them after this program has finished.
 //
-// The APPEND operand: ttnn's update input, [P, batch, n_kv_heads, head_dim] bfloat16 TILE (decode:
-// P = 1, [1, b, nkv, dh], what paged_update_cache takes), K's rows then V's along dim 0 ([2P, ...];
-// K's alone with values_from_keys: MLA's latent is one cache), DRAM interleaved. Row j (position
-// cur_pos - P + 1 + j) of (user, kv_head)'s K (which 0) or V (which 1) is row kv_head % 32 of page
-// (((which * P + j) * batch + user) * head_tiles + kv_head / 32) * dim_tiles + d, head_tiles =
-// ceil(n_kv_heads / 32). Its TensorAccessorArgs follow LSE's in the chain, its address is common
-// runtime arg kCommonAppendBase.
+// The APPEND_K and APPEND_V operands: ttnn's update input, [P, batch, n_kv_heads, head_dim] bfloat16
+// TILE, DRAM interleaved, each (decode: P = 1, the [1, b, nkv, dh] paged_update_cache takes; no
+// APPEND_V with values_from_keys: MLA's latent is one cache). Row j (position cur_pos - P + 1 + j)
+// of (user, kv_head) is row kv_head % 32 of page ((j * batch + user) * head_tiles + kv_head / 32) *
+// dim_tiles + d, head_tiles = ceil(n_kv_heads / 32). Their addresses are common runtime args
+// kCommonAppendBase and kCommonAppendVBase; the reader addresses them with CONST's TensorAccessorArgs
+// (see patch_appended_rows), their own (after LSE's in the chain) only keep the chain's order.
 //
 // bfloat16 caches only (a bfloat8_b row shares its face rows' exponents: refused on the host).
 #pragma once
@@ -45,9 +45,6 @@ constexpr uint32_t kAppendGqa = args::append_gqa();
 constexpr uint32_t kAppendKvHeads = args::append_kv_heads();
 constexpr uint32_t kAppendBatch = args::append_batch();
 constexpr bool kAppend = kAppendRows != 0;
-// The APPEND operand's TensorAccessorArgs: after LSE's (which are POSITIONS' kind, after WORK's).
-constexpr auto kLseChainArgs = TensorAccessorArgs<kWorkArgs.next_compile_time_args_offset()>();
-constexpr auto kAppendArgs = TensorAccessorArgs<kLseChainArgs.next_compile_time_args_offset()>();
 
 // The first appended position of a request whose last live count is `kv_positions` (cur_pos + 1).
 constexpr uint32_t append_first_position(uint32_t kv_positions, uint32_t rows) { return kv_positions - rows; }
@@ -63,12 +60,12 @@ constexpr AppendSpan append_span(uint32_t kv_positions, uint32_t rows, uint32_t 
     return AppendSpan{first > tile_lo ? first : tile_lo, last < tile_hi ? last : tile_hi};
 }
 
-// The APPEND page holding row j of (user, kv_head)'s K (which 0) or V (which 1) rows, dim tile `d`
-// (its row there: kv_head % 32).
-constexpr uint32_t append_page(uint32_t which, uint32_t j, uint32_t user, uint32_t kv_head, uint32_t rows,
-                               uint32_t batch, uint32_t kv_heads, uint32_t dim_tiles, uint32_t d) {
+// The APPEND_K (APPEND_V) page holding row j of (user, kv_head)'s new rows, dim tile `d` (its row
+// there: kv_head % 32).
+constexpr uint32_t append_page(uint32_t j, uint32_t user, uint32_t kv_head, uint32_t batch, uint32_t kv_heads,
+                               uint32_t dim_tiles, uint32_t d) {
     const uint32_t head_tiles = (kv_heads + kTilePositions - 1) / kTilePositions;
-    return (((which * rows + j) * batch + user) * head_tiles + kv_head / kTilePositions) * dim_tiles + d;
+    return ((j * batch + user) * head_tiles + kv_head / kTilePositions) * dim_tiles + d;
 }
 
 // One row of an append gather: tile row `row` of APPEND page `page` into row `dst_row` of the L1
@@ -78,17 +75,24 @@ struct AppendRow {
 };
 
 // Steps 2 and 3 above for block `block` of request `p`, CB `cb` (its pages reserved, the block's
-// reads landed), the cache region `region` (K: which 0, V: which 1) read through `cache`.
-// `gather(count, at)` copies `count` rows, row j described by at(j) (an AppendRow), from the
-// APPEND operand into L1 and returns with them in place; `table` is the request's page-table row
-// (entry_at; unused for a contiguous cache).
-template <typename Cache, typename Table, typename Gather>
-void patch_appended_rows(uint32_t cb, const Params& p, const Operand& region, const Cache& cache, uint32_t block, Table& table,
-                 uint32_t which, const Gather& gather) {
+// reads landed), of K (which 0) or V (which 1). `gather(reader, count, at)` copies `count` rows,
+// row j described by at(j) (an AppendRow), from `reader`'s operand into L1 and returns with them in
+// place; `table` is the request's page-table row (entry_at; unused for a contiguous cache).
+// One out-of-line body for K and V, whose accessors are one type: K's args address V too (both
+// caches DRAM interleaved in one dtype; the host checks their args match), and the APPEND operands
+// are read through CONST's args (DRAM-interleaved bfloat16 tiles, like the constants; the host
+// checks that too), so the gather is the constants' instantiation: Wormhole NCRISC's IRAM is 16 KiB.
+template <typename Table, typename Gather>
+__attribute__((noinline)) void patch_appended_rows(uint32_t cb, const Params& p, uint32_t block, Table& table, uint32_t which,
+                                                   const Gather& gather) {
     if constexpr (kAppend) {
         if (p.idle() || p.kv_positions < kAppendRows) {
             return;
         }
+        const auto rows_reader = TensorAccessor(kConstArgs, operand_base(which == 0 ? kCommonAppendBase : kCommonAppendVBase),
+                                                args::tile_bytes());
+        const auto cache = TensorAccessor(kKArgs, operand_base(which == 0 ? kCommonKBase : kCommonVBase), args::kv_tile_bytes());
+        const uint32_t region = which == 0 ? p.k.first_page() : p.v.first_page();
         const uint32_t head = p.first_q_head(kQWidthTiles);
         const uint32_t kv_head = head / kAppendGqa;
         const bool writer = head % kAppendGqa == 0;
@@ -101,11 +105,9 @@ void patch_appended_rows(uint32_t cb, const Params& p, const Operand& region, co
                 continue;
             }
             const uint32_t dst = get_write_ptr(cb) + t * kDimTiles * kv_tile_bytes;
-            const uint32_t rows = span.hi - span.lo + 1;
-            gather(rows * kDimTiles, [&](uint32_t j) {
+            gather(rows_reader, (span.hi - span.lo + 1) * kDimTiles, [&](uint32_t j) {
                 const uint32_t position = span.lo + j / kDimTiles, d = j % kDimTiles;
-                const uint32_t page = append_page(which, position - first, p.user, kv_head, kAppendRows, kAppendBatch,
-                                                  kAppendKvHeads, kDimTiles, d);
+                const uint32_t page = append_page(position - first, p.user, kv_head, kAppendBatch, kAppendKvHeads, kDimTiles, d);
                 return AppendRow{page, kv_head % kTilePositions, dst + d * kv_tile_bytes, position % kTilePositions};
             });
             if (!writer) {
@@ -120,16 +122,13 @@ void patch_appended_rows(uint32_t cb, const Params& p, const Operand& region, co
                 }
                 cache_block = static_cast<uint32_t>(entry);
             }
-            const uint32_t page = cache_tile_page(region.first_page(), slot, cache_block, args::cache_block_tiles(),
+            const uint32_t page = cache_tile_page(region, slot, cache_block, args::cache_block_tiles(),
                                                   args::cache_block_pages(), kDimTiles);
-            for (uint32_t position = span.lo; position <= span.hi; ++position) {
-                for (uint32_t d = 0; d < kDimTiles; ++d) {
-                    for (uint32_t half = 0; half < 2; ++half) {
-                        const uint32_t offset = kv_face_row_offset(position % kTilePositions, half, kv_tile_bytes);
-                        noc_async_write(dst + d * kv_tile_bytes + offset, cache.get_noc_addr(page + d, offset),
-                                        kv_face_row_bytes(kv_tile_bytes));
-                    }
-                }
+            for (uint32_t k = 0; k < (span.hi - span.lo + 1) * kDimTiles * 2; ++k) {  // (position, dim tile, half)
+                const uint32_t d = k / 2 % kDimTiles;
+                const uint32_t offset = kv_face_row_offset((span.lo + k / (2 * kDimTiles)) % kTilePositions, k % 2, kv_tile_bytes);
+                noc_async_write(dst + d * kv_tile_bytes + offset, cache.get_noc_addr(page + d, offset),
+                                kv_face_row_bytes(kv_tile_bytes));
             }
             noc_async_write_barrier();  // the page goes to compute (and is refilled) only after this
         }

@@ -734,8 +734,9 @@ enum CommonArg : uint32_t {
     kCommonMaskBase = 7,       // 0 without an attention mask
     kCommonWorkBase = 8,
     kCommonLseBase = 9,  // 0 without return_lse
-    kCommonAppendBase = 10,  // 0 without append_k / append_latent (attention_append.hpp)
-    kCommonCoreTable = 11,
+    kCommonAppendBase = 10,   // 0 without append_k / append_latent (attention_append.hpp)
+    kCommonAppendVBase = 11,  // 0 without append_v
+    kCommonCoreTable = 12,
 };
 
 // Reads request `request` of a work row through `arg` (a callable uint32_t(uint32_t index) over

@@ -326,7 +326,7 @@ public:
 
     // Page-table entry `entry` of the row, its chunk loaded first when it is not the one in L1
     // (a long row is never read whole; a slice reads only the chunks its tiles need).
-    int32_t entry_at(uint32_t entry) {
+    __attribute__((noinline)) int32_t entry_at(uint32_t entry) {
         if (entry - first_ >= count_) {
             first_ = page_table_chunk_first(entry);
             count_ = page_table_chunk_entries(first_, kPageTableEntries);
@@ -497,9 +497,8 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
     // K before V: compute starts on a block's scores and softmax while its V is still arriving.
     const uint32_t mask = operand_base(kCommonMaskBase);
     // The fused cache append (attention_append.hpp): the new rows into the block's pages, then to DRAM.
-    const auto append_reader = TensorAccessor(kAppendArgs, operand_base(kCommonAppendBase), kTileBytes);
-    const auto gather_append = [&](uint32_t count, const auto& at) {
-        gather_rows(append_reader, count, [&](uint32_t j) {
+    const auto gather_append = [](const auto& rows_reader, uint32_t count, const auto& at) {
+        gather_rows(rows_reader, count, [&](uint32_t j) {
             const AppendRow a = at(j);
             return RowCopy{a.page, a.row, a.dst, a.dst_row};
         });
@@ -509,7 +508,9 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
         noc_async_read_barrier();
-        patch_appended_rows(kCbK, p, p.k, k_reader, block, table, 0, gather_append);
+        if constexpr (kAppend) {
+            patch_appended_rows(kCbK, p, block, table, 0, gather_append);
+        }
         zero_stale_rows(kCbK, p, block);
         zero_rows_before_window(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
@@ -519,7 +520,9 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block, table);
         noc_async_read_barrier();
-        patch_appended_rows(kCbV, p, p.v, v_reader, block, table, 1, gather_append);
+        if constexpr (kAppend) {
+            patch_appended_rows(kCbV, p, block, table, 1, gather_append);
+        }
         zero_stale_rows(kCbV, p, block);
         zero_rows_before_window(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);

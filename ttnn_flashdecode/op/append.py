@@ -20,7 +20,8 @@ import ttnn
 
 from ttnn_flashdecode.op import tiles
 
-__all__ = ["check_append", "append_named_args", "append_pages", "write_back", "reference_update", "AppendRows"]
+__all__ = ["check_append", "append_named_args", "append_pages", "write_back", "reference_update", "AppendRows",
+           "check_append_accessors"]
 
 IDLE = -1
 
@@ -28,10 +29,10 @@ IDLE = -1
 class AppendRows:
     """A call's validated append: ``k`` (and ``v``, None when V is K) as float32 ``[P, batch,
     n_kv_heads, head_dim]``, the bfloat16 values the cache will hold (host inputs), or the device
-    tensors as given (``device``: the APPEND operand, K's rows then V's along dim 0)."""
+    tensors as given (the APPEND_K and APPEND_V operands)."""
 
-    def __init__(self, k, v, rows: int, device=None):
-        self.k, self.v, self.rows, self.device = k, v, rows, device
+    def __init__(self, k, v, rows: int):
+        self.k, self.v, self.rows = k, v, rows
 
 
 def append_named_args(shape) -> list[tuple[str, int]]:
@@ -95,10 +96,7 @@ def check_append(operands, shape, kind: str) -> AppendRows | None:
     dims = (shape.rows, shape.batch, shape.n_kv_heads, shape.head_dim)
     k = _rows(k_rows, "append_k" if operands.append_latent is None else "append_latent", dims, kind)
     v = None if values_from_keys else _rows(v_rows, "append_v", dims, kind)
-    device = None
-    if kind == "device":  # the APPEND operand: K's rows then V's along dim 0 (one ttnn.concat), or the latent's
-        device = k if v is None else ttnn.concat([k, v], dim=0)
-    return AppendRows(k, v, shape.rows, device)
+    return AppendRows(k, v, shape.rows)
 
 
 def _latent_or_k(operands, shape) -> tuple:
@@ -135,11 +133,28 @@ def _check_call(shape, kind: str, operands) -> None:
             raise ValueError(f"append_k: the {name} cache is read-only (the append updates it in place)")
 
 
-def append_pages(append: AppendRows, shape) -> np.ndarray:
-    """The APPEND operand's pages (``attention_append.hpp``): ``[kinds * P, batch, n_kv_heads,
-    head_dim]`` in tiles, K's rows then V's (K's alone when V is K), as a device tensor holds them."""
-    rows = append.k if append.v is None else np.concatenate([append.k, append.v], axis=0)
-    return tiles.to_tile_bytes(rows)
+def check_append_accessors(operand_args: list, rows_args: list) -> None:
+    """The device reader addresses V through K's TensorAccessorArgs and the appended rows through
+    CONST's (``attention_append.hpp``): refuses, naming them, a call where those differ.
+
+    Args:
+        operand_args: the call's TensorAccessorArgs lists in ``OPERANDS`` order (Q, K, V, CONST, ...).
+        rows_args: those of ``append_k`` (and ``append_v``).
+    """
+    k_args, v_args, const_args = (list(operand_args[i]) for i in (1, 2, 3))
+    if v_args != k_args:
+        raise ValueError(f"append_k: expected K and V caches of one kind (TensorAccessorArgs {k_args} and {v_args})")
+    for name, args in zip(("append_k", "append_v"), rows_args):
+        if list(args) != const_args:
+            raise ValueError(f"{name}: expected a DRAM-interleaved bfloat16 TILE tensor (TensorAccessorArgs "
+                             f"{const_args}), got {list(args)}")
+
+
+def append_pages(append: AppendRows) -> dict[str, np.ndarray]:
+    """The APPEND_K (and APPEND_V) operands' pages (``attention_append.hpp``), by operand name:
+    ``[P, batch, n_kv_heads, head_dim]`` in tiles, as a device tensor holds them."""
+    pages = {"append": tiles.to_tile_bytes(append.k)}
+    return pages if append.v is None else pages | {"append_v": tiles.to_tile_bytes(append.v)}
 
 
 def _cache_rows(shape, positions, page_table):

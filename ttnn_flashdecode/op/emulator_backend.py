@@ -98,7 +98,7 @@ def _operand_pages(operands: Operands, inputs: Inputs, options: AttentionOptions
     if shape.lse:  # float32 ROW_MAJOR, a page of n_q_heads values per output row
         pages["lse"] = np.full((shape.lse_shape[-2], shape.n_q_heads), np.nan, dtype="<f4")
     if inputs.append is not None:  # the fused append's new rows (op/append.py)
-        pages["append"] = append.append_pages(inputs.append, shape)
+        pages |= append.append_pages(inputs.append)
     return pages
 
 
@@ -119,7 +119,7 @@ def _accessor_args(emu, pages: dict, shards: dict) -> tuple:
     ordered = _accessor_operands(named, "page_table" if "page_table" in pages else None,
                                  "mask" if "mask" in pages else None)
     lists = operand_accessor_args([args(name) for name in ordered])
-    return lists[:-1] + (tuple(args("append")),) if "append" in pages else lists
+    return lists[:-2] + (tuple(args("append")),) * 2 if "append" in pages else lists  # APPEND_V's: APPEND's
 
 
 class _Buffers(contextlib.ExitStack):
@@ -183,7 +183,7 @@ def run_on_emulator(operands: Operands, inputs: Inputs, options: AttentionOption
         addresses = Addresses(*(buffers.address(name) for name in ("q", "k", "v", "constants", "out", "positions")),
                               page_table=buffers.address("page_table"), mask=buffers.address("mask"),
                               work=buffers.address("work"), lse=buffers.address("lse"),
-                              append=buffers.address("append"))
+                              append=buffers.address("append"), append_v=buffers.address("append_v"))
         program = program_for(plan)
         with _launch_lock:
             set_addresses(program, addresses)

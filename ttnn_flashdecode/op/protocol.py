@@ -115,7 +115,8 @@ class CommonArg(enum.IntEnum):
     WORK_BASE = 8
     LSE_BASE = 9  # 0 without return_lse
     APPEND_BASE = 10  # 0 without append_k / append_latent (op/append.py)
-    CORE_TABLE = 11
+    APPEND_V_BASE = 11  # 0 without append_v
+    CORE_TABLE = 12
 
 
 TILE_POSITIONS = 32
