@@ -11,8 +11,12 @@
 //   2. For each position tile of the block that holds appended positions, it copies the new rows
 //      from the APPEND operand into those rows of the CB page in L1 (the row's two 32-byte face
 //      rows per dim tile), overwriting what the cache held there: attention sees the new rows.
-//   3. It writes those face rows, from the patched page, to the cache tile in DRAM (32 bytes
-//      each), and waits for the writes before the page is pushed to compute.
+//   3. It copies those face rows, from the patched page, with their DRAM addresses in the cache,
+//      into its APPEND_STAGE page (AppendStage), which it pushes to the writer after the request's
+//      last block; the writer kernel on the same core writes them to the cache tile (32 bytes each)
+//      and waits for the writes before it takes the request's output (drain_appended_rows). The
+//      writes run on BRISC, beside the reader's NCRISC code: a noc_async_write costs ~2 KB of
+//      watcher sanitizing, which Wormhole's 16 KiB NCRISC IRAM has no room for.
 //
 // Who writes: the core whose split-K slice owns the position tile (slices partition a request's
 // live tiles, and the tile holding cur_pos is always live), so each row is written once. A KV group
@@ -68,6 +72,63 @@ constexpr uint32_t append_page(uint32_t j, uint32_t user, uint32_t kv_head, uint
     return ((j * batch + user) * head_tiles + kv_head / kTilePositions) * dim_tiles + d;
 }
 
+// The APPEND_STAGE page (CB kCbAppendStage, reader -> writer, one page per request; op/residency.py
+// append_stage_bytes): from its first 64-byte boundary, a 64-byte header (word 0: the face rows n),
+// the n DRAM NoC addresses (two words each) padded to 64 bytes, then a 64-byte slot per face row,
+// its 32 bytes at the slot's start or middle as the address is 0 or 32 modulo 64 (a NoC write keeps
+// source and destination alignment alike). At most 2 * rows * dim_tiles face rows a request for K, as
+// many for V (none with values_from_keys).
+constexpr uint32_t kAppendStageEntries = (args::values_from_keys() != 0 ? 2 : 4) * kAppendRows * kDimTiles;
+constexpr uint32_t kAppendStageData = 64 + (8 * kAppendStageEntries + 63) / 64 * 64;
+inline uint32_t append_stage_base(uint32_t page) { return (page + 63) & ~63u; }
+
+class AppendStage {
+public:
+    AppendStage() {
+        if constexpr (kAppend) {
+            cb_reserve_back(kCbAppendStage, 1);
+            page_ = append_stage_base(get_write_ptr(kCbAppendStage));
+        }
+    }
+    // Copies the face row (32 bytes) at L1 `src` into the next slot, to be written to `dst`.
+    void add(uint32_t src, uint64_t dst) {
+        const uint32_t slot = page_ + kAppendStageData + 64 * count_ + (static_cast<uint32_t>(dst) & 32u);
+        for (uint32_t word = 0; word < kFaceRowBytes / sizeof(uint32_t); ++word) {
+            l1_set_word(slot, word, l1_word(src, word));
+        }
+        l1_set_word(page_ + 64, 2 * count_, static_cast<uint32_t>(dst));
+        l1_set_word(page_ + 64, 2 * count_ + 1, static_cast<uint32_t>(dst >> 32));
+        ++count_;
+    }
+    // Hands the page to the writer (every valid request pushes one, maybe empty).
+    void push() {
+        if constexpr (kAppend) {
+            l1_set_word(page_, 0, count_);
+            cb_push_back(kCbAppendStage, 1);
+        }
+    }
+
+private:
+    uint32_t page_ = 0, count_ = 0;
+};
+
+// The writer's half: takes the request's APPEND_STAGE page, writes its face rows to the cache and
+// waits for them (before the request's output), then frees the page.
+inline void drain_appended_rows() {
+    if constexpr (kAppend) {
+        cb_wait_front(kCbAppendStage, 1);
+        const uint32_t page = append_stage_base(get_read_ptr(kCbAppendStage));
+        const uint32_t count = l1_word(page, 0);
+        for (uint32_t i = 0; i < count; ++i) {
+            const uint32_t lo = l1_word(page + 64, 2 * i), hi = l1_word(page + 64, 2 * i + 1);
+            noc_async_write(page + kAppendStageData + 64 * i + (lo & 32u), (static_cast<uint64_t>(hi) << 32) | lo,
+                            kFaceRowBytes);
+        }
+        noc_async_write_barrier();
+        cb_pop_front(kCbAppendStage, 1);
+    }
+}
+
 // One row of an append gather: tile row `row` of APPEND page `page` into row `dst_row` of the L1
 // tile at `dst`.
 struct AppendRow {
@@ -75,7 +136,7 @@ struct AppendRow {
 };
 
 // Steps 2 and 3 above for block `block` of request `p`, CB `cb` (its pages reserved, the block's
-// reads landed), of K (which 0) or V (which 1). `gather(reader, count, at)` copies `count` rows,
+// reads landed), of K (which 0) or V (which 1), its write-backs into `stage`. `gather(reader, count, at)` copies `count` rows,
 // row j described by at(j) (an AppendRow), from `reader`'s operand into L1 and returns with them in
 // place; `table` is the request's page-table row (entry_at; unused for a contiguous cache).
 // One out-of-line body for K and V, whose accessors are one type: K's args address V too (both
@@ -84,7 +145,7 @@ struct AppendRow {
 // checks that too), so the gather is the constants' instantiation: Wormhole NCRISC's IRAM is 16 KiB.
 template <typename Table, typename Gather>
 __attribute__((noinline)) void patch_appended_rows(uint32_t cb, const Params& p, uint32_t block, Table& table, uint32_t which,
-                                                   const Gather& gather) {
+                                                   AppendStage& stage, const Gather& gather) {
     if constexpr (kAppend) {
         if (p.idle() || p.kv_positions < kAppendRows) {
             return;
@@ -127,10 +188,8 @@ __attribute__((noinline)) void patch_appended_rows(uint32_t cb, const Params& p,
             for (uint32_t k = 0; k < (span.hi - span.lo + 1) * kDimTiles * 2; ++k) {  // (position, dim tile, half)
                 const uint32_t d = k / 2 % kDimTiles;
                 const uint32_t offset = kv_face_row_offset((span.lo + k / (2 * kDimTiles)) % kTilePositions, k % 2, kv_tile_bytes);
-                noc_async_write(dst + d * kv_tile_bytes + offset, cache.get_noc_addr(page + d, offset),
-                                kv_face_row_bytes(kv_tile_bytes));
+                stage.add(dst + d * kv_tile_bytes + offset, cache.get_noc_addr(page + d, offset));
             }
-            noc_async_write_barrier();  // the page goes to compute (and is refilled) only after this
         }
     }
 }

@@ -503,13 +503,14 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
             return RowCopy{a.page, a.row, a.dst, a.dst_row};
         });
     };
+    AppendStage stage;
     for (uint32_t block = 0; block < p.blocks(); ++block) {
         read_mask_block(p, block, mask);
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
         noc_async_read_barrier();
         if constexpr (kAppend) {
-            patch_appended_rows(kCbK, p, block, table, 0, gather_append);
+            patch_appended_rows(kCbK, p, block, table, 0, stage, gather_append);
         }
         zero_stale_rows(kCbK, p, block);
         zero_rows_before_window(kCbK, p, block);
@@ -521,12 +522,13 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         read_block(kCbV, p, p.v, v_reader, block, table);
         noc_async_read_barrier();
         if constexpr (kAppend) {
-            patch_appended_rows(kCbV, p, block, table, 1, gather_append);
+            patch_appended_rows(kCbV, p, block, table, 1, stage, gather_append);
         }
         zero_stale_rows(kCbV, p, block);
         zero_rows_before_window(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);
     }
+    stage.push();  // the request's write-backs, to the writer (attention_append.hpp)
 }
 
 // A combine round's inboxes, whole (every core pushes and pops them in full cycles, so their CB

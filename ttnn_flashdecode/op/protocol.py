@@ -228,6 +228,7 @@ class CB(enum.IntEnum):
     WRITER_WORK = 27  # the same row, reader -> writer
     LSE = 28  # return_lse only: a request's LSE tile (float32, column 0), compute -> writer
     LSE_STAGE = 29  # return_lse only: the writer's staging page for the 4-byte LSE writes
+    APPEND_STAGE = 30  # fused append only: the appended face rows and their DRAM addresses, reader -> writer
 
 
 class ConstTile(enum.IntEnum):

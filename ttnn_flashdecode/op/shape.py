@@ -190,7 +190,8 @@ class DecodeShape:
         scores = self.scores
         return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=scores.windowed, sink=scores.sink,
                     mask=scores.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles,
-                    values_from_keys=self.values_from_keys, row_tile_users=self.row_tile_users)
+                    values_from_keys=self.values_from_keys, row_tile_users=self.row_tile_users,
+                    append_rows=self.append)
 
     @property
     def window_tiles(self) -> int:
