@@ -206,3 +206,32 @@ def test_mla_append_latent_equals_update_then_attend(n_q, split):
     np.testing.assert_array_equal(latent.view(np.uint16), updated.view(np.uint16))
     with pytest.raises(ValueError, match="append_latent: expected an MLA call"):
         attention(q, latent, latent[..., :head_dim_v].copy(), append_latent=new, **call)
+
+
+def test_device_append_launches_and_refuses_by_name(mock_device):
+    """On a (mock) device: the fused call builds and launches through generic_op with the rows as
+    they are (no extra op), never through the fast path; rows in L1, or host rows for a device
+    cache, are refused by name before anything is launched."""
+    import ttnn
+
+    from ttnn_flashdecode.op.operation import cached_launch
+
+    rng = np.random.default_rng(9)
+
+    def device(array, memory=ttnn.DRAM_MEMORY_CONFIG):
+        return ttnn.Tensor(np.asarray(array, np.float32), ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device,
+                           mem_config=memory)
+
+    q = device(rng.standard_normal((1, 1, 2, 8 * 64)))
+    k, v = device(rng.standard_normal((2, 2, 128, 64))), device(rng.standard_normal((2, 2, 128, 64)))
+    rows = rng.standard_normal((1, 2, 2, 64))
+    positions = ttnn.Tensor(np.asarray([5, 100], np.int32), ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT, device=mock_device,
+                            mem_config=ttnn.DRAM_MEMORY_CONFIG)
+    call = dict(cur_pos_tensor=positions, append_k=device(rows), append_v=device(rows))
+    out = attention(q, k, v, **call)
+    assert tuple(out.shape) == (1, 1, 2, 8 * 64)
+    assert cached_launch(q, k, v, **call) is None  # a fused call is never remembered nor served
+    with pytest.raises(ValueError, match="append_k: expected a bfloat16 TILE DRAM-interleaved device tensor"):
+        attention(q, k, v, **call | {"append_k": device(rows, ttnn.L1_MEMORY_CONFIG)})
+    with pytest.raises(ValueError, match="append_v: expected a device tensor"):
+        attention(q, k, v, **call | {"append_v": rows.astype(np.float32)})
