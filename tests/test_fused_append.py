@@ -206,6 +206,8 @@ def test_mla_append_latent_equals_update_then_attend(n_q, split):
     np.testing.assert_array_equal(latent.view(np.uint16), updated.view(np.uint16))
     with pytest.raises(ValueError, match="append_latent: expected an MLA call"):
         attention(q, latent, latent[..., :head_dim_v].copy(), append_latent=new, **call)
+    with pytest.raises(ValueError, match="append_v: not supported with a separate V of head_dim_v columns"):
+        attention(q, latent, latent[..., :head_dim_v].copy(), append_k=new, append_v=new[..., :head_dim_v], **call)
 
 
 def test_device_append_launches_and_refuses_by_name(mock_device):

@@ -178,6 +178,9 @@ def run_call(operands: Operands, options: AttentionOptions):
     if options.head_dim_v is None:
         return _run(operands, options)
     q, k = operands.q, operands.k
+    if operands.v is not None and (operands.append_k is not None or operands.append_v is not None):
+        raise ValueError("append_v: not supported with a separate V of head_dim_v columns (its rows would go to a padded "
+                         "copy); MLA's latent cache takes append_latent")
     out = _run(operands.replace(v=latent.values_for(k, operands.v, options.head_dim_v, "v")), options.single_call)
     heads = None if options.q_layout == "heads" else int(q.shape[-1]) // int(k.shape[-1])
     return latent.keep_value_columns(out, int(options.head_dim_v), heads=heads)
