@@ -647,6 +647,12 @@ MUTATIONS = [
              "(j * batch + (user + 1) % batch) * head_tiles",
              "each user appends the next user's rows",
              tests=APPEND_SLICE),
+    Mutation("append-stage-never-handed-to-the-writer", "stream_kv",
+             "    stage.push();",
+             "",
+             "the reader keeps the request's write-backs: the writer waits for them forever (or, after the "
+             "first request, the reader does), and the cache is never written",
+             tests=APPEND_SLICE),
     Mutation("noc-y-low-byte", "core_noc_y",
              "return word >> 16;",
              "return (word >> 16) & 0xFFu;",
