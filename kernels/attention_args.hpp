@@ -72,5 +72,11 @@ template <int = 0> constexpr uint32_t values_from_keys() { return get_named_comp
 template <int = 0> constexpr uint32_t row_tile_users() { return get_named_compile_time_arg_val("row_tile_users"); }
 // 1 when CB S is float32 (accurate_scores): each score is rounded to TF32 before it is packed.
 template <int = 0> constexpr uint32_t accurate_scores() { return get_named_compile_time_arg_val("accurate_scores"); }
+// The fused cache append (attention_append.hpp): rows appended per user (0: none), the GQA ratio
+// the KV heads and the batch (where a request's rows are in the APPEND operand).
+template <int = 0> constexpr uint32_t append_rows() { return get_named_compile_time_arg_val("append_rows"); }
+template <int = 0> constexpr uint32_t append_gqa() { return get_named_compile_time_arg_val("append_gqa"); }
+template <int = 0> constexpr uint32_t append_kv_heads() { return get_named_compile_time_arg_val("append_kv_heads"); }
+template <int = 0> constexpr uint32_t append_batch() { return get_named_compile_time_arg_val("append_batch"); }
 
 }  // namespace flashdecode::args

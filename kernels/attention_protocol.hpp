@@ -116,6 +116,7 @@ enum Cb : uint32_t {
     kCbWriterWork = 27,  // the same row, reader -> writer
     kCbLse = 28,         // return_lse only: a request's LSE tile (float32; row s column 0: stage row s), compute -> writer
     kCbLseStage = 29,    // return_lse only: the writer's own staging page (reserved once, never pushed)
+    kCbAppendStage = 30, // fused append only: the appended face rows, reader -> writer (attention_append.hpp)
 };
 
 // Log-sum-exp output (named compile-time arg `lse` 1; ttnn_flashdecode's return_lse): the normalising
@@ -734,7 +735,9 @@ enum CommonArg : uint32_t {
     kCommonMaskBase = 7,       // 0 without an attention mask
     kCommonWorkBase = 8,
     kCommonLseBase = 9,  // 0 without return_lse
-    kCommonCoreTable = 10,
+    kCommonAppendBase = 10,   // 0 without append_k / append_latent (attention_append.hpp)
+    kCommonAppendVBase = 11,  // 0 without append_v
+    kCommonCoreTable = 12,
 };
 
 // Reads request `request` of a work row through `arg` (a callable uint32_t(uint32_t index) over

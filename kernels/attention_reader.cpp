@@ -37,6 +37,7 @@
 #include "api/dataflow/dataflow_api.h"
 #include "api/debug/dprint.h"
 #include "api/debug/kernel_profiler.hpp"
+#include "attention_append.hpp"
 #include "attention_dataflow.hpp"
 #include "attention_protocol.hpp"
 
@@ -325,7 +326,7 @@ public:
 
     // Page-table entry `entry` of the row, its chunk loaded first when it is not the one in L1
     // (a long row is never read whole; a slice reads only the chunks its tiles need).
-    int32_t entry_at(uint32_t entry) {
+    __attribute__((noinline)) int32_t entry_at(uint32_t entry) {
         if (entry - first_ >= count_) {
             first_ = page_table_chunk_first(entry);
             count_ = page_table_chunk_entries(first_, kPageTableEntries);
@@ -495,11 +496,22 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
     PageTableRow table(p.user / kUsersPerTableRow, table_page);
     // K before V: compute starts on a block's scores and softmax while its V is still arriving.
     const uint32_t mask = operand_base(kCommonMaskBase);
+    // The fused cache append (attention_append.hpp): the new rows into the block's pages, then to DRAM.
+    const auto gather_append = [](const auto& rows_reader, uint32_t count, const auto& at) {
+        gather_rows(rows_reader, count, [&](uint32_t j) {
+            const AppendRow a = at(j);
+            return RowCopy{a.page, a.row, a.dst, a.dst_row};
+        });
+    };
+    AppendStage stage;
     for (uint32_t block = 0; block < p.blocks(); ++block) {
         read_mask_block(p, block, mask);
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
         noc_async_read_barrier();
+        if constexpr (kAppend) {
+            patch_appended_rows(kCbK, p, block, table, 0, stage, gather_append);
+        }
         zero_stale_rows(kCbK, p, block);
         zero_rows_before_window(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
@@ -509,10 +521,14 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block, table);
         noc_async_read_barrier();
+        if constexpr (kAppend) {
+            patch_appended_rows(kCbV, p, block, table, 1, stage, gather_append);
+        }
         zero_stale_rows(kCbV, p, block);
         zero_rows_before_window(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);
     }
+    stage.push();  // the request's write-backs, to the writer (attention_append.hpp)
 }
 
 // A combine round's inboxes, whole (every core pushes and pops them in full cycles, so their CB

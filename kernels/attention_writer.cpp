@@ -21,6 +21,7 @@
 
 #include "api/dataflow/dataflow_api.h"
 #include "api/debug/kernel_profiler.hpp"
+#include "attention_append_stage.hpp"
 #include "attention_dataflow.hpp"
 #include "attention_protocol.hpp"
 
@@ -129,6 +130,7 @@ void kernel_main() {
         if (!p.valid_layout(kDimTiles, kBlockTiles, kRowTiles)) {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
+        drain_appended_rows();  // the fused cache append's write-backs (attention_append_stage.hpp)
         if (p.split() && !p.reducer()) {
             DeviceZoneScopedN("fd-writer-partial");
             for (uint32_t round = 0; round < kRowTiles; ++round) {  // the combine, a round per Q row tile

@@ -50,6 +50,11 @@ TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "test
               "tests/test_attention_adversarial.py::test_attention_forced_splits_with_empty_slices_and_low_scores[decode-0-3]"]
 
 
+# The fused append's bit-for-bit tests: contiguous split-K and paged decode, ROWS across a tile edge.
+APPEND_SLICE = ("tests/test_fused_append.py::test_decode_append_equals_update_then_attend_contiguous",
+                "tests/test_fused_append.py::test_paged_append_through_a_shuffled_page_table",
+                "tests/test_fused_append.py::test_rows_append_spanning_a_tile_edge")
+
 PACKAGE = "ttnn_flashdecode"
 
 _USERS_CASE = "tests/test_accurate_scores.py::test_the_users_case_is_within_the_bar_with_accurate_scores_and_not_without[1]"
@@ -624,6 +629,33 @@ MUTATIONS = [
              "return [min(cap, max(1, t // load)) for t, cap in zip(live, caps)]",
              "slices per request round down, so a request of 1.9 loads stays whole on one core at 1.9x the load",
              tests=("tests/test_schedule_balance.py",)),
+    # The fused cache append (issue 37 part 2, kernels/attention_append.hpp)
+    Mutation("append-row-at-wrong-position", "patch_appended_rows",
+             "dst + d * kv_tile_bytes, position % kTilePositions};",
+             "dst + d * kv_tile_bytes, (position + 1) % kTilePositions};",
+             "the new row lands one row late in the K/V page: the poisoned old row is attended and written back",
+             tests=APPEND_SLICE),
+    Mutation("append-written-to-the-other-face", "patch_appended_rows",
+             "cache.get_noc_addr(page + d, offset)",
+             "cache.get_noc_addr(page + d, offset ^ kFaceBytes)",
+             "the patched face rows go to the other face of the DRAM tile (left half of the row to the right)",
+             tests=APPEND_SLICE),
+    Mutation("append-stale-row-attended", "patch_appended_rows",
+             "            gather(rows_reader,",
+             "            if (false) gather(rows_reader,",
+             "the new rows never reach the L1 page: attention reads the cache's old row (poison) and writes it back",
+             tests=APPEND_SLICE),
+    Mutation("append-rows-of-another-user", "append_page",
+             "(j * batch + user) * head_tiles",
+             "(j * batch + (user + 1) % batch) * head_tiles",
+             "each user appends the next user's rows",
+             tests=APPEND_SLICE),
+    Mutation("append-stage-never-handed-to-the-writer", "stream_kv",
+             "    stage.push();",
+             "",
+             "the reader keeps the request's write-backs: the writer waits for them forever (or, after the "
+             "first request, the reader does), and the cache is never written",
+             tests=APPEND_SLICE),
     Mutation("noc-y-low-byte", "core_noc_y",
              "return word >> 16;",
              "return (word >> 16) & 0xFFu;",

@@ -98,7 +98,7 @@ def test_kernels_have_absolute_paths_and_the_named_args_they_read():
         reads = named_args_used(kernel_dir() / KERNEL_FILES[role])
         assert dict(kernel.named_compile_time_args) == {name: given[name] for name in reads}, role
         # compute reads no operand: the TensorAccessorArgs go to the data-movement kernels only
-        assert list(kernel.compile_time_args) == ([] if role == "compute" else DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 5)
+        assert list(kernel.compile_time_args) == ([] if role == "compute" else DRAM_ACCESSOR * 5 + POSITIONS_ACCESSOR * 7)
     compute_args = dict(program.kernels[1].named_compile_time_args)
     assert (compute_args["dim_tiles"], compute_args["block_tiles"], compute_args["dst_tiles"]) == (4, 16, 4)
     assert dict(program.kernels[0].named_compile_time_args)["q_width_tiles"] == 16 * 4
@@ -169,7 +169,7 @@ def test_every_core_decodes_to_its_request():
         assert request.constants == protocol.Operand.interleaved(0)
     for role in (0, 2):  # reader and writer: the operands' addresses in OPERANDS order
         assert list(program.kernels[role].common_runtime_args) == [
-            ADDRESSES.q, ADDRESSES.k, ADDRESSES.v, ADDRESSES.constants, ADDRESSES.out, ADDRESSES.positions, 0, 0, ADDRESSES.work, 0]  # no page table, no mask, no LSE
+            ADDRESSES.q, ADDRESSES.k, ADDRESSES.v, ADDRESSES.constants, ADDRESSES.out, ADDRESSES.positions, 0, 0, ADDRESSES.work, 0, 0, 0]  # no page table, mask, LSE, append
     assert list(program.kernels[1].common_runtime_args) == []
 
 

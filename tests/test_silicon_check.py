@@ -198,6 +198,7 @@ def test_quick_cases_build_every_compile_time_feature():
         "row_tiles": any(c.n_q_heads // c.n_kv_heads > 32 for c in quick), "drop_in": any(c.drop_in for c in quick),
         "values_from_keys": any(c.values_from_keys for c in quick), "circular": any("cache_position_modulo" in c for c in calls),
         "accurate_scores": any(c.get("accurate_scores") for c in calls),
+        "append": any(c.append for c in quick),
     }
     assert all(features.values()), [name for name, present in features.items() if not present]
 

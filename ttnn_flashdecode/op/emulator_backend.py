@@ -12,7 +12,7 @@ import functools
 import numpy as np
 import ttnn
 
-from ttnn_flashdecode.op import constants, tiles
+from ttnn_flashdecode.op import append, constants, tiles
 from ttnn_flashdecode.op.launch import (_accessor_operands, _heads_padded, _heads_unpadded, _last_report, _launch_lock,
                                         _positions_page, emulator_deadline, to_numpy)
 from ttnn_flashdecode.op.mesh import PerDeviceSinks
@@ -97,6 +97,8 @@ def _operand_pages(operands: Operands, inputs: Inputs, options: AttentionOptions
         pages["mask"] = tiles.to_tile_bytes(inputs.mask[:, None])
     if shape.lse:  # float32 ROW_MAJOR, a page of n_q_heads values per output row
         pages["lse"] = np.full((shape.lse_shape[-2], shape.n_q_heads), np.nan, dtype="<f4")
+    if inputs.append is not None:  # the fused append's new rows (op/append.py)
+        pages |= append.append_pages(inputs.append)
     return pages
 
 
@@ -116,7 +118,8 @@ def _accessor_args(emu, pages: dict, shards: dict) -> tuple:
     named = ["q", "k", "v", "constants", "out", "positions"]
     ordered = _accessor_operands(named, "page_table" if "page_table" in pages else None,
                                  "mask" if "mask" in pages else None)
-    return operand_accessor_args([args(name) for name in ordered])
+    lists = operand_accessor_args([args(name) for name in ordered])
+    return lists[:-2] + (tuple(args("append")),) * 2 if "append" in pages else lists  # APPEND_V's: APPEND's
 
 
 class _Buffers(contextlib.ExitStack):
@@ -179,7 +182,8 @@ def run_on_emulator(operands: Operands, inputs: Inputs, options: AttentionOption
             buffers.put(name, operand_pages, shards.get(name))
         addresses = Addresses(*(buffers.address(name) for name in ("q", "k", "v", "constants", "out", "positions")),
                               page_table=buffers.address("page_table"), mask=buffers.address("mask"),
-                              work=buffers.address("work"), lse=buffers.address("lse"))
+                              work=buffers.address("work"), lse=buffers.address("lse"),
+                              append=buffers.address("append"), append_v=buffers.address("append_v"))
         program = program_for(plan)
         with _launch_lock:
             set_addresses(program, addresses)
@@ -188,6 +192,8 @@ def run_on_emulator(operands: Operands, inputs: Inputs, options: AttentionOption
         result = tiles.from_tile_bytes(buffers.read("out", len(pages["q"])), shape.q_tiled_shape)
         lse = None if not shape.lse else \
             np.ascontiguousarray(buffers.read("lse", 0)).view("<f4").reshape(shape.lse_shape).astype(np.float32)
+        if inputs.append is not None:  # the rows the kernels wrote, into the caller's cache
+            append.write_back(operands, inputs, buffers.read("k", 0), None if shape.values_from_keys else buffers.read("v", 0))
     _last_report.value = report
     return _in_q_kind(result, lse, operands.q, inputs)
 

@@ -48,6 +48,8 @@ def _key(operands: Operands, options: AttentionOptions) -> tuple | None:
         return None
     if operands.attention_sink is not None or operands.attn_mask is not None or not options.scores.causal:
         return None  # values the host validates on every call
+    if operands.append_k is not None or operands.append_v is not None or operands.append_latent is not None:
+        return None  # a fused append (op/append.py) takes the validated path
     q = operands.q
     if type(q) is not ttnn.Tensor or operands.cur_pos_tensor is None:
         return None

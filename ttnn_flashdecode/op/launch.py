@@ -13,6 +13,7 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import constants
+from ttnn_flashdecode.op.append import check_append_accessors
 from ttnn_flashdecode.op.mesh import PerDeviceSinks, device_count, program_for_device
 from ttnn_flashdecode.op.operands import Operands
 from ttnn_flashdecode.op.options import AttentionOptions, resolve_grid
@@ -121,24 +122,25 @@ class DeviceLaunch:
         self._write_addresses = AddressWriter(self.program)
         self._fixed_addresses = constants_tensor.buffer_address(), work.buffer_address()
 
-    def __call__(self, q, k, v, positions, page_table=None, mask=None):
+    def __call__(self, q, k, v, positions, page_table=None, mask=None, *, append=(None, None)):
         """Launch on this launch's device; returns the output tensor (``out_spec``), or with
         ``lse_spec`` ``(output, lse)``.
 
         ``positions``: the POSITIONS operand (a device int32 tensor); ``page_table``: a paged
-        cache's device page table, else None; ``mask``: a non-causal call's device attention mask."""
+        cache's device page table, else None; ``mask``: a non-causal call's device attention mask;
+        ``append``: a fused append's APPEND_K and APPEND_V operands (``op/append.py``; None each)."""
         # A Tracy signpost names the call in ops_perf_results (profile-report reads it). ttnn.tracy_message
         # is what tracy.signpost sends, without its loguru INFO line on every call of a per-layer op.
         ttnn.tracy_message(self.signpost)
         with _launch_lock:
             # generic_op's last tensor is its output; the rest are inputs kept alive for the launch
             # (the LSE among them: the writer fills it, generic_op needs only its address).
-            tensors = self.bind(q, k, v, positions, page_table, mask)
+            tensors = self.bind(q, k, v, positions, page_table, mask, append=append)
             program = self.program if self.mesh is None else program_for_device(self.mesh, self.program)
             out = ttnn.generic_op(tensors, program)
         return out if self.lse_spec is None else (out, tensors[-2])
 
-    def bind(self, q, k, v, positions, page_table=None, mask=None) -> list:
+    def bind(self, q, k, v, positions, page_table=None, mask=None, *, append=(None, None)) -> list:
         """Allocate an output and write this call's operand addresses into the descriptor; returns
         ``generic_op``'s tensor list (inputs, then the output). The caller holds ``_launch_lock``
         until ``generic_op`` has read the descriptor."""
@@ -149,10 +151,11 @@ class DeviceLaunch:
                                out.buffer_address(), positions.buffer_address(),
                                0 if page_table is None else page_table.buffer_address(),
                                0 if mask is None else mask.buffer_address(), work_address,
-                               0 if lse is None else lse.buffer_address()))
-        if page_table is None and mask is None and lse is None:
+                               0 if lse is None else lse.buffer_address(),
+                               *(0 if rows is None else rows.buffer_address() for rows in append)))
+        if page_table is None and mask is None and lse is None and all(t is None for t in append):
             return [q, k, v, self.constants, positions, self.work, out]
-        extra = [t for t in (page_table, mask) if t is not None]
+        extra = [t for t in (page_table, mask, *append) if t is not None]
         return [q, k, v, self.constants, positions, *extra, self.work, out] if lse is None else \
             [q, k, v, self.constants, positions, *extra, self.work, lse, out]
 
@@ -213,7 +216,11 @@ def prepare_device_launch(operands: Operands, inputs: Inputs, options: Attention
     args = [ttnn.TensorAccessorArgs(t).get_compile_time_args() for t in tensors]
     if inputs.positions_tensor is None:
         args[5] = _dram_row_major_accessor_args(device)
-    target = Target(arch, cores, operand_accessor_args(args), _device_noc_xy(device), device_cb_budget_bytes(device))
+    accessor_args = operand_accessor_args(args)
+    if inputs.append is not None:  # the fused append's rows: the reader addresses them with CONST's args (op/append.py)
+        check_append_accessors(args, [ttnn.TensorAccessorArgs(t).get_compile_time_args()
+                                      for t in (inputs.append.k, inputs.append.v) if t is not None])
+    target = Target(arch, cores, accessor_args, _device_noc_xy(device), device_cb_budget_bytes(device))
     plan = plan_call(shape, options, target)
     signpost = (f"`TT_SIGNPOST: ttnn_flashdecode.attention {shape.kind} batch={shape.batch} rows={shape.rows} "
                 f"heads={shape.n_q_heads}/{shape.n_kv_heads}`")
@@ -239,7 +246,8 @@ def run_on_device(operands: Operands, inputs: Inputs, options: AttentionOptions)
         positions = ttnn.Tensor(_positions_page(inputs.positions), ttnn.int32, device=q.device(),
                                 layout=ttnn.ROW_MAJOR_LAYOUT, mem_config=ttnn.DRAM_MEMORY_CONFIG)
     page_table = inputs.page_table_tensor if inputs.shape.paged else None
-    return launch(q, operands.k, operands.v, positions, page_table, inputs.mask_tensor), launch
+    append = (None, None) if inputs.append is None else (inputs.append.k, inputs.append.v)
+    return launch(q, operands.k, operands.v, positions, page_table, inputs.mask_tensor, append=append), launch
 
 
 @functools.lru_cache(maxsize=8)

@@ -27,6 +27,9 @@ class Operands:
     page_table_tensor: object = None
     attention_sink: object = None
     attn_mask: object = None
+    append_k: object = None  # the fused cache append's new rows (op/append.py)
+    append_v: object = None
+    append_latent: object = None  # MLA: the latent's new rows (V is K)
 
     def replace(self, **changes) -> Operands:
         """A copy with ``changes`` (e.g. one device's shards)."""

@@ -74,6 +74,9 @@ def attention(
     return_lse: bool = False,
     head_dim_v: int | None = None,
     accurate_scores: bool | None = None,
+    append_k=None,
+    append_v=None,
+    append_latent=None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -123,6 +126,10 @@ def attention(
         head_dim_v: MLA: V's head_dim; ``v`` None means V is ``k``'s first ``head_dim_v`` columns.
         accurate_scores: True: the scores stay float32 (TF32 to nearest) from QS . K^T to exp, not
             bfloat16 (needs fp32 DST; the S CB's L1 doubles). None: the compute config's (off).
+        append_k, append_v: new K / V rows ``[batch, n_kv_heads, P, head_dim]`` (decode also
+            ``[1, batch, n_kv_heads, head_dim]``) written into the cache (in place) at each user's
+            ``cur_pos - P + 1 .. cur_pos`` before it is attended (``docs/options.md#append_k-append_v-append_latent``).
+        append_latent: MLA (V is K's columns): the latent's new rows, as ``append_k``.
 
     Returns:
         The shape and kind of ``q`` (a device tensor in ``memory_config``, a host ``ttnn.Tensor`` in
@@ -163,7 +170,8 @@ def attention(
                           logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
                           return_lse=return_lse, head_dim_v=head_dim_v, accurate_scores=accurate_scores)
     operands = Operands(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, chunk_start=chunk_start,
-                        page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask)
+                        page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask,
+                        append_k=append_k, append_v=append_v, append_latent=append_latent)
     return run_call(operands, options)
 
 
@@ -173,6 +181,9 @@ def run_call(operands: Operands, options: AttentionOptions):
     if options.head_dim_v is None:
         return _run(operands, options)
     q, k = operands.q, operands.k
+    if operands.v is not None and (operands.append_k is not None or operands.append_v is not None):
+        raise ValueError("append_v: not supported with a separate V of head_dim_v columns (its rows would go to a padded "
+                         "copy); MLA's latent cache takes append_latent")
     out = _run(operands.replace(v=latent.values_for(k, operands.v, options.head_dim_v, "v")), options.single_call)
     heads = None if options.q_layout == "heads" else int(q.shape[-1]) // int(k.shape[-1])
     return latent.keep_value_columns(out, int(options.head_dim_v), heads=heads)
@@ -219,7 +230,8 @@ def cached_launch(q, k, v, **keywords):
     return fast_path.lookup(Operands(q, k, v, **tensors), options_for(**_option_defaults(keywords)))
 
 
-_OPERAND_KEYWORDS = ("cur_pos", "cur_pos_tensor", "chunk_start", "page_table_tensor", "attention_sink", "attn_mask")
+_OPERAND_KEYWORDS = ("cur_pos", "cur_pos_tensor", "chunk_start", "page_table_tensor", "attention_sink", "attn_mask",
+                     "append_k", "append_v", "append_latent")
 
 
 def _option_defaults(keywords: dict) -> dict:

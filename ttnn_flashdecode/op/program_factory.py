@@ -36,6 +36,7 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import protocol
+from ttnn_flashdecode.op.append import append_named_args
 from ttnn_flashdecode.op.grid import core_range_set, grid_cores, grid_size, grid_text, is_rectangle
 from ttnn_flashdecode.op.paths import kernel_dir, named_args_used
 from ttnn_flashdecode.op.protocol import Operand, Request
@@ -69,7 +70,7 @@ MAX_REQUESTS_PER_CORE = protocol.MAX_REQUESTS_PER_CORE
 KERNEL_FILES = {"reader": "attention_reader.cpp", "compute": "attention_compute.cpp", "writer": "attention_writer.cpp"}
 """Kernel sources under :func:`ttnn_flashdecode.op.paths.kernel_dir`; names appear in profiler reports."""
 
-OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table", "mask", "work", "lse")
+OPERANDS = ("q", "k", "v", "constants", "out", "positions", "page_table", "mask", "work", "lse", "append", "append_v")
 """Order of the operands' TensorAccessorArgs in every kernel's positional compile-time args
 (``attention_dataflow.hpp``), and of their addresses in the common runtime args
 (:class:`~ttnn_flashdecode.op.protocol.CommonArg`). ``positions``: one int32 per user, a ROW_MAJOR
@@ -81,7 +82,7 @@ args stand in. ``work``: the plan's work table (:func:`work_table`), a ROW_MAJOR
 uint32 buffer like POSITIONS, whose TensorAccessorArgs are therefore POSITIONS' (the table is
 written after the plan it belongs to). ``lse``: a ``return_lse`` call's LSE output, float32
 ROW_MAJOR DRAM interleaved (a page of ``n_q_heads`` values per output row), likewise POSITIONS'
-args; address 0 and never written without ``return_lse``."""
+args; address 0 without ``return_lse``. ``append``, ``append_v``: a fused append's rows (``op/append.py``)."""
 
 
 def operand_accessor_args(per_operand: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
@@ -92,19 +93,19 @@ def operand_accessor_args(per_operand: Sequence[Sequence[int]]) -> tuple[tuple[i
     output POSITIONS' (buffers of the same kind).
 
     Raises:
-        ValueError: not 6 to 8 lists (or 9, through WORK, or all 10).
+        ValueError: not 6 to 8 lists (or 9 to 11, through WORK, LSE or APPEND, or all 12).
     """
-    brought = len(OPERANDS) - 2  # all but WORK and LSE, which the op makes
+    brought = len(OPERANDS) - 4  # all but WORK, LSE and the append's, which the op makes or adds
     lists = tuple(tuple(int(a) for a in args) for args in per_operand)
     if len(lists) == len(OPERANDS):  # already complete (a plan's own)
         return lists
-    if len(lists) == len(OPERANDS) - 1:  # through WORK: LSE's stand-in
-        return lists + (lists[OPERANDS.index("positions")],)
+    if brought < len(lists) < len(OPERANDS):  # through WORK, LSE or APPEND: the rest stand in
+        return lists + (lists[OPERANDS.index("positions")],) * (len(OPERANDS) - len(lists))
     if not brought - 2 <= len(lists) <= brought:
         raise ValueError(f"accessor args: expected {brought - 2} to {brought} lists ({', '.join(OPERANDS[:brought])}), "
                          f"or all {len(OPERANDS)}, got {len(per_operand)}")
     positions = lists[OPERANDS.index("positions")]
-    return lists + lists[-1:] * (brought - len(lists)) + (positions, positions)
+    return lists + lists[-1:] * (brought - len(lists)) + (positions,) * 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,7 +188,7 @@ class Plan:
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
                 *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
-                ("row_tile_users", int(r.row_tile_users)), ("accurate_scores", int(r.fp32_scores))]
+                ("row_tile_users", int(r.row_tile_users)), ("accurate_scores", int(r.fp32_scores)), *append_named_args(self.shape)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
@@ -294,15 +295,17 @@ class Addresses:
     mask: int = 0
     work: int = 0
     lse: int = 0
+    append: int = 0
+    append_v: int = 0
 
     def common_args(self) -> list[int]:
-        """The words :class:`~ttnn_flashdecode.op.protocol.CommonArg` ``Q_BASE .. LSE_BASE``.
+        """The words :class:`~ttnn_flashdecode.op.protocol.CommonArg` ``Q_BASE .. APPEND_BASE``.
 
         Raises:
             ValueError: an address does not fit 32 bits.
         """
         words = [self.q, self.k, self.v, self.constants, self.out, self.positions, self.page_table, self.mask, self.work,
-                 self.lse]
+                 self.lse, self.append, self.append_v]
         for name, address in zip(OPERANDS, words):
             if not 0 <= address <= 0xFFFFFFFF:
                 raise ValueError(f"{name}: expected a uint32 byte address, got {address}")

@@ -114,7 +114,9 @@ class CommonArg(enum.IntEnum):
     MASK_BASE = 7  # 0 without an attention mask
     WORK_BASE = 8
     LSE_BASE = 9  # 0 without return_lse
-    CORE_TABLE = 10
+    APPEND_BASE = 10  # 0 without append_k / append_latent (op/append.py)
+    APPEND_V_BASE = 11  # 0 without append_v
+    CORE_TABLE = 12
 
 
 TILE_POSITIONS = 32
@@ -226,6 +228,7 @@ class CB(enum.IntEnum):
     WRITER_WORK = 27  # the same row, reader -> writer
     LSE = 28  # return_lse only: a request's LSE tile (float32, column 0), compute -> writer
     LSE_STAGE = 29  # return_lse only: the writer's staging page for the 4-byte LSE writes
+    APPEND_STAGE = 30  # fused append only: the appended face rows and their DRAM addresses, reader -> writer
 
 
 class ConstTile(enum.IntEnum):

@@ -31,6 +31,7 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.
     MAX_GLOBAL 1                   split only (21): slices 1..'s copy of the request's max
     LSE        1                   return_lse only (28): a request's LSE tile, float32
     LSE_STAGE  1                   return_lse only (29): the writer's staging page (LSE_STAGE_BYTES)
+    APPEND_STAGE 1                 fused append only (30): the appended face rows, reader -> writer
 """
 
 from __future__ import annotations
@@ -80,6 +81,14 @@ STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.O
 """CBs holding the online softmax's running state (m, l, O) and its per-block updates. In float32
 (with fp32 DST accumulation) they are not re-rounded to bfloat16 on every block, which is what
 keeps long contexts and many split-K partials accurate."""
+
+def append_stage_bytes(rows: int, dim_tiles: int) -> int:
+    """The APPEND_STAGE CB's page (``attention_append.hpp`` "AppendStage"): a 64-byte header, the
+    8-byte DRAM addresses of ``2 * rows * dim_tiles`` face rows (64-aligned; ``rows``: K's and V's),
+    a 64-byte slot each."""
+    entries = 2 * rows * dim_tiles
+    return 64 + 64 + -(-8 * entries // 64) * 64 + 64 * entries  # the first 64: slack to a 64-byte boundary
+
 
 LSE_STAGE_BYTES = 32 * 64 + 64
 """The LSE_STAGE CB's page: a 64-byte slot per stage row, plus the slack to align them to 64."""
@@ -151,6 +160,7 @@ class Residency:
     values_from_keys: bool = False
     row_tile_users: bool = False
     fp32_scores: bool = False
+    append_rows: int = 0
 
     @property
     def work_row_bytes(self) -> int:
@@ -200,7 +210,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.O: rows * dim, CB.PV: dim, CB.QSTAGE: rows * dim, CB.QS: rows * dim, CB.OUT: dim, CB.POSITIONS: 1,
         CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
     } | ({} if residency.values_from_keys else {CB.V: kv_pages}) | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | (
-        {CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({
+        {CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({CB.APPEND_STAGE: 1} if residency.append_rows else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
         CB.MAX_INBOX: tree_levels(residency.max_split), CB.MAX_OUT: 1, CB.MAX_GLOBAL: 1,
@@ -236,6 +246,9 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, FLOAT32, stats_page_bytes(residency.tile_bytes, True), pages)
         if cb == CB.LSE_STAGE:
             return CbSpec(int(cb), cb.name, INT32, LSE_STAGE_BYTES, pages)
+        if cb == CB.APPEND_STAGE:
+            kinds = 1 if residency.values_from_keys else 2  # K's face rows, and V's
+            return CbSpec(int(cb), cb.name, INT32, append_stage_bytes(kinds * residency.append_rows, residency.dim_tiles), pages)
         if cb in (CB.K, CB.V):
             return CbSpec(int(cb), cb.name, residency.kv_format, residency.kv_tile_bytes, pages)
         if residency.fp32_scores and cb == CB.S:
@@ -331,7 +344,7 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
                                   kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
                                   mask=residency.mask, lse=residency.lse, row_tiles=residency.row_tiles,
                                   values_from_keys=residency.values_from_keys, row_tile_users=residency.row_tile_users,
-                                  fp32_scores=residency.fp32_scores)
+                                  fp32_scores=residency.fp32_scores, append_rows=residency.append_rows)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -345,6 +358,7 @@ def max_block_tiles(
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
     sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1, values_from_keys: bool = False,
     row_tile_users: bool = False, fp32_scores: bool = False,
+    append_rows: int = 0,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -366,13 +380,15 @@ def max_block_tiles(
         values_from_keys: V is K (no CB V: a block's L1 is half).
         row_tile_users: row tiles of their own users (:class:`Residency`).
         fp32_scores: CB S in float32 (:class:`Residency`).
+        append_rows: a fused append's rows per user (:class:`Residency`).
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
     fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse, row_tiles=row_tiles,
-                  values_from_keys=values_from_keys, row_tile_users=row_tile_users, fp32_scores=fp32_scores)
+                  values_from_keys=values_from_keys, row_tile_users=row_tile_users, fp32_scores=fp32_scores,
+                  append_rows=append_rows)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

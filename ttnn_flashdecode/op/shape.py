@@ -92,6 +92,7 @@ class DecodeShape:
         values_from_keys: V is K (the call passed one tensor as both, as MLA's latent cache is):
             the reader reads each K/V block once, into CB K, and P . V reads it there; no CB V
             (``attention_protocol.hpp`` "Values from keys").
+        append: rows of a fused cache append per user (``append_k``; ``op/append.py``), 0 for none.
         layout: the planner's choice of requests (:class:`RequestLayout`; the default, one request
             per 32 Q heads of a KV group, until :func:`~ttnn_flashdecode.op.plan.plan_program`
             widens it). ``row_tiles`` and ``row_tile_users`` read it.
@@ -119,6 +120,7 @@ class DecodeShape:
     lse: bool = False
     values_from_keys: bool = False
     layout: RequestLayout = RequestLayout()
+    append: int = 0
 
     @property
     def row_tiles(self) -> int:
@@ -189,7 +191,8 @@ class DecodeShape:
         scores = self.scores
         return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=scores.windowed, sink=scores.sink,
                     mask=scores.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles,
-                    values_from_keys=self.values_from_keys, row_tile_users=self.row_tile_users)
+                    values_from_keys=self.values_from_keys, row_tile_users=self.row_tile_users,
+                    append_rows=self.append)
 
     @property
     def window_tiles(self) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 import ttnn
 
 from ttnn_flashdecode.op import kv_walk, protocol
+from ttnn_flashdecode.op.append import check_append
 from ttnn_flashdecode.op.modifiers.mask import device_mask, mask_users, mask_values
 from ttnn_flashdecode.op.modifiers.sink import sink_logits
 from ttnn_flashdecode.op.operands import Operands
@@ -46,6 +47,7 @@ class Inputs:
     #: attention mask (non-causal): float32 [mask_users, n_q_heads, capacity] when the host holds it
     mask: np.ndarray | None = None
     mask_tensor: object = None  # a device attn_mask, passed to the kernels as it is
+    append: object = None  # the fused cache append's rows (op/append.py AppendRows), None without
 
 
 def _shape_of(tensor) -> tuple[int, ...]:
@@ -163,7 +165,9 @@ def validate_inputs(operands: Operands, options: AttentionOptions) -> Inputs:
                         lse=options.return_lse, values_from_keys=v is k)  # one tensor as both: each block read once
     if cache.page_table is not None and positions is not None:
         _check_page_table(cache.page_table, shape, positions)
-    return _inputs(shape, operands, kind, positions, cache.page_table)
+    rows = check_append(operands, shape, kind)  # before anything is written: a refused call writes nothing
+    shape = shape if rows is None else dataclasses.replace(shape, append=rows.rows)
+    return dataclasses.replace(_inputs(shape, operands, kind, positions, cache.page_table), append=rows)
 
 
 def _inputs(shape: DecodeShape, operands: Operands, kind: str, positions, page_table) -> Inputs:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 
@@ -44,6 +45,7 @@ class Case:
     mesh_shape: tuple[int, int] = (1, 8)  # MESH_CASES: the mock T3K's mesh; rows > 1: the batch split over rows
     context_parallel: bool = False  # MESH_CASES: the cache split by sequence over the chips (needs the fabric)
     values_from_keys: bool = False  # one cache tensor as K and V (MLA's latent: the reader reads no V)
+    append: bool = False  # the fused cache append: append_k / append_v (append_latent with values_from_keys)
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -140,6 +142,13 @@ CASES = (
               logit_softcap=50.0, return_lse=True, accurate_scores=True), q_rows_per_user=2, cache_block_size=64),
     Case("accurate_scores: non-causal with a device attn_mask (S rounded again after it), bfloat8_b, scheduler split",
          2, 16, 2, 128, 2048, dict(accurate_scores=True), kv_dtype="bfloat8_b", mask=True),
+    # Issue 37 part 2: the KV-cache append fused into the op (kernels/attention_append.hpp).
+    Case("fused append: paged decode, ragged batch with an idle slot, scheduler split", 4, 16, 2, 128, 4096,
+         dict(cur_pos=[5, -1, 2000, 4095]), cache_block_size=64, append=True),
+    Case("fused append: ROWS 3 per user across a tile edge, forced split 3", 2, 16, 2, 128, 2048,
+         dict(cur_pos=[33, 2047], rows=3, split=3), q_rows_per_user=3, append=True),
+    Case("fused append: MLA append_latent, 128 Q heads on one d576 latent (K = V), paged, scheduler split", 1, 128, 1,
+         576, 4096, dict(cur_pos=[4000]), cache_block_size=64, values_from_keys=True, append=True),
 )
 
 
@@ -166,6 +175,7 @@ QUICK_CASE_NAMES = (
     "sequence (row-tile users), paged, sinks + return_lse, an idle candidate, scheduler split",
     "accurate_scores: ROWS 2 across an attention chunk of 64, sinks + softcap 50 + return_lse, paged, "
     "scheduler split",
+    "fused append: paged decode, ragged batch with an idle slot, scheduler split",
 )
 
 
@@ -210,6 +220,9 @@ def run_case(device, case: Case, rng: np.random.Generator):
     if case.mask:
         mask = np.where(rng.random((case.batch, 1, case.n_q_heads, case.capacity)) < 0.25, -np.inf, 0.0)
         call.update(is_causal=False, attn_mask=_tensor(device, mask))
+    if case.append:  # ttnn's update input [P, b, nkv, dh], bfloat16 TILE in DRAM
+        rows = _tensor(device, rng.standard_normal((call.get("rows", 1), case.batch, case.n_kv_heads, case.head_dim)))
+        call.update(append_latent=rows) if case.values_from_keys else call.update(append_k=rows, append_v=rows)
     if case.drop_in:
         return _drop_in(device, case, cache, values, call, rng)
     return attention(_tensor(device, q), cache, values, **call)
@@ -410,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                 ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
         return 1 if failed else 0
     cases = quick_cases() if "--quick" in args else CASES
+    only = os.environ.get("SILICON_CHECK_ONLY")  # a development aid: only the cases whose name contains it
+    cases = [case for case in cases if only in case.name] if only else cases
     return 1 if _run_cases(ttnn.open_device(device_id=0), ttnn.close_device, cases, run_case) else 0
 
 

@@ -1,0 +1,139 @@
+// The KV-cache append fused into the op (ttnn_flashdecode's append_k= / append_v= / append_latent=),
+// reader half. Host half: ttnn_flashdecode/op/append.py (validation, the APPEND operand's pages,
+// the host reference of ttnn's update op). docs/options.md "append_k, append_v".
+//
+// Semantics: ttnn's paged_update_cache (update_cache for a contiguous cache) followed by the
+// decode call. Each user's P new rows (P = append_rows(): 1 for decode, `rows` for ROWS) go to
+// the P positions ending at its POSITIONS entry (cur_pos - P + 1 .. cur_pos), in every KV head,
+// through the page table; an idle user (-1) appends nothing. The rows are not read back from DRAM:
+//
+//   1. The reader reads a K (V) block from the cache as always, into CB K (V).
+//   2. For each position tile of the block that holds appended positions, it copies the new rows
+//      from the APPEND operand into those rows of the CB page in L1 (the row's two 32-byte face
+//      rows per dim tile), overwriting what the cache held there: attention sees the new rows.
+//   3. It copies those face rows, from the patched page, with their DRAM addresses in the cache,
+//      into its APPEND_STAGE page (AppendStage), which it pushes to the writer after the request's
+//      last block; the writer kernel on the same core writes them to the cache tile (32 bytes each)
+//      and waits for the writes before it takes the request's output (drain_appended_rows). The
+//      writes run on BRISC, beside the reader's NCRISC code: a noc_async_write costs ~2 KB of
+//      watcher sanitizing, which Wormhole's 16 KiB NCRISC IRAM has no room for.
+//
+// Who writes: the core whose split-K slice owns the position tile (slices partition a request's
+// live tiles, and the tile holding cur_pos is always live), so each row is written once. A KV group
+// of more than 32 Q heads planned as several requests (one per 32 heads) patches the page in every
+// request but writes only from the group's first one (first_q_head % append_gqa() == 0).
+// Ordering: no other core reads these tiles in the same call (a cache tile of one (user, KV head)
+// is read by the one slice owning it); a later call reads them after this program has finished.
+//
+// The APPEND_K and APPEND_V operands: ttnn's update input, [P, batch, n_kv_heads, head_dim] bfloat16
+// TILE, DRAM interleaved, each (decode: P = 1, the [1, b, nkv, dh] paged_update_cache takes; no
+// APPEND_V with values_from_keys: MLA's latent is one cache). Row j (position cur_pos - P + 1 + j)
+// of (user, kv_head) is row kv_head % 32 of page ((j * batch + user) * head_tiles + kv_head / 32) *
+// dim_tiles + d, head_tiles = ceil(n_kv_heads / 32). Their addresses are common runtime args
+// kCommonAppendBase and kCommonAppendVBase; the reader addresses them with CONST's TensorAccessorArgs
+// (see patch_appended_rows), their own (after LSE's in the chain) only keep the chain's order.
+//
+// bfloat16 caches only (a bfloat8_b row shares its face rows' exponents: refused on the host).
+#pragma once
+
+#include <cstdint>
+
+#include "attention_append_stage.hpp"
+#include "attention_dataflow.hpp"
+#include "attention_protocol.hpp"
+
+namespace flashdecode {
+
+// The GQA ratio, the KV heads and the batch (where a request's rows are in the APPEND operands).
+constexpr uint32_t kAppendGqa = args::append_gqa();
+constexpr uint32_t kAppendKvHeads = args::append_kv_heads();
+constexpr uint32_t kAppendBatch = args::append_batch();
+
+// The first appended position of a request whose last live count is `kv_positions` (cur_pos + 1).
+constexpr uint32_t append_first_position(uint32_t kv_positions, uint32_t rows) { return kv_positions - rows; }
+
+// Appended positions [lo, hi] that fall in position tile `tile` (lo > hi: none).
+struct AppendSpan {
+    uint32_t lo, hi;
+    constexpr bool empty() const { return lo > hi; }
+};
+constexpr AppendSpan append_span(uint32_t kv_positions, uint32_t rows, uint32_t tile) {
+    const uint32_t first = append_first_position(kv_positions, rows), last = kv_positions - 1;
+    const uint32_t tile_lo = tile * kTilePositions, tile_hi = tile_lo + kTilePositions - 1;
+    return AppendSpan{first > tile_lo ? first : tile_lo, last < tile_hi ? last : tile_hi};
+}
+
+// The APPEND_K (APPEND_V) page holding row j of (user, kv_head)'s new rows, dim tile `d` (its row
+// there: kv_head % 32).
+constexpr uint32_t append_page(uint32_t j, uint32_t user, uint32_t kv_head, uint32_t batch, uint32_t kv_heads,
+                               uint32_t dim_tiles, uint32_t d) {
+    const uint32_t head_tiles = (kv_heads + kTilePositions - 1) / kTilePositions;
+    return ((j * batch + user) * head_tiles + kv_head / kTilePositions) * dim_tiles + d;
+}
+
+// One row of an append gather: tile row `row` of APPEND page `page` into row `dst_row` of the L1
+// tile at `dst`.
+struct AppendRow {
+    uint32_t page, row, dst, dst_row;
+};
+
+// Steps 2 and 3 above for block `block` of request `p`, CB `cb` (its pages reserved, the block's
+// reads landed), of K (which 0) or V (which 1), its write-backs into `stage`. `gather(reader, count, at)` copies `count` rows,
+// row j described by at(j) (an AppendRow), from `reader`'s operand into L1 and returns with them in
+// place; `table` is the request's page-table row (entry_at; unused for a contiguous cache).
+// One out-of-line body for K and V, whose accessors are one type: K's args address V too (both
+// caches DRAM interleaved in one dtype; the host checks their args match), and the APPEND operands
+// are read through CONST's args (DRAM-interleaved bfloat16 tiles, like the constants; the host
+// checks that too), so the gather is the constants' instantiation: Wormhole NCRISC's IRAM is 16 KiB.
+template <typename Table, typename Gather>
+__attribute__((noinline)) void patch_appended_rows(uint32_t cb, const Params& p, uint32_t block, Table& table, uint32_t which,
+                                                   AppendStage& stage, const Gather& gather) {
+    if constexpr (kAppend) {
+        if (p.idle() || p.kv_positions < kAppendRows) {
+            return;
+        }
+        const auto rows_reader = TensorAccessor(kConstArgs, operand_base(which == 0 ? kCommonAppendBase : kCommonAppendVBase),
+                                                args::tile_bytes());
+        const auto cache = TensorAccessor(kKArgs, operand_base(which == 0 ? kCommonKBase : kCommonVBase), args::kv_tile_bytes());
+        const uint32_t region = which == 0 ? p.k.first_page() : p.v.first_page();
+        const uint32_t head = p.first_q_head(kQWidthTiles);
+        const uint32_t kv_head = head / kAppendGqa;
+        const bool writer = head % kAppendGqa == 0;
+        const uint32_t first_tile = p.block_first_tile(block), first = append_first_position(p.kv_positions, kAppendRows);
+        constexpr uint32_t kv_tile_bytes = args::kv_tile_bytes();
+        for (uint32_t t = 0; t < p.live_tiles_in_block(block); ++t) {
+            const uint32_t tile = first_tile + t;
+            const AppendSpan span = append_span(p.kv_positions, kAppendRows, tile);
+            if (span.empty()) {
+                continue;
+            }
+            const uint32_t dst = get_write_ptr(cb) + t * kDimTiles * kv_tile_bytes;
+            gather(rows_reader, (span.hi - span.lo + 1) * kDimTiles, [&](uint32_t j) {
+                const uint32_t position = span.lo + j / kDimTiles, d = j % kDimTiles;
+                const uint32_t page = append_page(position - first, p.user, kv_head, kAppendBatch, kAppendKvHeads, kDimTiles, d);
+                return AppendRow{page, kv_head % kTilePositions, dst + d * kv_tile_bytes, position % kTilePositions};
+            });
+            if (!writer) {
+                continue;
+            }
+            uint32_t cache_block = 0;
+            const uint32_t slot = cache_slot_tile(tile, args::cache_wrap_tiles());
+            if constexpr (args::cache_block_tiles() != 0) {
+                const int32_t entry = table.entry_at(page_table_entry(slot, args::cache_block_tiles()));
+                if (!cache_block_valid(entry, args::cache_blocks())) {
+                    continue;  // read as zeros, reported by read_block; nothing to write to
+                }
+                cache_block = static_cast<uint32_t>(entry);
+            }
+            const uint32_t page = cache_tile_page(region, slot, cache_block, args::cache_block_tiles(),
+                                                  args::cache_block_pages(), kDimTiles);
+            for (uint32_t k = 0; k < (span.hi - span.lo + 1) * kDimTiles * 2; ++k) {  // (position, dim tile, half)
+                const uint32_t d = k / 2 % kDimTiles;
+                const uint32_t offset = kv_face_row_offset((span.lo + k / (2 * kDimTiles)) % kTilePositions, k % 2, kv_tile_bytes);
+                stage.add(dst + d * kv_tile_bytes + offset, cache.get_noc_addr(page + d, offset));
+            }
+        }
+    }
+}
+
+}  // namespace flashdecode
