@@ -70,5 +70,7 @@ template <int = 0> constexpr uint32_t row_tiles() { return get_named_compile_tim
 template <int = 0> constexpr uint32_t values_from_keys() { return get_named_compile_time_arg_val("values_from_keys"); }
 // 1 when row tile r is user `user + r` (attention_protocol.hpp "Row-tile users").
 template <int = 0> constexpr uint32_t row_tile_users() { return get_named_compile_time_arg_val("row_tile_users"); }
+// Entries per sparse index list, 0 for a dense call (attention_protocol.hpp "Sparse decode").
+template <int = 0> constexpr uint32_t sparse_k() { return get_named_compile_time_arg_val("sparse_k"); }
 
 }  // namespace flashdecode::args

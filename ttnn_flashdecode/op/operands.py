@@ -27,6 +27,7 @@ class Operands:
     page_table_tensor: object = None
     attention_sink: object = None
     attn_mask: object = None
+    sparse_indices: object = None
 
     def replace(self, **changes) -> Operands:
         """A copy with ``changes`` (e.g. one device's shards)."""

@@ -73,6 +73,7 @@ def attention(
     attention_chunk_size: int | None = None,
     return_lse: bool = False,
     head_dim_v: int | None = None,
+    sparse_indices=None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -120,6 +121,9 @@ def attention(
         attention_chunk_size: ``C``: the row at ``p`` attends ``floor(p / C) * C .. p``.
         return_lse: also return each row's log-sum-exp (float32; needs fp32 DST).
         head_dim_v: MLA: V's head_dim; ``v`` None means V is ``k``'s first ``head_dim_v`` columns.
+        sparse_indices: sparse decode (DeepSeek-V3.2): int32 ``[batch, k]`` (or ``[batch, 1, k]``),
+            each user attends exactly the listed positions (a multiset, any order; ``-1`` padding;
+            past ``cur_pos``: refused on the host, dropped on device). ``docs/options.md#sparse_indices``.
 
     Returns:
         The shape and kind of ``q`` (a device tensor in ``memory_config``, a host ``ttnn.Tensor`` in
@@ -160,7 +164,8 @@ def attention(
                           logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
                           return_lse=return_lse, head_dim_v=head_dim_v)
     operands = Operands(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, chunk_start=chunk_start,
-                        page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask)
+                        page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask,
+                        sparse_indices=sparse_indices)
     return run_call(operands, options)
 
 
@@ -216,7 +221,8 @@ def cached_launch(q, k, v, **keywords):
     return fast_path.lookup(Operands(q, k, v, **tensors), options_for(**_option_defaults(keywords)))
 
 
-_OPERAND_KEYWORDS = ("cur_pos", "cur_pos_tensor", "chunk_start", "page_table_tensor", "attention_sink", "attn_mask")
+_OPERAND_KEYWORDS = ("cur_pos", "cur_pos_tensor", "chunk_start", "page_table_tensor", "attention_sink", "attn_mask",
+                     "sparse_indices")
 
 
 def _option_defaults(keywords: dict) -> dict:

@@ -187,7 +187,7 @@ class Plan:
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
                 *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
-                ("row_tile_users", int(r.row_tile_users))]
+                ("row_tile_users", int(r.row_tile_users)), ("sparse_k", r.sparse_k)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:

@@ -226,6 +226,7 @@ class CB(enum.IntEnum):
     WRITER_WORK = 27  # the same row, reader -> writer
     LSE = 28  # return_lse only: a request's LSE tile (float32, column 0), compute -> writer
     LSE_STAGE = 29  # return_lse only: the writer's staging page for the 4-byte LSE writes
+    SPARSE = 30  # sparse calls only: a user's index list (the reader's own; attention_protocol.hpp "Sparse decode")
 
 
 class ConstTile(enum.IntEnum):

@@ -129,6 +129,8 @@ class Residency:
         values_from_keys: V is K (``attention_protocol.hpp`` "Values from keys"): no CB V.
         row_tile_users: row tile r of a request is user ``user + r`` with its own position
             (``attention_protocol.hpp`` "Row-tile users"): CONST holds a tail-mask page per row tile.
+        sparse_k: entries per sparse index list, 0 for a dense call (``attention_protocol.hpp``
+            "Sparse decode"): CB SPARSE holds one list (:attr:`sparse_page_bytes`).
     """
 
     q_rows: int
@@ -148,6 +150,13 @@ class Residency:
     row_tiles: int = 1
     values_from_keys: bool = False
     row_tile_users: bool = False
+    sparse_k: int = 0
+
+    @property
+    def sparse_page_bytes(self) -> int:
+        """Bytes of CB SPARSE's one page (``attention_sparse.hpp`` SparseList): the list's ``4 * sparse_k``
+        bytes rounded up to 32, three state words and a cur_pos per request of a core, rounded up to 64."""
+        return -(-(-(-4 * self.sparse_k // 32) * 32 + 4 * (3 + MAX_REQUESTS_PER_CORE)) // 64) * 64
 
     @property
     def work_row_bytes(self) -> int:
@@ -197,6 +206,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.O: rows * dim, CB.PV: dim, CB.QSTAGE: rows * dim, CB.QS: rows * dim, CB.OUT: dim, CB.POSITIONS: 1,
         CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
     } | ({} if residency.values_from_keys else {CB.V: kv_pages}) | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | (
+        {CB.SPARSE: 1} if residency.sparse_k else {}) | (
         {CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
@@ -224,6 +234,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, INT32, residency.positions_page_bytes, pages)
         if cb == CB.PAGE_TABLE:
             return CbSpec(int(cb), cb.name, INT32, 4 * PAGE_TABLE_CHUNK_ENTRIES, pages)
+        if cb == CB.SPARSE:
+            return CbSpec(int(cb), cb.name, INT32, residency.sparse_page_bytes, pages)
         if cb == CB.READER_WORK:  # row-tile users: the reader's own copy of POSITIONS follows the work row
             copy = residency.positions_page_bytes if residency.row_tile_users else 0
             return CbSpec(int(cb), cb.name, INT32, residency.work_row_bytes + copy, pages)
@@ -338,7 +350,7 @@ def max_block_tiles(
     q_rows: int, dim_tiles: int, tile_bytes: int, arch: str, *, max_split: int = 1, fp32_stats: bool = False,
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
     sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1, values_from_keys: bool = False,
-    row_tile_users: bool = False,
+    row_tile_users: bool = False, sparse_k: int = 0,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -359,13 +371,14 @@ def max_block_tiles(
         row_tiles: Q row tiles per request (:class:`Residency`).
         values_from_keys: V is K (no CB V: a block's L1 is half).
         row_tile_users: row tiles of their own users (:class:`Residency`).
+        sparse_k: entries per sparse index list (CB SPARSE), 0 for a dense call.
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
     """
     have = cb_budget_bytes(arch, budget_bytes)
     fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse, row_tiles=row_tiles,
-                  values_from_keys=values_from_keys, row_tile_users=row_tile_users)
+                  values_from_keys=values_from_keys, row_tile_users=row_tile_users, sparse_k=sparse_k)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

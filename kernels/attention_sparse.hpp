@@ -1,0 +1,122 @@
+// Sparse decode, the reader's half (attention_protocol.hpp "Sparse decode"): a user's index list
+// (the SPARSE operand, in the MASK operand's slot: a sparse call has no attention mask) read into
+// the reader's own SPARSE CB page, compacted, and the cache rows it names gathered, face row by face
+// row, into dense virtual position tiles of CB K (and V). Included by attention_reader.cpp only.
+#pragma once
+
+#include <cstdint>
+
+#include "api/dataflow/dataflow_api.h"
+#include "attention_args.hpp"
+#include "attention_dataflow.hpp"
+#include "attention_protocol.hpp"
+
+namespace flashdecode {
+
+// True when a list entry is live for a user at `last` (its cur_pos; -1 idle): 0 <= index <= last.
+constexpr bool sparse_index_live(int32_t index, int32_t last) { return index >= 0 && index <= last; }
+// Bytes the reader reads of a list of k int32 entries: rounded up to the 32-byte NoC word.
+constexpr uint32_t sparse_list_read_bytes(uint32_t k) { return (4 * k + 31) / 32 * 32; }
+
+// Entries per index list, 0 for a dense call (named compile-time arg sparse_k).
+constexpr uint32_t kSparseK = args::sparse_k();
+constexpr bool kSparse = kSparseK != 0;
+// Bytes read per list: its int32 entries, rounded up to the 32-byte NoC word (the DRAM page is
+// aligned to at least that, so the read stays inside it).
+constexpr uint32_t kSparseReadBytes = sparse_list_read_bytes(kSparseK);
+
+// One user's list in L1, compacted: entries [0, count) are the valid ones of the list, in list
+// order. Valid: 0 <= index <= last, `last` the user's cur_pos (its POSITIONS entry; an idle user,
+// -1, keeps none). The host refuses an index past cur_pos when it sees the list; on a device list
+// it never saw, such an entry (and anything negative, -1 the padding) is dropped here.
+//
+// All its state is in the reader's own SPARSE CB page (reserved once, never pushed: no other
+// kernel reads it), so a SparseList is a view any function may make (kernel globals are shared by
+// every core the emulator runs in one process): the list (kSparseReadBytes), then the words
+// kStatePage, kStateLast, kStateCount (which list is loaded), then each of this core's requests'
+// cur_pos (last_of / set_last_of: read_positions rewrites their POSITIONS words).
+class SparseList {
+public:
+    static constexpr uint32_t kStatePage = kSparseReadBytes / sizeof(uint32_t), kStateLast = kStatePage + 1,
+                              kStateCount = kStatePage + 2, kStateLasts = kStatePage + 3;
+
+    SparseList() : l1_(get_write_ptr(kCbSparse)) {}
+
+    // Reserves the page and marks it empty: once, before any view reads it.
+    static void reserve() {
+        cb_reserve_back(kCbSparse, 1);
+        l1_set_word(get_write_ptr(kCbSparse), kStatePage, ~0u);
+    }
+
+    // Loads and compacts list `page` for a user at `last`; returns its valid count. A list already
+    // in L1 for the same `last` is not read again (a core's GQA requests of one user, or the count
+    // read_positions took of this core's only request).
+    uint32_t load(uint32_t page, int32_t last) const {
+        if (l1_word(l1_, kStatePage) == page && static_cast<int32_t>(l1_word(l1_, kStateLast)) == last) {
+            return l1_word(l1_, kStateCount);
+        }
+        const auto reader = TensorAccessor(kMaskArgs, operand_base(kCommonMaskBase), kSparseK * sizeof(int32_t));
+        noc_async_read(reader.get_noc_addr(page, 0), l1_, kSparseReadBytes);
+        noc_async_read_barrier();
+        uint32_t count = 0;
+        for (uint32_t j = 0; j < kSparseK; ++j) {
+            const int32_t index = static_cast<int32_t>(l1_word(l1_, j));
+            if (sparse_index_live(index, last)) {
+                l1_set_word(l1_, count++, static_cast<uint32_t>(index));
+            }
+        }
+        l1_set_word(l1_, kStatePage, page);
+        l1_set_word(l1_, kStateLast, static_cast<uint32_t>(last));
+        l1_set_word(l1_, kStateCount, count);
+        return count;
+    }
+
+    // The cache position of virtual position `j` (< the count load returned).
+    uint32_t at(uint32_t j) const { return l1_word(l1_, j); }
+
+    // Request r's cur_pos (this core's r-th request), kept for its load before its K/V stream.
+    int32_t last_of(uint32_t r) const { return static_cast<int32_t>(l1_word(l1_, kStateLasts + r)); }
+    void set_last_of(uint32_t r, int32_t last) const { l1_set_word(l1_, kStateLasts + r, static_cast<uint32_t>(last)); }
+
+private:
+    uint32_t l1_;
+};
+
+// Where one cache position lives: dim tile 0's page, and its row in that tile.
+struct CacheRow {
+    uint32_t page;
+    uint32_t row;
+    bool valid;  // false: a paged cache's entry is not a block of the cache (the row is zeroed)
+};
+
+// Virtual position tile `tile` of the request: rows j = 0..31 of its live positions (virtual
+// position 32 * tile + j < count) gathered from the cache rows the list names, each row as two
+// 32-byte face rows per dim tile (one NoC read each) into row j of the tile at `dst`. `locate`
+// maps a cache position to its CacheRow (contiguous or through the page table). Rows past the
+// count are left for zero_stale_rows, as a dense tail is.
+template <typename Accessor, typename Locate>
+void gather_sparse_tile(const SparseList& list, uint32_t count, uint32_t tile, const Accessor& reader, uint32_t dst,
+                        const Locate& locate) {
+    const uint32_t first = tile * kTilePositions;
+    const uint32_t rows = count - first < kTilePositions ? count - first : kTilePositions;
+    for (uint32_t j = 0; j < rows; ++j) {
+        const CacheRow at = locate(list.at(first + j));
+        for (uint32_t d = 0; d < kDimTiles; ++d) {
+            const uint32_t tile_dst = dst + d * kTileBytes;
+            if (!at.valid) {
+                for (uint32_t half = 0; half < 2; ++half) {
+                    for (uint32_t word = 0; word < kFaceRowBytes / sizeof(uint32_t); ++word) {
+                        l1_set_word(tile_dst + face_row_offset(j, half), word, 0);
+                    }
+                }
+                continue;
+            }
+            const uint64_t page = reader.get_noc_addr(at.page + d, 0);
+            for (uint32_t half = 0; half < 2; ++half) {
+                noc_async_read(page + face_row_offset(at.row, half), tile_dst + face_row_offset(j, half), kFaceRowBytes);
+            }
+        }
+    }
+}
+
+}  // namespace flashdecode
