@@ -604,17 +604,37 @@ void fetch_request_max(const Params& p, uint32_t combine_rounds) {
 // Sparse decode: each request's live count n from its user's list (cur_pos from the POSITIONS
 // page at `page`, all read before any is rewritten), into kv_positions[r], and n - 1 into the
 // user's POSITIONS word for compute (attention_protocol.hpp "Sparse decode"; a user's requests
-// share its list, so they write the same word alike).
-void sparse_virtual_positions(uint32_t row, uint32_t requests, uint32_t page, uint32_t* kv_positions) {
+// share its list, so they write the same word alike). Returns true, having read nothing, on slices
+// 1.. of a split request (a core's only request): they copy the compacted list from their parent
+// in the combine tree, as Q (sparse_list_from_parent), and hand the POSITIONS page on then.
+bool sparse_virtual_positions(uint32_t row, uint32_t requests, uint32_t page, uint32_t* kv_positions) {
     const SparseList list;
     for (uint32_t r = 0; r < requests; ++r) {
         list.set_last_of(r, static_cast<int32_t>(kv_positions[r]) - 1);  // cur_pos as kv_positions_at clamped it
     }
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
+        if (p.split() && !p.reducer()) {
+            return true;
+        }
         kv_positions[r] = list.load(p.user, list.last_of(r));
         l1_set_word(page, p.user, kv_positions[r] - 1);
     }
+    return false;
+}
+
+// Sparse decode, slices 1.. of a split request, once the parent has raised kSemQueryReady: its
+// compacted list and state (CB SPARSE, at the same address on every core) copied from the parent's
+// L1, so a request reads its list from DRAM once; then the POSITIONS page (held back by
+// read_positions) rewritten and handed to compute. Returns the request's virtual kv_positions.
+uint32_t sparse_list_from_parent(const Params& p, uint32_t parent) {
+    const uint32_t page = get_write_ptr(kCbSparse);
+    noc_async_read(core_noc_addr(parent, page), page, kSparsePageBytes);
+    noc_async_read_barrier();
+    const uint32_t count = l1_word(page, SparseList::kStateCount);
+    l1_set_word(get_write_ptr(kCbPositions), p.user, count - 1);
+    cb_push_back(kCbPositions, 1);
+    return count;
 }
 
 // Reads the POSITIONS page, derives kv_positions of each of this core's requests into
@@ -643,8 +663,9 @@ uint32_t read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions)
             }
         }
     }
+    bool held = false;  // sparse slices 1..: the page goes to compute once the list has come
     if constexpr (kSparse) {
-        sparse_virtual_positions(row, requests, page, kv_positions);
+        held = sparse_virtual_positions(row, requests, page, kv_positions);
     }
     uint32_t copy = 0;
     if constexpr (kRowTileUsers) {
@@ -653,7 +674,9 @@ uint32_t read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions)
             l1_set_word(copy, word, l1_word(page, word));
         }
     }
-    cb_push_back(kCbPositions, 1);
+    if (!held) {
+        cb_push_back(kCbPositions, 1);
+    }
     return copy;
 }
 
@@ -727,6 +750,9 @@ void kernel_main() {
             // once, and the copies spread down the tree instead of queueing at slice 0's port.
             const uint32_t parent = p.split_first_core + p.tree_parent();
             noc_semaphore_wait_min(semaphore(kSemQueryReady), split_items);
+            if constexpr (kSparse) {
+                p.kv_positions = sparse_list_from_parent(p, parent);
+            }
             noc_async_read(core_noc_addr(parent, stage_base), stage, kRowTiles * kDimTiles * kTileBytes);
             noc_async_read(core_noc_addr(parent, const_base), pages, 2 * kTileBytes);
             fetch_masks(p, const_reader, pages, positions_page);

@@ -25,6 +25,10 @@ constexpr bool kSparse = kSparseK != 0;
 // aligned to at least that, so the read stays inside it).
 constexpr uint32_t kSparseReadBytes = sparse_list_read_bytes(kSparseK);
 
+// Bytes of CB SPARSE's one page (residency.py sparse_page_bytes): the list, then SparseList's
+// state words (three, and a cur_pos per request of a core), rounded up to 64.
+constexpr uint32_t kSparsePageBytes = (kSparseReadBytes + 4 * (3 + kMaxRequestsPerCore) + 63) / 64 * 64;
+
 // One user's list in L1, compacted: entries [0, count) are the valid ones of the list, in list
 // order. Valid: 0 <= index <= last, `last` the user's cur_pos (its POSITIONS entry; an idle user,
 // -1, keeps none). The host refuses an index past cur_pos when it sees the list; on a device list
