@@ -405,17 +405,24 @@ CacheRow sparse_cache_row(const Operand& region, uint32_t position, PageTableRow
                     within % kTilePositions, true};
 }
 
+// Sparse decode: block `block`'s live virtual tiles, gathered row by row (attention_sparse.hpp).
+template <typename Accessor>
+void read_sparse_block(uint32_t pages, const Params& p, const Operand& region, const Accessor& reader, uint32_t block,
+                       PageTableRow& table) {
+    const uint32_t live = p.live_tiles_in_block(block);
+    for (uint32_t t = 0; t < live; ++t) {
+        gather_sparse_tile(SparseList(), p.kv_positions, p.block_first_tile(block) + t, reader,
+                           pages + t * kDimTiles * kKvTileBytes,
+                           [&](uint32_t position) { return sparse_cache_row(region, position, table); });
+    }
+}
+
 template <typename Accessor>
 void read_block(uint32_t cb, const Params& p, const Operand& region, const Accessor& reader, uint32_t block,
                 PageTableRow& table) {
     const uint32_t pages = get_write_ptr(cb);
-    if constexpr (kSparse) {  // virtual tiles, gathered row by row (attention_sparse.hpp)
-        for (uint32_t t = 0; t < p.live_tiles_in_block(block); ++t) {
-            gather_sparse_tile(SparseList(), p.kv_positions, p.block_first_tile(block) + t, reader,
-                               pages + t * kDimTiles * kKvTileBytes,
-                               [&](uint32_t position) { return sparse_cache_row(region, position, table); });
-        }
-        return;
+    if constexpr (kSparse) {
+        return read_sparse_block(pages, p, region, reader, block, table);
     }
     for (uint32_t t = 0; t < p.live_tiles_in_block(block); ++t) {
         const uint32_t tile = p.block_first_tile(block) + t;
