@@ -93,16 +93,68 @@ struct CacheRow {
     bool valid;  // false: a paged cache's entry is not a block of the cache (the row is zeroed)
 };
 
+// The NoC's DRAM read alignment: a read's source and destination must agree modulo it
+// (tt-metal's sanitize.h; a read that does not returns shifted data, silently). Wormhole 32 bytes,
+// one face row: every gather is one read. Blackhole 64: a face row whose cache row and virtual row
+// differ in parity comes through a landing page (RowLanding). The emulator does not define the
+// macro and does not model the rule: it runs Wormhole's path.
+#ifdef NOC_DRAM_READ_ALIGNMENT_BYTES
+constexpr uint32_t kSparseReadAlign = NOC_DRAM_READ_ALIGNMENT_BYTES;
+#else
+constexpr uint32_t kSparseReadAlign = kFaceRowBytes;
+#endif
+static_assert(kSparseReadAlign % kFaceRowBytes == 0, "a face row is a whole number of read alignments");
+
+// Face rows whose source and destination disagree modulo kSparseReadAlign: each comes in the
+// aligned chunk around it into CB Q's page (the reader's scratch, as the Q gather's landing), then
+// is copied into place over the core's own NoC (L1 to L1: 16-byte alignment, which both meet).
+class RowLanding {
+public:
+    static constexpr uint32_t kSlots = kTileBytes / kSparseReadAlign;
+
+    void add(uint64_t source, uint32_t destination) {
+        if (base_ == 0) {  // the first row that needs it (never on Wormhole)
+            cb_reserve_back(kCbQ, 1);
+            base_ = get_write_ptr(kCbQ);
+        }
+        const uint32_t slot = base_ + count_ * kSparseReadAlign;
+        noc_async_read(source & ~uint64_t(kSparseReadAlign - 1), slot, kSparseReadAlign);
+        offset_[count_] = static_cast<uint32_t>(source) % kSparseReadAlign;
+        destination_[count_] = destination;
+        if (++count_ == kSlots) {
+            flush();
+        }
+    }
+
+    void flush() {
+        if (count_ == 0) {
+            return;
+        }
+        noc_async_read_barrier();
+        for (uint32_t i = 0; i < count_; ++i) {
+            noc_async_read(get_noc_addr(base_ + i * kSparseReadAlign + offset_[i]), destination_[i], kFaceRowBytes);
+        }
+        noc_async_read_barrier();
+        count_ = 0;
+    }
+
+private:
+    uint32_t base_ = 0, count_ = 0;
+    uint32_t offset_[kSlots];
+    uint32_t destination_[kSlots];
+};
+
 // Virtual position tile `tile` of the request: rows j = 0..31 of its live positions (virtual
 // position 32 * tile + j < count) gathered from the cache rows the list names, each row as two
-// 32-byte face rows per dim tile (one NoC read each) into row j of the tile at `dst`. `locate`
-// maps a cache position to its CacheRow (contiguous or through the page table). Rows past the
-// count are left for zero_stale_rows, as a dense tail is.
+// 32-byte face rows per dim tile (one NoC read each, or through RowLanding) into row j of the
+// tile at `dst`. `locate` maps a cache position to its CacheRow (contiguous or through the page
+// table). Rows past the count are left for zero_stale_rows, as a dense tail is.
 template <typename Accessor, typename Locate>
 void gather_sparse_tile(const SparseList& list, uint32_t count, uint32_t tile, const Accessor& reader, uint32_t dst,
                         const Locate& locate) {
     const uint32_t first = tile * kTilePositions;
     const uint32_t rows = count - first < kTilePositions ? count - first : kTilePositions;
+    RowLanding landing;
     for (uint32_t j = 0; j < rows; ++j) {
         const CacheRow at = locate(list.at(first + j));
         for (uint32_t d = 0; d < kDimTiles; ++d) {
@@ -117,10 +169,17 @@ void gather_sparse_tile(const SparseList& list, uint32_t count, uint32_t tile, c
             }
             const uint64_t page = reader.get_noc_addr(at.page + d, 0);
             for (uint32_t half = 0; half < 2; ++half) {
-                noc_async_read(page + face_row_offset(at.row, half), tile_dst + face_row_offset(j, half), kFaceRowBytes);
+                const uint64_t source = page + face_row_offset(at.row, half);
+                const uint32_t target = tile_dst + face_row_offset(j, half);
+                if ((static_cast<uint32_t>(source) - target) % kSparseReadAlign == 0) {
+                    noc_async_read(source, target, kFaceRowBytes);
+                } else {
+                    landing.add(source, target);
+                }
             }
         }
     }
+    landing.flush();
 }
 
 }  // namespace flashdecode
