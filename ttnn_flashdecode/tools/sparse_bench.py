@@ -20,13 +20,16 @@ issue rate, not a measured one), which is the term that may dominate on a card.
 from __future__ import annotations
 
 import dataclasses
+import json
+import sys
+import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from ttnn_flashdecode.tools import mla_bench
 
-__all__ = ["SparseRow", "SparseModelRow", "measure", "model", "min_bytes", "format_rows", "legend", "TOP_K",
+__all__ = ["SparseRow", "SparseModelRow", "measure", "model", "min_bytes", "format_rows", "legend", "report", "TOP_K",
            "NOC_REQUESTS_PER_US"]
 
 TOP_K = 2048
@@ -128,3 +131,21 @@ def legend() -> str:
             "latent rows once, Q once, the 512-wide output once). MODELLED: max(DRAM, FPU, NoC requests) per call "
             f"on n150, the NoC term at an ASSUMED {NOC_REQUESTS_PER_US} face-row reads per us per core; the dense "
             "row is bench --mla's split call. Nothing here ran on a card.")
+
+
+def report(json_path: str | None, started: float) -> int:
+    """``bench --sparse``: the measured row (k = 2048 of 32k) and the modelled rows (32k, 128k), printed
+    (and written to ``json_path`` as JSON); returns 0."""
+    measured = [measure()]
+    modelled = model()
+    print("ttnn_flashdecode bench --sparse -- DeepSeek-V3.2 sparse MLA decode: bytes MEASURED on the emulator; "
+          "device times MODELLED, NOT MEASURED")
+    print(format_rows(measured, modelled))
+    print(legend())
+    if json_path:
+        with open(json_path, "w") as handle:
+            json.dump({"note": legend(), "measured": [dataclasses.asdict(r) | {"ratio": r.ratio} for r in measured],
+                       "modelled": [dataclasses.asdict(r) | {"sparse_s": r.sparse_s} for r in modelled]}, handle, indent=1)
+        print(f"wrote {json_path}")
+    print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    return 0
