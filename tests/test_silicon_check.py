@@ -197,6 +197,7 @@ def test_quick_cases_build_every_compile_time_feature():
         "bfloat8_b": any(c.kv_dtype == "bfloat8_b" for c in quick), "bfloat4_b": any(c.kv_dtype == "bfloat4_b" for c in quick),
         "row_tiles": any(c.n_q_heads // c.n_kv_heads > 32 for c in quick), "drop_in": any(c.drop_in for c in quick),
         "values_from_keys": any(c.values_from_keys for c in quick), "circular": any("cache_position_modulo" in c for c in calls),
+        "sparse": any(c.sparse_k for c in quick),
     }
     assert all(features.values()), [name for name, present in features.items() if not present]
 
