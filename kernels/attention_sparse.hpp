@@ -25,9 +25,25 @@ constexpr bool kSparse = kSparseK != 0;
 // aligned to at least that, so the read stays inside it).
 constexpr uint32_t kSparseReadBytes = sparse_list_read_bytes(kSparseK);
 
-// Bytes of CB SPARSE's one page (residency.py sparse_page_bytes): the list, then SparseList's
-// state words (three, and a cur_pos per request of a core), rounded up to 64.
-constexpr uint32_t kSparsePageBytes = (kSparseReadBytes + 4 * (3 + kMaxRequestsPerCore) + 63) / 64 * 64;
+// Bytes of CB SPARSE's one page (residency.py sparse_page_bytes): the list, a scratch list of the
+// same size (pair_by_parity), then SparseList's state words (three, and a cur_pos per request of a
+// core), rounded up to 64.
+constexpr uint32_t kSparsePageBytes = (2 * kSparseReadBytes + 4 * (3 + kMaxRequestsPerCore) + 63) / 64 * 64;
+
+// The NoC's DRAM read alignment: a read's source and destination must agree modulo it
+// (tt-metal's sanitize.h; a read that does not returns shifted data, silently). Wormhole 32 bytes,
+// one face row: every gather is one read. Blackhole 64: a face row whose cache row and virtual row
+// differ in parity comes through a landing page (RowLanding). The emulator does not define the
+// macro and does not model the rule: it runs Wormhole's path.
+#ifdef NOC_DRAM_READ_ALIGNMENT_BYTES
+constexpr uint32_t kSparseReadAlign = NOC_DRAM_READ_ALIGNMENT_BYTES;
+#else
+constexpr uint32_t kSparseReadAlign = kFaceRowBytes;
+#endif
+static_assert(kSparseReadAlign % kFaceRowBytes == 0, "a face row is a whole number of read alignments");
+
+// Blackhole: order the live entries so most rows need no landing (SparseList::pair_by_parity).
+constexpr bool kPairByParity = kSparseReadAlign > kFaceRowBytes;
 
 // One user's list in L1, compacted: entries [0, count) are the valid ones of the list, in list
 // order. Valid: 0 <= index <= last, `last` the user's cur_pos (its POSITIONS entry; an idle user,
@@ -36,12 +52,13 @@ constexpr uint32_t kSparsePageBytes = (kSparseReadBytes + 4 * (3 + kMaxRequestsP
 //
 // All its state is in the reader's own SPARSE CB page (reserved once, never pushed: no other
 // kernel reads it), so a SparseList is a view any function may make (kernel globals are shared by
-// every core the emulator runs in one process): the list (kSparseReadBytes), then the words
+// every core the emulator runs in one process): the list (kSparseReadBytes), a scratch list, then the words
 // kStatePage, kStateLast, kStateCount (which list is loaded), then each of this core's requests'
 // cur_pos (last_of / set_last_of: read_positions rewrites their POSITIONS words).
 class SparseList {
 public:
-    static constexpr uint32_t kStatePage = kSparseReadBytes / sizeof(uint32_t), kStateLast = kStatePage + 1,
+    static constexpr uint32_t kScratch = kSparseReadBytes / sizeof(uint32_t);
+    static constexpr uint32_t kStatePage = 2 * kScratch, kStateLast = kStatePage + 1,
                               kStateCount = kStatePage + 2, kStateLasts = kStatePage + 3;
 
     SparseList() : l1_(get_write_ptr(kCbSparse)) {}
@@ -69,10 +86,34 @@ public:
                 l1_set_word(l1_, count++, static_cast<uint32_t>(index));
             }
         }
+        if constexpr (kPairByParity) {
+            pair_by_parity(count);
+        }
         l1_set_word(l1_, kStatePage, page);
         l1_set_word(l1_, kStateLast, static_cast<uint32_t>(last));
         l1_set_word(l1_, kStateCount, count);
         return count;
+    }
+
+    // Blackhole (kPairByParity): the live entries reordered so that as many as can sit at a
+    // virtual row of their cache row's parity (softmax does not care about order): even rows take
+    // even positions first, odd rows odd ones, the rest fill in. A row of matching parity is one
+    // read; the others go through RowLanding. (Cache row parity is the position's: blocks are whole
+    // position tiles.)
+    void pair_by_parity(uint32_t count) const {
+        const uint32_t scratch = l1_ + kScratch * sizeof(uint32_t);
+        uint32_t evens = 0;
+        for (uint32_t j = 0; j < count; ++j) {
+            evens += (l1_word(l1_, j) & 1u) == 0 ? 1 : 0;
+        }
+        for (uint32_t j = 0, even = 0, odd = evens; j < count; ++j) {
+            const uint32_t index = l1_word(l1_, j);
+            l1_set_word(scratch, (index & 1u) == 0 ? even++ : odd++, index);
+        }
+        for (uint32_t j = 0, even = 0, odd = evens; j < count; ++j) {
+            const bool take_even = (j & 1u) == 0 ? even < evens : odd == count;
+            l1_set_word(l1_, j, l1_word(scratch, take_even ? even++ : odd++));
+        }
     }
 
     // The cache position of virtual position `j` (< the count load returned).
@@ -92,18 +133,6 @@ struct CacheRow {
     uint32_t row;
     bool valid;  // false: a paged cache's entry is not a block of the cache (the row is zeroed)
 };
-
-// The NoC's DRAM read alignment: a read's source and destination must agree modulo it
-// (tt-metal's sanitize.h; a read that does not returns shifted data, silently). Wormhole 32 bytes,
-// one face row: every gather is one read. Blackhole 64: a face row whose cache row and virtual row
-// differ in parity comes through a landing page (RowLanding). The emulator does not define the
-// macro and does not model the rule: it runs Wormhole's path.
-#ifdef NOC_DRAM_READ_ALIGNMENT_BYTES
-constexpr uint32_t kSparseReadAlign = NOC_DRAM_READ_ALIGNMENT_BYTES;
-#else
-constexpr uint32_t kSparseReadAlign = kFaceRowBytes;
-#endif
-static_assert(kSparseReadAlign % kFaceRowBytes == 0, "a face row is a whole number of read alignments");
 
 // Face rows whose source and destination disagree modulo kSparseReadAlign: each comes in the
 // aligned chunk around it into CB Q's page (the reader's scratch, as the Q gather's landing), then

@@ -155,8 +155,9 @@ class Residency:
     @property
     def sparse_page_bytes(self) -> int:
         """Bytes of CB SPARSE's one page (``attention_sparse.hpp`` SparseList): the list's ``4 * sparse_k``
-        bytes rounded up to 32, three state words and a cur_pos per request of a core, rounded up to 64."""
-        return -(-(-(-4 * self.sparse_k // 32) * 32 + 4 * (3 + MAX_REQUESTS_PER_CORE)) // 64) * 64
+        bytes rounded up to 32, a scratch list as large, three state words and a cur_pos per request of
+        a core, rounded up to 64."""
+        return -(-(2 * -(-4 * self.sparse_k // 32) * 32 + 4 * (3 + MAX_REQUESTS_PER_CORE)) // 64) * 64
 
     @property
     def work_row_bytes(self) -> int:
