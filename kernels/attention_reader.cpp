@@ -394,7 +394,8 @@ CacheRow sparse_cache_row(const Operand& region, uint32_t position, PageTableRow
         return CacheRow{cache_tile_page(region.first_page(), position / kTilePositions, 0, 0, 0, kDimTiles),
                         position % kTilePositions, true};
     }
-    constexpr uint32_t block_positions = kHalfBlocks ? kTilePositions / 2 : kCacheBlockTiles * kTilePositions;
+    // (at least 1: this line compiles in a contiguous program too, never running there)
+    constexpr uint32_t block_positions = kHalfBlocks ? kTilePositions / 2 : (kPaged ? kCacheBlockTiles : 1) * kTilePositions;
     const uint32_t index = position / block_positions, within = position % block_positions;
     const int32_t entry = table.entry_at(index);
     if (!cache_block_valid(entry, kCacheBlocks)) {
