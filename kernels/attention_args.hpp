@@ -78,5 +78,7 @@ template <int = 0> constexpr uint32_t append_rows() { return get_named_compile_t
 template <int = 0> constexpr uint32_t append_gqa() { return get_named_compile_time_arg_val("append_gqa"); }
 template <int = 0> constexpr uint32_t append_kv_heads() { return get_named_compile_time_arg_val("append_kv_heads"); }
 template <int = 0> constexpr uint32_t append_batch() { return get_named_compile_time_arg_val("append_batch"); }
+// Entries per sparse index list, 0 for a dense call (attention_protocol.hpp "Sparse decode").
+template <int = 0> constexpr uint32_t sparse_k() { return get_named_compile_time_arg_val("sparse_k"); }
 
 }  // namespace flashdecode::args

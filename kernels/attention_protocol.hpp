@@ -117,6 +117,7 @@ enum Cb : uint32_t {
     kCbLse = 28,         // return_lse only: a request's LSE tile (float32; row s column 0: stage row s), compute -> writer
     kCbLseStage = 29,    // return_lse only: the writer's own staging page (reserved once, never pushed)
     kCbAppendStage = 30, // fused append only: the appended face rows, reader -> writer (attention_append.hpp)
+    kCbSparse = 31,      // sparse calls only: a user's index list, the reader's own ("Sparse decode")
 };
 
 // Log-sum-exp output (named compile-time arg `lse` 1; ttnn_flashdecode's return_lse): the normalising
@@ -372,6 +373,21 @@ constexpr uint32_t clamp_mask_word(uint32_t word) {
 // inside a cache block (kv_head * cache_block_tiles * dim_tiles); common arg kCommonPageTableBase
 // is the page table's address. The reader keeps one chunk of a user's row in L1 (CB PAGE_TABLE).
 constexpr uint32_t kPageTableChunkEntries = 256;
+
+// Sparse decode (DeepSeek-V3.2's top-k attention; named compile-time arg sparse_k = k, 0 for a
+// dense call): the SPARSE operand, int32 ROW_MAJOR [batch, k], one page per user, takes the MASK
+// operand's slot (TensorAccessorArgs and common arg kCommonMaskBase: a sparse call has no
+// attention mask). Each user attends exactly the cache positions its list names, as a gather then
+// softmax: a position listed twice counts twice; -1 is padding; an entry past the user's cur_pos
+// is dropped (the host refuses one it can see). The reader reads the list into CB SPARSE,
+// compacts the live entries (sparse_index_live) to its front and counts them, n <= k; the request
+// is then a dense request over a VIRTUAL sequence of n positions: virtual position j is cache
+// position list[j] (through the page table when paged), gathered as two 32-byte face rows per dim
+// tile into row j % 32 of virtual tile j / 32 of CB K (and V). The reader writes n - 1 into the
+// user's word of the POSITIONS page before it hands the page to compute, so compute (live tiles,
+// tail mask, split-K slices) sees a decode request at position n - 1 and needs no change; n = 0 is
+// an idle request (output 0, LSE -inf). bfloat16 caches only (a block-float face row shares its
+// exponent with the tile's other positions). The reader's half: attention_sparse.hpp.
 
 // Circular cache (ttnn's cache_position_modulo, named compile-time arg cache_wrap_tiles = modulo /
 // 32, 0 for none): position tile `tile` lives in the cache's slot tile tile % wrap_tiles, so a

@@ -40,6 +40,7 @@
 #include "attention_append.hpp"
 #include "attention_dataflow.hpp"
 #include "attention_protocol.hpp"
+#include "attention_sparse.hpp"
 
 using namespace flashdecode;
 
@@ -83,6 +84,8 @@ constexpr uint32_t kInboxSlots = args::inbox_slots();
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // V is K (attention_protocol.hpp "Values from keys"): each block is read once, into CB K only.
 constexpr bool kValuesFromKeys = args::values_from_keys() != 0;
+static_assert(!kSparse || (kKvTileBytes == kTileBytes && kCacheWrapTiles == 0 && !kWindowed && kMaskUsers == 0 && !kRowTileUsers),
+              "sparse decode: a bfloat16 cache, no circular cache, window, chunk, attention mask or row-tile users");
 
 // Reads this core's work row into a reserved page of `cb` (the caller pushes it or keeps it) and
 // returns the page's L1 address.
@@ -385,10 +388,44 @@ void read_half_blocks(const Operand& region, const Accessor& reader, uint32_t sl
 
 // One K or V block: the live tiles of block `block` of this slice, position-major then dim (cache
 // tile order), each position tile from its cache block (attention_protocol.hpp cache_tile_page).
+// Sparse decode: the cache row of `position` (dim tile 0's page, its row), contiguous or through
+// the page table (a bad entry: not valid, its row zeroed).
+CacheRow sparse_cache_row(const Operand& region, uint32_t position, PageTableRow& table) {
+    if constexpr (!kPaged) {
+        return CacheRow{cache_tile_page(region.first_page(), position / kTilePositions, 0, 0, 0, kDimTiles),
+                        position % kTilePositions, true};
+    }
+    // (at least 1: this line compiles in a contiguous program too, never running there)
+    constexpr uint32_t block_positions = kHalfBlocks ? kTilePositions / 2 : (kPaged ? kCacheBlockTiles : 1) * kTilePositions;
+    const uint32_t index = position / block_positions, within = position % block_positions;
+    const int32_t entry = table.entry_at(index);
+    if (!cache_block_valid(entry, kCacheBlocks)) {
+        table.report(index, entry);
+        return CacheRow{0, 0, false};
+    }
+    return CacheRow{static_cast<uint32_t>(entry) * kCacheBlockPages + region.first_page() + within / kTilePositions * kDimTiles,
+                    within % kTilePositions, true};
+}
+
+// Sparse decode: block `block`'s live virtual tiles, gathered row by row (attention_sparse.hpp).
+template <typename Accessor>
+void read_sparse_block(uint32_t pages, const Params& p, const Operand& region, const Accessor& reader, uint32_t block,
+                       PageTableRow& table) {
+    const uint32_t live = p.live_tiles_in_block(block);
+    for (uint32_t t = 0; t < live; ++t) {
+        gather_sparse_tile(SparseList(), p.kv_positions, p.block_first_tile(block) + t, reader,
+                           pages + t * kDimTiles * kKvTileBytes,
+                           [&](uint32_t position) { return sparse_cache_row(region, position, table); });
+    }
+}
+
 template <typename Accessor>
 void read_block(uint32_t cb, const Params& p, const Operand& region, const Accessor& reader, uint32_t block,
                 PageTableRow& table) {
     const uint32_t pages = get_write_ptr(cb);
+    if constexpr (kSparse) {
+        return read_sparse_block(pages, p, region, reader, block, table);
+    }
     for (uint32_t t = 0; t < p.live_tiles_in_block(block); ++t) {
         const uint32_t tile = p.block_first_tile(block) + t;
         const uint32_t dst = pages + t * kDimTiles * kKvTileBytes;
@@ -588,6 +625,42 @@ void fetch_request_max(const Params& p, uint32_t combine_rounds) {
     cb_push_back(kCbMaxGlobal, 1);
 }
 
+// Sparse decode: each request's live count n from its user's list (cur_pos from the POSITIONS
+// page at `page`, all read before any is rewritten), into kv_positions[r], and n - 1 into the
+// user's POSITIONS word for compute (attention_protocol.hpp "Sparse decode"; a user's requests
+// share its list, so they write the same word alike). Returns true, having read nothing, on slices
+// 1.. of a split request (a core's only request): they copy the compacted list from their parent
+// in the combine tree, as Q (sparse_list_from_parent), and hand the POSITIONS page on then.
+bool sparse_virtual_positions(uint32_t row, uint32_t requests, uint32_t page, uint32_t* kv_positions) {
+    const SparseList list;
+    for (uint32_t r = 0; r < requests; ++r) {
+        list.set_last_of(r, static_cast<int32_t>(kv_positions[r]) - 1);  // cur_pos as kv_positions_at clamped it
+    }
+    for (uint32_t r = 0; r < requests; ++r) {
+        const Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
+        if (p.split() && !p.reducer()) {
+            return true;
+        }
+        kv_positions[r] = list.load(p.user, list.last_of(r));
+        l1_set_word(page, p.user, kv_positions[r] - 1);
+    }
+    return false;
+}
+
+// Sparse decode, slices 1.. of a split request, once the parent has raised kSemQueryReady: its
+// compacted list and state (CB SPARSE, at the same address on every core) copied from the parent's
+// L1, so a request reads its list from DRAM once; then the POSITIONS page (held back by
+// read_positions) rewritten and handed to compute. Returns the request's virtual kv_positions.
+uint32_t sparse_list_from_parent(const Params& p, uint32_t parent) {
+    const uint32_t page = get_write_ptr(kCbSparse);
+    noc_async_read(core_noc_addr(parent, page), page, kSparsePageBytes);
+    noc_async_read_barrier();
+    const uint32_t count = l1_word(page, SparseList::kStateCount);
+    l1_set_word(get_write_ptr(kCbPositions), p.user, count - 1);
+    cb_push_back(kCbPositions, 1);
+    return count;
+}
+
 // Reads the POSITIONS page, derives kv_positions of each of this core's requests into
 // `kv_positions` (attention_protocol.hpp kv_positions_at), then hands the page to compute. Returns
 // the reader's own copy of it (row-tile users: after the work row in READER_WORK, whose page the
@@ -614,6 +687,10 @@ uint32_t read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions)
             }
         }
     }
+    bool held = false;  // sparse slices 1..: the page goes to compute once the list has come
+    if constexpr (kSparse) {
+        held = sparse_virtual_positions(row, requests, page, kv_positions);
+    }
     uint32_t copy = 0;
     if constexpr (kRowTileUsers) {
         copy = row + kWorkRowBytes;
@@ -621,7 +698,9 @@ uint32_t read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions)
             l1_set_word(copy, word, l1_word(page, word));
         }
     }
-    cb_push_back(kCbPositions, 1);
+    if (!held) {
+        cb_push_back(kCbPositions, 1);
+    }
     return copy;
 }
 
@@ -654,6 +733,9 @@ void kernel_main() {
     hand_over_work_row(row);
     const uint32_t requests = served_requests(l1_word(row, kRowRequestCount));
     uint32_t kv_positions[kMaxRequestsPerCore];
+    if constexpr (kSparse) {
+        SparseList::reserve();
+    }
     const uint32_t positions_page = read_positions(row, requests, kv_positions);
     const auto q_reader = TensorAccessor(kQArgs, operand_base(kCommonQBase), kTileBytes);
     const auto k_reader = TensorAccessor(kKArgs, operand_base(kCommonKBase), kKvTileBytes);
@@ -692,6 +774,9 @@ void kernel_main() {
             // once, and the copies spread down the tree instead of queueing at slice 0's port.
             const uint32_t parent = p.split_first_core + p.tree_parent();
             noc_semaphore_wait_min(semaphore(kSemQueryReady), split_items);
+            if constexpr (kSparse) {
+                p.kv_positions = sparse_list_from_parent(p, parent);
+            }
             noc_async_read(core_noc_addr(parent, stage_base), stage, kRowTiles * kDimTiles * kTileBytes);
             noc_async_read(core_noc_addr(parent, const_base), pages, 2 * kTileBytes);
             fetch_masks(p, const_reader, pages, positions_page);
@@ -704,6 +789,9 @@ void kernel_main() {
         cb_push_back(kCbQStage, kRowTiles * kDimTiles);
         cb_push_back(kCbConst, kConstPages);
 
+        if constexpr (kSparse) {
+            SparseList().load(p.user, SparseList().last_of(r));  // this request's list in L1 (read again only if another replaced it)
+        }
         stream_kv(p, k_reader, v_reader, table_page);
 
         if (p.split()) {

@@ -200,3 +200,18 @@ def test_bench_weights_llk_v2_prices_the_compute_config(tmp_path, capsys):
     hifi4 = bench.run(["llama-3.1-8b"], [8192], [8], ["p150"], emulate_budget=0, kv_dtypes=["bfloat16"],
                       weights=ComputeConfig())
     assert hifi4[0].weights == "llk-v2 HiFi4 fp32 DST, exp accurate"
+
+
+def test_bench_sparse_prints_measured_bytes_and_modelled_times(capsys):
+    """``bench --sparse``: top-2048 of 32k measured on the emulator within 1.10x of the listed rows'
+    minimum; the model says MODELLED and puts the sparse call below the dense one at 32k and 128k."""
+    from ttnn_flashdecode.tools import sparse_bench
+
+    assert cli.main(["bench", "--sparse"]) == 0
+    out = capsys.readouterr().out
+    assert "MODELLED" in out and "MEASURED" in out
+    rows = sparse_bench.model()
+    assert [r.context for r in rows] == [32768, 131072]
+    assert all(r.sparse_s < r.dense_s for r in rows) and rows[1].dense_s > 3 * rows[0].dense_s
+    ratio = float(out.split("\n")[2].split()[-1])
+    assert ratio <= 1.10

@@ -181,7 +181,8 @@ def test_header_constants_match_python(decoder):
                 "MAX_GLOBAL": "kCbMaxGlobal", "POSITIONS": "kCbPositions",
                 "PAGE_TABLE": "kCbPageTable", "MASK": "kCbMask", "WORK": "kCbWork", "READER_WORK": "kCbReaderWork",
                 "WRITER_WORK": "kCbWriterWork", "LSE": "kCbLse", "LSE_STAGE": "kCbLseStage",
-                "APPEND_STAGE": "kCbAppendStage"}
+                "APPEND_STAGE": "kCbAppendStage",
+                "SPARSE": "kCbSparse"}
     assert set(cb_names) == {cb.name for cb in protocol.CB}
     for cb in protocol.CB:
         assert header[cb_names[cb.name]] == cb.value, cb

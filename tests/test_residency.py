@@ -20,9 +20,9 @@ def test_plan_has_the_sixteen_contract_cbs_with_unique_indices():
     paged_only = {protocol.CB.PAGE_TABLE}
     mask_only = {protocol.CB.MASK}
     lse_only = {protocol.CB.LSE, protocol.CB.LSE_STAGE}
-    append_only = {protocol.CB.APPEND_STAGE}
-    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB
-                                               if cb not in split_only | paged_only | mask_only | lse_only | append_only)
+    append_only, sparse_only = {protocol.CB.APPEND_STAGE}, {protocol.CB.SPARSE}
+    optional = split_only | paged_only | mask_only | lse_only | append_only | sparse_only
+    assert [cb.index for cb in plan] == sorted(int(cb) for cb in protocol.CB if cb not in optional)
     assert len({cb.index for cb in plan}) == 20  # the seed's 16, POSITIONS and the three copies of the work row
 
 

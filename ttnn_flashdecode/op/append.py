@@ -121,6 +121,8 @@ def _check_call(shape, kind: str, operands) -> None:
         (shape.cache_half_blocks, "a paged cache of 16-position blocks: blocks of a multiple of 32 positions only"),
         (shape.cache_wrap != 0, "a circular cache (cache_position_modulo)"),
         (shape.users_per_table_row != 1, "users sharing a page-table row (users_per_table_row > 1)"),
+        (shape.sparse_k != 0, "sparse_indices (a sparse call gathers rows, not the tile the new row is patched "
+                              "into): append with a dense call first"),
         (kind != "device" and not (isinstance(operands.k, np.ndarray) and isinstance(operands.v, np.ndarray)),
          "host ttnn.Tensor caches: on the emulator the caches are numpy arrays, updated in place"),
     ]

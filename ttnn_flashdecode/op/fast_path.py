@@ -46,7 +46,8 @@ def _key(operands: Operands, options: AttentionOptions) -> tuple | None:
     validated path, which raises what it must."""
     if operands.cur_pos is not None or operands.chunk_start is not None or options.backend == "emulator":
         return None
-    if operands.attention_sink is not None or operands.attn_mask is not None or not options.scores.causal:
+    if (operands.attention_sink is not None or operands.attn_mask is not None or not options.scores.causal
+            or operands.sparse_indices is not None):
         return None  # values the host validates on every call
     if operands.append_k is not None or operands.append_v is not None or operands.append_latent is not None:
         return None  # a fused append (op/append.py) takes the validated path

@@ -35,6 +35,7 @@ def flash_multi_latent_attention_decode(
     program_config=None,
     compute_kernel_config=None,
     return_lse: bool = False,
+    sparse_indices=None,
 ):
     """MLA decode with ``ttnn.transformer.flash_multi_latent_attention_decode``'s call.
 
@@ -51,6 +52,9 @@ def flash_multi_latent_attention_decode(
             program_config, compute_kernel_config: as the GQA drop-in takes them (ttnn's meaning,
             its scaling of sinks and masks by ``scale`` included).
         return_lse: this op's extra keyword: ``(out, lse)``, ``lse`` float32 ``[1, b, nh]``.
+        sparse_indices: this op's extra keyword: DeepSeek-V3.2's sparse decode, int32 ``[b, k]``
+            (or ``[b, 1, k]``): each user attends exactly the listed latent rows
+            (:func:`ttnn_flashdecode.attention`, ``docs/options.md#sparse_indices``).
 
     Returns:
         ``[1, b, nh, head_dim_v]``, the kind of Q (``(out, lse)`` with ``return_lse``).
@@ -64,7 +68,8 @@ def flash_multi_latent_attention_decode(
                 dict(is_causal=is_causal, attn_mask=attn_mask, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor,
                      attention_sink=attention_sink, scale=scale, sliding_window_size=sliding_window_size,
                      memory_config=memory_config, program_config=program_config,
-                     compute_kernel_config=compute_kernel_config, return_lse=return_lse))
+                     compute_kernel_config=compute_kernel_config, return_lse=return_lse,
+                     sparse_indices=sparse_indices))
 
 
 def paged_flash_multi_latent_attention_decode(
@@ -84,6 +89,7 @@ def paged_flash_multi_latent_attention_decode(
     program_config=None,
     compute_kernel_config=None,
     return_lse: bool = False,
+    sparse_indices=None,
 ):
     """MLA decode on a paged latent cache, with ``ttnn.transformer.paged_flash_multi_latent_attention_decode``'s call.
 
@@ -94,8 +100,9 @@ def paged_flash_multi_latent_attention_decode(
         head_dim_v: V's head_dim, required.
         page_table_tensor: int32 ``[b, blocks_per_user]``, required (as the paged GQA drop-in).
         is_causal, attn_mask, cur_pos_tensor (required when causal), attention_sink, scale,
-            sliding_window_size, memory_config, program_config, compute_kernel_config, return_lse:
-            as :func:`flash_multi_latent_attention_decode`.
+            sliding_window_size, memory_config, program_config, compute_kernel_config, return_lse,
+            sparse_indices: as :func:`flash_multi_latent_attention_decode` (each index through the
+            page table).
 
     Returns:
         ``[1, b, nh, head_dim_v]``, the kind of Q (``(out, lse)`` with ``return_lse``).
@@ -110,4 +117,5 @@ def paged_flash_multi_latent_attention_decode(
                 dict(is_causal=is_causal, attn_mask=attn_mask, cur_pos_tensor=cur_pos_tensor,
                      attention_sink=attention_sink, scale=scale, sliding_window_size=sliding_window_size,
                      memory_config=memory_config, program_config=program_config,
-                     compute_kernel_config=compute_kernel_config, return_lse=return_lse))
+                     compute_kernel_config=compute_kernel_config, return_lse=return_lse,
+                     sparse_indices=sparse_indices))

@@ -30,6 +30,7 @@ class Operands:
     append_k: object = None  # the fused cache append's new rows (op/append.py)
     append_v: object = None
     append_latent: object = None  # MLA: the latent's new rows (V is K)
+    sparse_indices: object = None
 
     def replace(self, **changes) -> Operands:
         """A copy with ``changes`` (e.g. one device's shards)."""

@@ -77,6 +77,7 @@ def attention(
     append_k=None,
     append_v=None,
     append_latent=None,
+    sparse_indices=None,
 ):
     """Flash-decode GQA attention against a KV cache: decode, several rows per user, or a causal chunk.
 
@@ -130,6 +131,9 @@ def attention(
             ``[1, batch, n_kv_heads, head_dim]``) written into the cache (in place) at each user's
             ``cur_pos - P + 1 .. cur_pos`` before it is attended (``docs/options.md#append_k-append_v-append_latent``).
         append_latent: MLA (V is K's columns): the latent's new rows, as ``append_k``.
+        sparse_indices: sparse decode (DeepSeek-V3.2): int32 ``[batch, k]`` (or ``[batch, 1, k]``),
+            each user attends exactly the listed positions (a multiset, any order; ``-1`` padding;
+            past ``cur_pos``: refused on the host, dropped on device). ``docs/options.md#sparse_indices``.
 
     Returns:
         The shape and kind of ``q`` (a device tensor in ``memory_config``, a host ``ttnn.Tensor`` in
@@ -171,7 +175,8 @@ def attention(
                           return_lse=return_lse, head_dim_v=head_dim_v, accurate_scores=accurate_scores)
     operands = Operands(q, k, v, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor, chunk_start=chunk_start,
                         page_table_tensor=page_table_tensor, attention_sink=attention_sink, attn_mask=attn_mask,
-                        append_k=append_k, append_v=append_v, append_latent=append_latent)
+                        append_k=append_k, append_v=append_v, append_latent=append_latent,
+                        sparse_indices=sparse_indices)
     return run_call(operands, options)
 
 
@@ -231,7 +236,8 @@ def cached_launch(q, k, v, **keywords):
 
 
 _OPERAND_KEYWORDS = ("cur_pos", "cur_pos_tensor", "chunk_start", "page_table_tensor", "attention_sink", "attn_mask",
-                     "append_k", "append_v", "append_latent")
+                     "append_k", "append_v", "append_latent",
+                     "sparse_indices")
 
 
 def _option_defaults(keywords: dict) -> dict:

@@ -179,16 +179,16 @@ class Plan:
     def named_compile_time_args(self) -> list[tuple[str, int]]:
         """The program's named compile-time args; each kernel gets those it reads (:func:`build_program`)."""
         r = self.residency
-        return [("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles),
-                ("tile_bytes", r.tile_bytes), ("dst_tiles", self.compute.dst_tiles),
-                ("exp_approx", int(self.compute.approx_exp)),
+        return [("dim_tiles", r.dim_tiles), ("block_tiles", r.block_tiles), ("tile_bytes", r.tile_bytes),
+                ("dst_tiles", self.compute.dst_tiles), ("exp_approx", int(self.compute.approx_exp)),
                 ("row_scaling_on_sfpu", int(self.compute.row_scaling_on_sfpu)), ("row_sum_groups", self.compute.row_sum_groups(r.block_tiles)),
                 ("inbox_slots", protocol.tree_levels(r.max_split)), ("q_width_tiles", self.shape.q_width_tiles),
                 ("positions_bytes", r.positions_bytes), ("kv_tile_bytes", r.kv_tile_bytes),
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
                 *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
-                ("row_tile_users", int(r.row_tile_users)), ("accurate_scores", int(r.fp32_scores)), *append_named_args(self.shape)]
+                ("row_tile_users", int(r.row_tile_users)), ("accurate_scores", int(r.fp32_scores)),
+                *append_named_args(self.shape), ("sparse_k", r.sparse_k)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:

@@ -229,6 +229,7 @@ class CB(enum.IntEnum):
     LSE = 28  # return_lse only: a request's LSE tile (float32, column 0), compute -> writer
     LSE_STAGE = 29  # return_lse only: the writer's staging page for the 4-byte LSE writes
     APPEND_STAGE = 30  # fused append only: the appended face rows and their DRAM addresses, reader -> writer
+    SPARSE = 31  # sparse calls only: a user's index list (the reader's own; attention_protocol.hpp "Sparse decode")
 
 
 class ConstTile(enum.IntEnum):

@@ -32,6 +32,7 @@ CB plan (indices are part of the contract, :class:`ttnn_flashdecode.op.protocol.
     LSE        1                   return_lse only (28): a request's LSE tile, float32
     LSE_STAGE  1                   return_lse only (29): the writer's staging page (LSE_STAGE_BYTES)
     APPEND_STAGE 1                 fused append only (30): the appended face rows, reader -> writer
+    SPARSE     1                   sparse calls only (31): a user's index list, the reader's own
 """
 
 from __future__ import annotations
@@ -140,6 +141,8 @@ class Residency:
             (``attention_protocol.hpp`` "Row-tile users"): CONST holds a tail-mask page per row tile.
         fp32_scores: CB S in float32 (``accurate_scores``; 4096-byte pages): the packer writes fp32
             DST's scores whole, and the unpackers read them as TF32 instead of bfloat16.
+        sparse_k: entries per sparse index list, 0 for a dense call (``attention_protocol.hpp``
+            "Sparse decode"): CB SPARSE holds one list (:attr:`sparse_page_bytes`).
     """
 
     q_rows: int
@@ -161,6 +164,14 @@ class Residency:
     row_tile_users: bool = False
     fp32_scores: bool = False
     append_rows: int = 0
+    sparse_k: int = 0
+
+    @property
+    def sparse_page_bytes(self) -> int:
+        """Bytes of CB SPARSE's one page (``attention_sparse.hpp`` SparseList): the list's ``4 * sparse_k``
+        bytes rounded up to 32, a scratch list as large, three state words and a cur_pos per request of
+        a core, rounded up to 64."""
+        return -(-(2 * -(-4 * self.sparse_k // 32) * 32 + 4 * (3 + MAX_REQUESTS_PER_CORE)) // 64) * 64
 
     @property
     def work_row_bytes(self) -> int:
@@ -210,6 +221,7 @@ def _pages(residency: Residency) -> dict[CB, int]:
         CB.O: rows * dim, CB.PV: dim, CB.QSTAGE: rows * dim, CB.QS: rows * dim, CB.OUT: dim, CB.POSITIONS: 1,
         CB.WORK: 1, CB.READER_WORK: 1, CB.WRITER_WORK: 1,
     } | ({} if residency.values_from_keys else {CB.V: kv_pages}) | ({CB.PAGE_TABLE: 1} if residency.paged else {}) | ({CB.MASK: block} if residency.mask else {}) | (
+        {CB.SPARSE: 1} if residency.sparse_k else {}) | (
         {CB.LSE: 1, CB.LSE_STAGE: 1} if residency.lse else {}) | ({CB.APPEND_STAGE: 1} if residency.append_rows else {}) | ({
         CB.PARTIALS: tree_levels(residency.max_split) * partial_pages(dim),
         CB.OUTBOX: partial_pages(dim),
@@ -237,6 +249,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, INT32, residency.positions_page_bytes, pages)
         if cb == CB.PAGE_TABLE:
             return CbSpec(int(cb), cb.name, INT32, 4 * PAGE_TABLE_CHUNK_ENTRIES, pages)
+        if cb == CB.SPARSE:
+            return CbSpec(int(cb), cb.name, INT32, residency.sparse_page_bytes, pages)
         if cb == CB.READER_WORK:  # row-tile users: the reader's own copy of POSITIONS follows the work row
             copy = residency.positions_page_bytes if residency.row_tile_users else 0
             return CbSpec(int(cb), cb.name, INT32, residency.work_row_bytes + copy, pages)
@@ -344,7 +358,8 @@ def check_fits(residency: Residency, arch: str, budget_bytes: int | None = None)
                                   kv_format=residency.kv_format, windowed=residency.windowed, sink=residency.sink,
                                   mask=residency.mask, lse=residency.lse, row_tiles=residency.row_tiles,
                                   values_from_keys=residency.values_from_keys, row_tile_users=residency.row_tile_users,
-                                  fp32_scores=residency.fp32_scores, append_rows=residency.append_rows)
+                                  fp32_scores=residency.fp32_scores, append_rows=residency.append_rows,
+                                  sparse_k=residency.sparse_k)
         where = f"{arch} has {have} bytes free" if budget_bytes is None else \
             f"the device's L1 allocator leaves {have} bytes for CBs (L1 buffers and l1_small_size take the rest)"
         raise ValueError(
@@ -358,7 +373,7 @@ def max_block_tiles(
     budget_bytes: int | None = None, paged: bool = False, kv_format: int = FLOAT16_B, windowed: bool = False,
     sink: bool = False, mask: bool = False, lse: bool = False, row_tiles: int = 1, values_from_keys: bool = False,
     row_tile_users: bool = False, fp32_scores: bool = False,
-    append_rows: int = 0,
+    append_rows: int = 0, sparse_k: int = 0,
 ) -> int:
     """The largest ``block_tiles`` whose residency fits ``arch``'s free L1; 0 if even 1 does not.
 
@@ -381,6 +396,7 @@ def max_block_tiles(
         row_tile_users: row tiles of their own users (:class:`Residency`).
         fp32_scores: CB S in float32 (:class:`Residency`).
         append_rows: a fused append's rows per user (:class:`Residency`).
+        sparse_k: entries per sparse index list (CB SPARSE), 0 for a dense call.
 
     Raises:
         ValueError: bad residency fields or an unknown arch.
@@ -388,7 +404,7 @@ def max_block_tiles(
     have = cb_budget_bytes(arch, budget_bytes)
     fields = dict(paged=paged, kv_format=kv_format, windowed=windowed, sink=sink, mask=mask, lse=lse, row_tiles=row_tiles,
                   values_from_keys=values_from_keys, row_tile_users=row_tile_users, fp32_scores=fp32_scores,
-                  append_rows=append_rows)
+                  append_rows=append_rows, sparse_k=sparse_k)
     base = l1_bytes(Residency(q_rows, dim_tiles, 1, tile_bytes, max_split, fp32_stats, **fields))
     per_block_tile = l1_bytes(Residency(q_rows, dim_tiles, 2, tile_bytes, max_split, fp32_stats, **fields)) - base
     if base > have:

@@ -121,6 +121,7 @@ class DecodeShape:
     values_from_keys: bool = False
     layout: RequestLayout = RequestLayout()
     append: int = 0
+    sparse_k: int = 0
 
     @property
     def row_tiles(self) -> int:
@@ -169,6 +170,12 @@ class DecodeShape:
                 raise ValueError(f"paged cache: blocks of 16 positions take a bfloat16 cache, got {self.kv_dtype}")
         if self.kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
+        if self.sparse_k and not (self.kind == "decode" and self.kv_dtype == "bfloat16" and not self.cache_wrap
+                                  and not self.scores.windowed and not self.scores.mask_users and self.scores.causal
+                                  and not self.row_tile_users and 0 < self.sparse_k <= self.capacity):
+            raise ValueError(f"sparse_k: expected a causal bfloat16 decode call without a window, chunk, mask, circular "
+                             f"cache or row-tile users, and 1 <= k <= capacity {self.capacity}, got k {self.sparse_k} "
+                             f"in {self}")
         ratio = self.n_q_heads // self.n_kv_heads if self.n_kv_heads > 0 else 1
         if ratio > protocol.MAX_Q_ROWS and (ratio % protocol.MAX_Q_ROWS or self.kind != "decode"):
             raise ValueError(f"GQA ratio: expected at most 32 Q heads per KV head, or a multiple of 32 in decode (one "
@@ -192,7 +199,7 @@ class DecodeShape:
         return dict(paged=self.paged, kv_format=KV_FORMATS[self.kv_dtype], windowed=scores.windowed, sink=scores.sink,
                     mask=scores.mask_users > 0, lse=self.lse, row_tiles=self.row_tiles,
                     values_from_keys=self.values_from_keys, row_tile_users=self.row_tile_users,
-                    append_rows=self.append)
+                    append_rows=self.append, sparse_k=self.sparse_k)
 
     @property
     def window_tiles(self) -> int:
@@ -309,6 +316,8 @@ class DecodeShape:
         out its own share of the live tiles on device (``Params::slice_begin``). With a sliding
         window a request never holds more than :attr:`window_tiles` tiles, so it is planned as that
         many: the split follows the window, not the cache."""
+        if self.sparse_k:  # a sparse request is a dense one over at most k virtual positions
+            return [min(self.capacity, 32 * -(-self.sparse_k // 32))] * self.requests
         return [min(self.capacity, 32 * self.window_tiles)] * self.requests
 
     @property

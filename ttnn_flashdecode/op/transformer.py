@@ -250,6 +250,7 @@ def scaled_dot_product_attention_decode(
     attention_chunk_size=None,
     batch_invariant: bool = False,
     return_lse: bool = False,
+    sparse_indices=None,
 ):
     """Flash-decode GQA attention with ``ttnn.transformer.scaled_dot_product_attention_decode``'s call.
 
@@ -293,6 +294,7 @@ def scaled_dot_product_attention_decode(
         return_lse: this op's extra keyword: ``True`` returns ``(out, lse)``, ``lse`` float32
             ``[1, b, nh]``, each row's natural-log softmax denominator (the sink included), as
             :func:`ttnn_flashdecode.attention` defines it; idle users ``-inf``. Default False.
+        sparse_indices: this op's extra keyword: sparse decode, as :func:`ttnn_flashdecode.attention`.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
@@ -318,7 +320,7 @@ def scaled_dot_product_attention_decode(
                             sliding_window_size=_window(sliding_window_size),
                             attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale),
                             logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
-                            batch_invariant=batch_invariant,
+                            batch_invariant=batch_invariant, sparse_indices=sparse_indices,
                             return_lse=return_lse)
 
 
@@ -377,6 +379,7 @@ def paged_scaled_dot_product_attention_decode(
     attention_chunk_size=None,
     batch_invariant: bool = False,
     return_lse: bool = False,
+    sparse_indices=None,
 ):
     """Flash-decode GQA attention on a paged KV cache, with
     ``ttnn.transformer.paged_scaled_dot_product_attention_decode``'s call.
@@ -412,6 +415,7 @@ def paged_scaled_dot_product_attention_decode(
         return_lse: this op's extra keyword, as :func:`scaled_dot_product_attention_decode`'s:
             ``(out, lse)``, ``lse`` float32 ``[1, b, nh]`` (with ``spec_multi_pos_tiles``, Q's
             ``[1, b, Tg * 32]`` rows: one value per candidate row).
+        sparse_indices: as :func:`scaled_dot_product_attention_decode` (each index through the page table).
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q``; with ``return_lse=True`` ``(out, lse)``.
@@ -443,7 +447,7 @@ def paged_scaled_dot_product_attention_decode(
                            attention_sink=_ttnn_sink(attention_sink, q, scale),
                            cache_position_modulo=cache_position_modulo, users_per_table_row=max(candidates, 1),
                            logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
-                           batch_invariant=batch_invariant,
+                           batch_invariant=batch_invariant, sparse_indices=sparse_indices,
                            return_lse=return_lse)
     if not candidates:
         return out

@@ -25,6 +25,7 @@ from ttnn_flashdecode.op.positions import IDLE, chunk_starts, page_table_values,
 from ttnn_flashdecode.op.options import AttentionOptions, is_int
 from ttnn_flashdecode.op.residency import MAX_DIM_TILES
 from ttnn_flashdecode.op.shape import WRAPPED_POSITIONS, DecodeShape
+from ttnn_flashdecode.op.sparse import SparseLists, check_sparse_call, sparse_lists
 
 __all__ = ["IDLE", "Inputs", "validate_inputs", "height_sharded_l1"]
 
@@ -46,8 +47,10 @@ class Inputs:
     sink: tuple[float, ...] | None = None
     #: attention mask (non-causal): float32 [mask_users, n_q_heads, capacity] when the host holds it
     mask: np.ndarray | None = None
-    mask_tensor: object = None  # a device attn_mask, passed to the kernels as it is
+    mask_tensor: object = None  # a device attn_mask (or a sparse call's index lists), passed to the kernels as it is
     append: object = None  # the fused cache append's rows (op/append.py AppendRows), None without
+    #: sparse decode: the index lists (host values or the device tensor), None for a dense call
+    sparse: SparseLists | None = None
 
 
 def _shape_of(tensor) -> tuple[int, ...]:
@@ -158,16 +161,38 @@ def validate_inputs(operands: Operands, options: AttentionOptions) -> Inputs:
     mask_count = 0 if attn_mask is None else mask_users(attn_mask, cache.batch, n_q_heads, cache.capacity, kind)
     scores = dataclasses.replace(options.scores, window=window, sink=operands.attention_sink is not None,
                                  mask_users=mask_count)
+    sparse = None
+    if operands.sparse_indices is not None:
+        check_sparse_call(request_kind=request_kind, kv_dtype=cache.kv_dtype, scores=scores, cache_wrap=cache.cache_wrap,
+                          users_per_table_row=options.users_per_table_row)
+        sparse = sparse_lists(operands.sparse_indices, batch=cache.batch, n_kv_heads=cache.n_kv_heads,
+                              capacity=cache.capacity, positions=positions, kind=kind,
+                              cache_block_size=cache.cache_block_size)
     shape = DecodeShape(cache.batch, n_q_heads, cache.n_kv_heads, cache.head_dim, cache.capacity, kind=request_kind,
                         rows=per_user, cache_block_size=cache.cache_block_size, cache_blocks=cache.cache_blocks,
                         kv_dtype=cache.kv_dtype, q_layout=options.q_layout, scores=scores, cache_wrap=cache.cache_wrap,
                         users_per_table_row=int(options.users_per_table_row), batch_invariant=options.batch_invariant,
-                        lse=options.return_lse, values_from_keys=v is k)  # one tensor as both: each block read once
+                        lse=options.return_lse, values_from_keys=v is k,  # one tensor as both: each block read once
+                        sparse_k=0 if sparse is None else sparse.k)
     if cache.page_table is not None and positions is not None:
-        _check_page_table(cache.page_table, shape, positions)
+        _check_page_table(cache.page_table, shape, positions if sparse is None else _sparse_reach(sparse, positions))
     rows = check_append(operands, shape, kind)  # before anything is written: a refused call writes nothing
     shape = shape if rows is None else dataclasses.replace(shape, append=rows.rows)
-    return dataclasses.replace(_inputs(shape, operands, kind, positions, cache.page_table), append=rows)
+    inputs = dataclasses.replace(_inputs(shape, operands, kind, positions, cache.page_table), append=rows)
+    if sparse is None:
+        return inputs
+    # A device list takes the MASK operand's slot (a sparse call has no mask): a page per user.
+    tensor = sparse.tensor if sparse.tensor is None or len(sparse.tensor.shape) == 2 else \
+        ttnn.reshape(sparse.tensor, ttnn.Shape([shape.batch, sparse.k]))
+    return dataclasses.replace(inputs, sparse=sparse, mask_tensor=tensor)
+
+
+def _sparse_reach(sparse: SparseLists, positions):
+    """A sparse call's page-table check: each user reads entries up to its list's largest
+    position (all of them when the host cannot see the list; -1: none)."""
+    if sparse.values is None:
+        return positions
+    return [int(max(row.max(), -1)) if p != IDLE else IDLE for row, p in zip(sparse.values, positions)]
 
 
 def _inputs(shape: DecodeShape, operands: Operands, kind: str, positions, page_table) -> Inputs:

@@ -370,6 +370,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="instead: DeepSeek-V3's MLA decode: DRAM bytes measured on the emulator at 16/64/128 heads "
                              "(the first of --contexts, default 1024) and a modelled DRAM / FPU bound at 1k/8k/32k "
                              "(tools/mla_bench.py; --contexts, --batches apply)")
+    parser.add_argument("--sparse", action="store_true",
+                        help="instead: DeepSeek-V3.2's sparse MLA decode, top-2048 rows: DRAM bytes measured on the "
+                             "emulator at 32k, modelled time against the dense MLA call at 32k and 128k (tools/sparse_bench.py)")
     parser.add_argument("--versus-ttnn", action="store_true",
                         help="instead: every published ttnn decode figure (MEASURED ON SILICON, cited) beside this op "
                              "MODELLED at ttnn's shape and compute config (device model v2), the DRAM roofline and the "
@@ -395,6 +398,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _mesh(args, kv_dtypes, started)
     if args.mla:
         return _mla(args, started)
+    if args.sparse:
+        from ttnn_flashdecode.tools import sparse_bench
+        return sparse_bench.report(args.json, started)
     if args.versus_ttnn:
         return _versus_ttnn(args, started)
     if set(kv_dtypes) - {"bfloat16"}:

@@ -1,0 +1,128 @@
+"""Sparse decode (DeepSeek-V3.2's top-k attention, issue 37): the ``sparse_indices=`` operand.
+
+Each user attends exactly the cache positions its index list names, in any order, as a gather
+then a softmax: a position listed twice counts twice (the list is a multiset), ``-1`` is
+padding, and a list with no live entry gives output 0 and LSE ``-inf`` (an idle slot). A position
+past the user's ``cur_pos`` is refused here when the host can see both the list and the
+positions; a device list (or device positions) the host never sees is masked on device instead:
+the reader drops every entry outside ``0 .. cur_pos`` (``kernels/attention_sparse.hpp``).
+
+The kernels treat the call as dense decode over a VIRTUAL sequence of the ``n <= k`` live entries
+(``attention_protocol.hpp`` "Sparse decode"); the program depends on ``k``, never on the values,
+so a traced program replays for any lists written to the same tensor. The layout, the bytes and
+what is refused: ``docs/options.md#sparse_indices``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from ttnn_flashdecode.op.positions import _int32_operand
+from ttnn_flashdecode.op.reference import attention_reference
+
+__all__ = ["SparseLists", "sparse_lists", "sparse_reference", "PADDING"]
+
+PADDING = -1
+"""An index-list entry that names no position (DSA pads short contexts with it)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SparseLists:
+    """A validated ``sparse_indices``: ``k`` entries per user, the values as int32 ``[batch, k]``
+    when the host holds them (else None), or the device tensor the kernels read as it is."""
+
+    k: int
+    values: np.ndarray | None
+    tensor: object = None
+
+
+def sparse_lists(indices, *, batch: int, n_kv_heads: int, capacity: int, positions: Sequence[int] | None,
+                 kind: str, cache_block_size: int = 0) -> SparseLists:
+    """``sparse_indices`` checked against the call: int32 ``[batch, k]`` or ``[batch, 1, k]`` (one list
+    per user, every KV head alike), ``1 <= k <= capacity``; on the host every entry ``-1`` or in
+    ``0 .. cur_pos`` of its user.
+
+    Raises:
+        TypeError: not a numpy int32 array or an int32 ttnn.Tensor.
+        ValueError: a shape, an entry or a cache the sparse path does not take, each by name.
+    """
+    name = "sparse_indices"
+
+    def shape_ok(shape):
+        return len(shape) in (2, 3) and shape[0] == batch and (len(shape) == 2 or shape[1] == 1) and shape[-1] >= 1
+
+    if cache_block_size == 16:
+        raise ValueError(f"{name}: expected a contiguous cache or a paged one with blocks of a multiple of 32 "
+                         f"positions, got blocks of 16")
+    if isinstance(indices, np.ndarray) and len(indices.shape) == 3 and indices.shape[1] > 1:
+        raise ValueError(f"{name}: per-KV-head lists ([batch, n_kv_heads, k] with n_kv_heads {n_kv_heads}) are not "
+                         f"built; expected [batch, k] or [batch, 1, k] (one list per user, every KV head alike), "
+                         f"got {list(indices.shape)}")
+    values = _int32_operand(name, indices, kind, shape_ok, f"[{batch}, k] or [{batch}, 1, k] (one list per user)")
+    k = int(indices.shape[-1])
+    if k > capacity:
+        raise ValueError(f"{name}: expected k <= the cache's capacity {capacity} (entries per list), got {k}")
+    if values is None:
+        return SparseLists(k, None, indices)
+    values = values.reshape(batch, k).astype(np.int32)
+    bad = np.argwhere((values < PADDING) | (values >= capacity))
+    if bad.size:
+        b, j = (int(x) for x in bad[0])
+        raise ValueError(f"{name}[{b}][{j}]: expected -1 (padding) or a position in 0..{capacity - 1}, got {values[b, j]}")
+    for b, position in enumerate(positions or ()):
+        past = np.flatnonzero(values[b] > position)
+        if past.size:
+            j = int(past[0])
+            raise ValueError(f"{name}[{b}][{j}]: expected -1 or a position <= cur_pos[{b}] = {position} (a device list "
+                             f"is masked there instead), got {values[b, j]}")
+    return SparseLists(k, np.ascontiguousarray(values, dtype="<i4"))
+
+
+def live_entries(values: np.ndarray, cur_pos: Sequence[int]) -> list[np.ndarray]:
+    """Per user, its list's live entries in list order (``0 <= index <= cur_pos``): what the reader
+    keeps, the virtual sequence the kernels attend."""
+    return [row[(row >= 0) & (row <= int(p))] for row, p in zip(np.asarray(values).reshape(len(cur_pos), -1), cur_pos)]
+
+
+def sparse_reference(q, k, v, sparse_indices, *, cur_pos: Sequence[int], scale: float | None = None,
+                     return_lse: bool = False, **keywords):
+    """Sparse decode in float64: each user's listed positions gathered (duplicates twice, ``-1`` and
+    positions past ``cur_pos`` dropped) into a dense cache, then :func:`attention_reference` at
+    position ``n - 1`` (``n`` live entries; none: an idle slot, output 0 and LSE ``-inf``).
+    ``k``, ``v``: the logical caches ``[batch, n_kv_heads, capacity, head_dim]``; ``scale``
+    defaults to ``1 / sqrt(head_dim)`` of K."""
+    k, v = np.asarray(k, dtype=np.float64), np.asarray(v, dtype=np.float64)
+    lists = live_entries(sparse_indices, cur_pos)
+    width = max(1, max(len(entries) for entries in lists))
+    dense_k = np.zeros(k.shape[:2] + (width, k.shape[3]))
+    dense_v = np.zeros(v.shape[:2] + (width, v.shape[3]))
+    for b, entries in enumerate(lists):
+        dense_k[b, :, :len(entries)] = k[b][:, entries]
+        dense_v[b, :, :len(entries)] = v[b][:, entries]
+    scale = 1.0 / np.sqrt(k.shape[3]) if scale is None else scale
+    return attention_reference(q, dense_k, dense_v, cur_pos=[len(e) - 1 for e in lists], scale=scale,
+                               return_lse=return_lse, **keywords)
+
+
+def check_sparse_call(*, request_kind: str, kv_dtype: str, scores, cache_wrap: int, users_per_table_row: int) -> None:
+    """What a sparse call cannot be combined with, refused by name: ROWS and CHUNK calls, a
+    block-float cache (a face row's exponent is shared with the tile's other positions), a sliding
+    window, attention chunk or attention mask, a circular cache, shared page-table rows.
+
+    Raises:
+        ValueError: naming the keyword.
+    """
+    refusals = [("rows / chunk_start", request_kind != "decode", f"a decode call (cur_pos=), got {request_kind}"),
+                ("k", kv_dtype != "bfloat16", f"a bfloat16 cache (rows are gathered face row by face row; a "
+                                               f"block-float face row shares its exponent), got {kv_dtype}"),
+                ("is_causal", not scores.causal, "causal decode (the lists are the mask), got is_causal=False"),
+                ("sliding_window_size", bool(scores.window), f"None, got {scores.window}"),
+                ("attention_chunk_size", bool(scores.attention_chunk), f"None, got {scores.attention_chunk}"),
+                ("cache_position_modulo", bool(cache_wrap), f"None, got {cache_wrap}"),
+                ("users_per_table_row", users_per_table_row != 1, f"1, got {users_per_table_row}")]
+    for name, refused, what in refusals:
+        if refused:
+            raise ValueError(f"{name}: with sparse_indices, expected {what}")
