@@ -70,5 +70,8 @@ template <int = 0> constexpr uint32_t row_tiles() { return get_named_compile_tim
 template <int = 0> constexpr uint32_t values_from_keys() { return get_named_compile_time_arg_val("values_from_keys"); }
 // 1 when row tile r is user `user + r` (attention_protocol.hpp "Row-tile users").
 template <int = 0> constexpr uint32_t row_tile_users() { return get_named_compile_time_arg_val("row_tile_users"); }
+// Faces of a row tile holding live stage rows: 2 when every request's stage rows are rows 0..15 of
+// their row tile (the SFPU then runs on faces 0 and 1, VectorMode::R), else 4 (attention_compute_sfpu.hpp).
+template <int = 0> constexpr uint32_t live_row_faces() { return get_named_compile_time_arg_val("live_row_faces"); }
 
 }  // namespace flashdecode::args

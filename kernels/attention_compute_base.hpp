@@ -20,6 +20,7 @@
 #include "api/compute/tile_move_copy.h"
 #include "api/debug/kernel_profiler.hpp"
 #include "attention_args.hpp"
+#include "attention_compute_sfpu.hpp"
 #include "attention_protocol.hpp"
 
 using namespace flashdecode;
@@ -29,9 +30,6 @@ namespace {
 constexpr uint32_t kDimTiles = args::dim_tiles();
 constexpr uint32_t kBlockTiles = args::block_tiles();
 constexpr uint32_t kDstTiles = args::dst_tiles();
-// The compute config's math_approx_mode, as a named arg: tt-metal declares APPROX for the MATH and
-// PACK threads only, so a kernel that names it outside MATH(...) does not build for UNPACK.
-constexpr bool kExpApprox = args::exp_approx() != 0;
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 // The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
 // CONST pages per request it implies.
@@ -131,7 +129,7 @@ void per_dim_chunk(TileOp tile_op, Finish finish) {
 // DST tile `dst` = 0 (a finite tile times 0, on the SFPU).
 void zero_dst(uint32_t dst) {
     binop_with_scalar_tile_init();
-    mul_unary_tile(dst, 0u);
+    live_mul_scalar_tile(dst, 0u);
 }
 
 // DST tile `dst` = tile `a` of `cb_a` times tile `b` of `cb_b` (`b_is_column`: its column 0, across
@@ -152,7 +150,7 @@ void sfpu_product(uint32_t cb_a, uint32_t a, uint32_t cb_b, uint32_t b, bool b_i
         copy_tile(cb_b, b, scratch);
     }
     mul_binary_tile_init();
-    mul_binary_tile(dst, scratch, dst);
+    live_mul_tiles(dst, scratch, dst);
 }
 
 // Copies `count` pages of `cb` from page `first` into `out`'s reserved pages, chunked by DST size.

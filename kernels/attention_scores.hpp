@@ -45,11 +45,11 @@ constexpr uint32_t kSoftcapRecip = args::softcap_recip();
 bool cap_scores() {
     if constexpr (kSoftcap != 0) {
         binop_with_scalar_tile_init();
-        mul_unary_tile(0, kSoftcapRecip);
+        live_mul_scalar_tile(0, kSoftcapRecip);
         tanh_tile_init<false>();
-        tanh_tile<false>(0);
+        live_tanh_tile(0);
         binop_with_scalar_tile_init();
-        mul_unary_tile(0, kSoftcap);
+        live_mul_scalar_tile(0, kSoftcap);
         return true;
     }
     return false;

@@ -35,7 +35,7 @@ void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
         copy_init(m_old);
         copy_tile(m_old, 0, 1);
         binary_max_tile_init();
-        binary_max_tile(0, 1, 0);
+        live_max_tile(0, 1, 0);
     }
     pack_to(m_new, 1);
 }
@@ -51,7 +51,7 @@ void probabilities(uint32_t live, uint32_t m_new, uint32_t row = 0) {
     for (uint32_t t = 0; t < live; ++t) {
         tile_regs_acquire();
         sub_tiles_bcast_cols(kCbS, m_new, t, row, 0);
-        exp_tile<kExpApprox>(0);
+        live_exp_tile(0);
         tile_regs_commit();
         tile_regs_wait();
         pack_tile(0, kCbScratch);
@@ -89,7 +89,7 @@ void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true, uint32_
     exp_tile_init<kExpApprox>();
     tile_regs_acquire();
     sub_tiles(m_old, m_new, 0, row, 0);
-    exp_tile<kExpApprox>(0);
+    live_exp_tile(0);
     pack_correction();
     cb_pop_front(m_old, 1);
 }
@@ -121,12 +121,12 @@ void round_state_to_tf32(uint32_t count) {
         const uint32_t scratch = count;
         for (uint32_t i = 0; i < count; ++i) {
             add_binary_tile_init();
-            add_binary_tile(i, i, scratch);
+            live_add_tiles(i, i, scratch);
             binop_with_scalar_tile_init();
-            mul_unary_tile(scratch, kHalfSplitter);
+            live_mul_scalar_tile(scratch, kHalfSplitter);
             sub_binary_tile_init();
-            sub_binary_tile(scratch, i, i);
-            sub_binary_tile(scratch, i, i);
+            live_sub_tiles(scratch, i, i);
+            live_sub_tiles(scratch, i, i);
         }
     }
 }
@@ -249,7 +249,7 @@ void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
     copy_init(kCbConst);
     copy_tile(kCbConst, sink, 1);
     binary_max_tile_init();
-    binary_max_tile(0, 1, 0);
+    live_max_tile(0, 1, 0);
     pack_to(m_sink, 1);
     cb_wait_front(m_sink, row + 1);
     correction(m_final, m_sink, /*reconfigure=*/true, row);  // C = exp(M - M'); frees M
@@ -258,7 +258,7 @@ void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
     exp_tile_init<kExpApprox>();
     tile_regs_acquire();
     sub_tiles(kCbConst, m_sink, sink, row, 0);
-    exp_tile<kExpApprox>(0);
+    live_exp_tile(0);
     pack_to(kCbLsum, 1);
     update_sum();  // L = C * L + LSUM
     cb_wait_front(kCbO, kDimTiles);
@@ -293,9 +293,9 @@ void log_sum_exp(uint32_t m, bool idle) {
         copy_init(m);  // a statistics CB like L: same format
         copy_tile(m, 0, 1);
         log_tile_init();
-        log_tile(0);
+        live_log_tile(0);
         add_binary_tile_init();
-        add_binary_tile(0, 1, 0);
+        live_add_tiles(0, 1, 0);
         pack_to(kCbLse, 1);
     }
 }
@@ -315,7 +315,7 @@ void normalise_row(uint32_t m, bool idle) {
     if (idle) {
         zero_dst(0);
     } else {
-        recip_tile(0);
+        live_recip_tile(0);
     }
     pack_to(kCbLsum, 1);
     cb_pop_front(kCbL, 1);

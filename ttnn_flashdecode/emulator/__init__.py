@@ -372,6 +372,13 @@ class CoreStats:
     #: ``"zone/api"`` -> compute API calls (``cb_*`` excluded) made with that DeviceZoneScopedN as
     #: the innermost open zone
     zone_calls: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: SFPU API -> 16x16 faces it computed (4 a call in ``VectorMode::RC``, 2 in ``R`` or ``C``)
+    sfpu_faces: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def sfpu_face_ops(self) -> int:
+        """Faces the SFPU computed, over every SFPU API call."""
+        return sum(self.sfpu_faces.values())
 
     @property
     def noc_read_bytes(self) -> int:
@@ -394,6 +401,8 @@ class CoreStats:
             self.zones[k] = self.zones.get(k, 0) + v
         for k, v in o.zone_calls.items():
             self.zone_calls[k] = self.zone_calls.get(k, 0) + v
+        for k, v in o.sfpu_faces.items():
+            self.sfpu_faces[k] = self.sfpu_faces.get(k, 0) + v
 
 
 #: tt::DataFormat names by code (tt_metal tensix_types.h), for :attr:`CBConfig.data_format`.
@@ -760,7 +769,8 @@ class Emulator:
             if tuple(c["core"]) not in ran_on:  # it only holds an L1 buffer
                 continue
             cores[tuple(c["core"])] = CoreStats(c["dram_read"], c["dram_write"], c["l1_read"], c["l1_write"],
-                                                dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]))
+                                                dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]),
+                                                dict(c["sfpu_faces"]))
         program_hash = getattr(program, "custom_program_hash", None)
         return RunReport(cores=cores, wall_s=d["wall_s"], setup_s=setup, log=list(d["log"]),
                          program_hash=None if program_hash is None else int(program_hash), runtime_args_sha256=digest,

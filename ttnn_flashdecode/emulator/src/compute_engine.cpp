@@ -367,16 +367,20 @@ const char* dim_name(RDim d) {
     return "?";
 }
 
-// Faces an SFPU call touches (llk _llk_math_eltwise_sfpu_apply_vector_mode_).
+// Faces an SFPU call touches (llk _llk_math_eltwise_sfpu_apply_vector_mode_: RC all four, R faces 0
+// and 1 -- rows 0..15 --, C faces 0 and 2), counted per core and API (CoreStats.sfpu_faces).
 std::vector<uint32_t> sfpu_faces(const char* api, VecMode mode) {
+    std::vector<uint32_t> faces;
     switch (mode) {
-        case VecMode::RC: return {0, 1, 2, 3};
-        case VecMode::R: return {0, 1};
-        case VecMode::C: return {0, 2};
-        default: break;
+        case VecMode::RC: faces = {0, 1, 2, 3}; break;
+        case VecMode::R: faces = {0, 1}; break;
+        case VecMode::C: faces = {0, 2}; break;
+        default:
+            failf(api, "VectorMode " + std::to_string(static_cast<int>(mode)) +
+                           " is not supported by the emulator (RC, R and C are)");
     }
-    failf(api, "VectorMode " + std::to_string(static_cast<int>(mode)) +
-                   " is not supported by the emulator (RC, R and C are)");
+    count_sfpu_faces(api, static_cast<uint32_t>(faces.size()));
+    return faces;
 }
 
 inline float sfpu_store(float f) { return eng().fp32 ? f : sfpu_store_bf16(f); }
@@ -1181,7 +1185,7 @@ void tanh_tile_init(bool approx, bool is_fp32_dest_acc_en) {
     eng().sfpu = c;
 }
 
-void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
+void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode) {
     const char* api = "tanh_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1191,7 +1195,7 @@ void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
                  std::string("tanh_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()");
     check_idst(api, idst);
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+    for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
@@ -1211,7 +1215,7 @@ void binop_with_scalar_tile_init() {
 }
 
 // calculate_binop_with_scalar<.., MUL, ..>: one SFPMAD per datum, val * param in fp32 (one rounding).
-void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits) {
+void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits, VecMode mode) {
     const char* api = "mul_unary_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1219,7 +1223,7 @@ void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32
     check_idst(api, idst);
     Section& s = math_section(api);
     const float param = u2f(param_fp32_bits);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+    for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
@@ -1245,7 +1249,7 @@ void log_tile_init(bool approx, bool is_fp32_dest_acc_en) {
     eng().sfpu = c;
 }
 
-void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
+void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode) {
     const char* api = "log_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1254,7 +1258,7 @@ void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
                  std::string("log_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()");
     check_idst(api, idst);
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+    for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
@@ -1279,14 +1283,15 @@ void sfpu_binary_init(const char* api, SfpuKind kind) {
 // datum, then the store (a bf16 DST truncates; the wheel rounds to nearest even only for ADD / SUB /
 // RSUB with DstRoundingMode::NearestEven, not the default).
 template <typename Op>
-void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst0, uint32_t idst1, uint32_t odst, Op op) {
+void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode,
+                 Op op) {
     enter(api);
     require_sfpu(api, kind, true, init);
     check_idst(api, idst0, "idst0");
     check_idst(api, idst1, "idst1");
     check_idst(api, odst, "odst");
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+    for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
@@ -1299,23 +1304,23 @@ void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst
 
 void add_binary_tile_init() { sfpu_binary_init("add_binary_tile_init", SfpuKind::BinaryAdd); }
 
-void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
-    sfpu_binary("add_binary_tile", SfpuKind::BinaryAdd, "add_binary_tile_init()", idst0, idst1, odst,
+void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
+    sfpu_binary("add_binary_tile", SfpuKind::BinaryAdd, "add_binary_tile_init()", idst0, idst1, odst, mode,
                 [](float a, float b) { return a + b; });
 }
 
 void sub_binary_tile_init() { sfpu_binary_init("sub_binary_tile_init", SfpuKind::BinarySub); }
 
-void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
-    sfpu_binary("sub_binary_tile", SfpuKind::BinarySub, "sub_binary_tile_init()", idst0, idst1, odst,
+void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
+    sfpu_binary("sub_binary_tile", SfpuKind::BinarySub, "sub_binary_tile_init()", idst0, idst1, odst, mode,
                 [](float a, float b) { return a - b; });
 }
 
 void mul_binary_tile_init() { sfpu_binary_init("mul_binary_tile_init", SfpuKind::BinaryMul); }
 
-void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst) {
+void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
     check_dest_acc("mul_binary_tile", is_fp32_dest_acc_en);
-    sfpu_binary("mul_binary_tile", SfpuKind::BinaryMul, "mul_binary_tile_init()", idst0, idst1, odst,
+    sfpu_binary("mul_binary_tile", SfpuKind::BinaryMul, "mul_binary_tile_init()", idst0, idst1, odst, mode,
                 [](float a, float b) { return a * b; });
 }
 
