@@ -181,6 +181,7 @@ void attend(Params p) {
 
 void kernel_main() {
     compute_kernel_hw_startup(kCbQStage, kCbConst, kCbQs);
+    g_formats = {kCbQStage, kCbConst, kCbQs};  // SrcA, SrcB, packer
     // This core's work row, from the reader (UNPACK reads each word and shares it with MATH and PACK).
     cb_wait_front(kCbWork, 1);
     const uint32_t requests = served_requests(read_tile_value(kCbWork, 0, kRowRequestCount));

@@ -10,7 +10,7 @@ namespace {
 void scale_query() {
     cb_wait_front(kCbQStage, kQsPages);
     if constexpr (kRowScalingOnSfpu) {
-        pack_reconfig_data_format(kCbQs);
+        pack_format(kCbQs);
         for (uint32_t t = 0; t < kQsPages; ++t) {
             tile_regs_acquire();
             sfpu_product(kCbQStage, t, kCbConst, kConstPageScale, /*b_is_column=*/false);

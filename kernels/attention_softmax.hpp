@@ -31,7 +31,7 @@ void reduce_rows(uint32_t cb, uint32_t live, uint32_t out, uint32_t groups = 1) 
 void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
     reduce_rows<PoolType::MAX>(kCbS, live, m_new);
     if (!first) {
-        reconfig_data_format_srca(m_old);
+        srca_format(m_old);
         copy_init(m_old);
         copy_tile(m_old, 0, 1);
         binary_max_tile_init();
@@ -70,7 +70,7 @@ void pack_correction() {
     pack_to(kCbC, 1);
     if constexpr (!kRowScalingOnSfpu) {
         cb_wait_front(kCbC, 1);
-        reconfig_data_format_srcb(kCbC);
+        srcb_format(kCbC);
         unary_bcast_init<BroadcastType::COL>(kCbC);
         tile_regs_acquire();
         unary_bcast<BroadcastType::COL>(kCbC, 0, 0);
@@ -139,7 +139,7 @@ void update_sum() {
     formats(kCbC, kCbL, kCbL);
     tile_regs_acquire();
     times_correction(kCbL, 1);
-    reconfig_data_format_srcb(kCbLsum);
+    srcb_format(kCbLsum);
     add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum);
     add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum, 0, 0);
     round_state_to_tf32(1);
@@ -218,7 +218,7 @@ void rescale_output() {
         formats(kCbC, kCbO, kCbO);
         tile_regs_acquire();
         times_correction(kCbO, count);  // old O pages of this chunk are at the front
-        reconfig_data_format_srcb(kCbPv);
+        srcb_format(kCbPv);
         add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv);
         for (uint32_t i = 0; i < count; ++i) {
             add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv, d0 + i, i);
@@ -245,7 +245,7 @@ void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
     copy_init(m_final);
     tile_regs_acquire();
     copy_tile(m_final, 0, 0);
-    reconfig_data_format_srca(kCbConst);
+    srca_format(kCbConst);
     copy_init(kCbConst);
     copy_tile(kCbConst, sink, 1);
     binary_max_tile_init();
@@ -324,7 +324,7 @@ void normalise_row(uint32_t m, bool idle) {
     cb_wait_front(kCbO, kDimTiles);
     cb_reserve_back(kCbOut, kDimTiles);
     if constexpr (kRowScalingOnSfpu) {
-        pack_reconfig_data_format(kCbOut);
+        pack_format(kCbOut);
         for (uint32_t d = 0; d < kDimTiles; ++d) {
             tile_regs_acquire();
             sfpu_product(kCbO, d, kCbLsum, 0, /*b_is_column=*/true);

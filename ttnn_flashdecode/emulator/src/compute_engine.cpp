@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -367,6 +368,15 @@ const char* dim_name(RDim d) {
     return "?";
 }
 
+// `kind` + "/" + `name` as a string that lives as long as the process: count_work keys on the pointer.
+const char* work_key(const char* kind, const char* name) {
+    static std::mutex mu;
+    static std::map<std::string, std::string> keys;
+    std::string key = std::string(kind) + "/" + name;
+    std::lock_guard<std::mutex> lock(mu);
+    return keys.try_emplace(key, key).first->second.c_str();
+}
+
 // Faces an SFPU call touches (llk _llk_math_eltwise_sfpu_apply_vector_mode_: RC all four, R faces 0
 // and 1 -- rows 0..15 --, C faces 0 and 2), counted per core and API (CoreStats.sfpu_faces).
 std::vector<uint32_t> sfpu_faces(const char* api, VecMode mode) {
@@ -379,7 +389,7 @@ std::vector<uint32_t> sfpu_faces(const char* api, VecMode mode) {
             failf(api, "VectorMode " + std::to_string(static_cast<int>(mode)) +
                            " is not supported by the emulator (RC, R and C are)");
     }
-    count_sfpu_faces(api, static_cast<uint32_t>(faces.size()));
+    count_work(work_key("sfpu_faces", api), static_cast<uint32_t>(faces.size()));
     return faces;
 }
 
@@ -1364,35 +1374,37 @@ void pack_tile(bool out_of_order, bool is_fp32_dest_acc_en, uint32_t idst, uint3
 namespace {
 // The LLK reconfigures only when the formats differ: with an `old` operand, a call whose old and
 // new CBs share a format leaves the unit as it was (even if it was configured for another format).
-void reconfig_unit(const char* api, UnpackerFmt& unit, uint32_t old_cb, uint32_t new_cb) {
+// Each reconfiguration that reprograms a unit is counted (CoreStats.format_reconfigs) under `unit_key`.
+void reconfig_unit(const char* api, UnpackerFmt& unit, uint32_t old_cb, uint32_t new_cb, const char* unit_key) {
     if (old_cb != kNoCb) {
         std::optional<DataFormat> fo = cb_format_of(old_cb), fn = cb_format_of(new_cb);
         if (fo && fn && *fo == *fn) return;
     }
     unit.cb = new_cb;
     unit.by = api;
+    count_work(unit_key, 1);
 }
 
-void reconfig(const char* api, UnpackerFmt& unit, uint32_t old_cb, uint32_t new_cb) {
+void reconfig(const char* api, UnpackerFmt& unit, uint32_t old_cb, uint32_t new_cb, const char* unit_key) {
     enter(api);
-    reconfig_unit(api, unit, old_cb, new_cb);
+    reconfig_unit(api, unit, old_cb, new_cb, unit_key);
 }
 }  // namespace
 
 void reconfig_srca(const char* api, uint32_t old_cb, uint32_t new_cb) {
-    reconfig(api, eng().srca, old_cb, new_cb);
+    reconfig(api, eng().srca, old_cb, new_cb, "reconfig/srca");
 }
 void reconfig_srcb(const char* api, uint32_t old_cb, uint32_t new_cb) {
-    reconfig(api, eng().srcb, old_cb, new_cb);
+    reconfig(api, eng().srcb, old_cb, new_cb, "reconfig/srcb");
 }
 void pack_reconfig(const char* api, uint32_t old_cb, uint32_t new_cb) {
-    reconfig(api, eng().pack, old_cb, new_cb);
+    reconfig(api, eng().pack, old_cb, new_cb, "reconfig/pack");
 }
 
 void reconfig_both(const char* api, uint32_t a_old, uint32_t a_new, uint32_t b_old, uint32_t b_new) {
     enter(api);
-    reconfig_unit(api, eng().srca, a_old, a_new);
-    reconfig_unit(api, eng().srcb, b_old, b_new);
+    reconfig_unit(api, eng().srca, a_old, a_new, "reconfig/srca");
+    reconfig_unit(api, eng().srcb, b_old, b_new, "reconfig/srcb");
 }
 
 }  // namespace emu::compute
