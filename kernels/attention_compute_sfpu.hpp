@@ -8,9 +8,9 @@
 // reciprocated, ...): they are stage rows past stage_rows(), padding (attention_protocol.hpp "Request
 // kinds": row-local, never written out, may hold anything). Every step is row-local -- REDUCE_ROW,
 // the column broadcasts (row r takes row r's column 0), S = QS . K^T and O = P . V (row r of the
-// result from row r of QS / P), the elementwise ops and the combine's adds of partials -- and the
-// writer writes stage rows only (OUT, LSE, the split-K partials' rows land in padding rows of the
-// parent's state). So no dead row reaches a live row or an output element. They need not be finite:
+// result from row r of QS / P), the elementwise ops and the split-K combine (a child's partial
+// row r is added to its parent's row r) -- and the writer writes stage rows only (OUT, LSE). So no
+// dead row reaches a live row or an output element. They need not be finite:
 // a padding row of QSTAGE is never written by the reader (the emulator poisons it with NaN, so every
 // test already runs with NaN dead rows), and no FPU, SFPU or packer op traps on a NaN or an inf.
 #pragma once
