@@ -85,14 +85,16 @@ void attend_block(const Params& p, uint32_t block, uint32_t live, uint32_t row, 
     cb_wait_front(kCbK, kBlockPages);
     block_scores(p, block, live, row);
     DeviceZoneScopedN("fd-compute-softmax");
+    // In the order that keeps each unit's data format longest (the statistics CBs may be float32,
+    // S, P and K / V not): C from the maxima just packed, then P, P . V and L, which read P.
     running_max(live, first, m_old, m_new);
-    probabilities(live, m_new, row);
     if (!first) {
         correction(m_old, m_new, /*reconfigure=*/true, row);
     }
-    running_sum(live, first);
+    probabilities(live, m_new, row);
     const uint32_t out = first ? kCbO : kCbPv;
     block_values(live, row, [out](uint32_t count) { pack_to(out, count); });
+    running_sum(live, first);
     cb_pop_front(kCbScratch, kBlockTiles);
     if (!first) {
         rescale_output();

@@ -82,6 +82,7 @@ void pack_correction() {
 // C = exp(M_OLD - M_NEW), M_NEW page `row` (as probabilities); frees M_OLD's front page. `reconfigure`:
 // false when the unpackers and packer are already set for statistics CBs (the combine passes).
 void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true, uint32_t row = 0) {
+    cb_wait_front(m_new, row + 1);
     if (reconfigure) {
         formats(m_old, m_new, kCbC);
     }

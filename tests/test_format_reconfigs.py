@@ -37,10 +37,10 @@ RECONFIG_APIS = ("reconfig_data_format", "reconfig_data_format_srca", "reconfig_
                  "pack_reconfig_data_format")
 CONFIGS = {"HiFi4 fp32 DST": ComputeOptions(), "HiFi2 fp32 DST": ComputeOptions(math_fidelity=ttnn.MathFidelity.HiFi2),
            "HiFi4 bf16 DST": ComputeOptions(fp32_dest_acc_en=False)}
-# Unit reprogrammings a block with float32 statistics: SrcA, SrcB and the packer each follow the
-# format of the block's steps (scores bfloat16, max float32, probabilities bfloat16, correction
-# float32, sums bfloat16 data into float32, P . V, the rescale).
-FP32_STATS_REPROGRAMMED = {"srca": 8, "srcb": 6, "pack": 4}
+# Unit reprogrammings a block with float32 statistics: each unit goes from a bfloat16 CB to a float32
+# one twice (attend_block's order: S = QS . K^T, the max, C, P, P . V, L, the rescale; SrcA K / S,
+# M, S / V / the scaler, C; SrcB QS / the scaler, M, P, L / O; the packer S, M / C, P, the state).
+FP32_STATS_REPROGRAMMED = {"srca": 4, "srcb": 4, "pack": 4}
 
 
 def _bf16(x):
@@ -61,7 +61,7 @@ def _run(blocks: int, compute):
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_reconfigs_per_block_only_where_formats_change(config, record_property):
     """Per block: no unit reprogrammed when every CB is bfloat16; with float32 statistics only
-    where a step's format differs from the last step's; fewer calls and reprogrammings than before."""
+    where a step's format differs from the last step's; no more calls than before, fewer reprogrammings."""
     calls_2, units_2 = _run(2, CONFIGS[config])
     calls_4, units_4 = _run(4, CONFIGS[config])
     calls = (calls_4 - calls_2) / 2
@@ -73,4 +73,4 @@ def test_reconfigs_per_block_only_where_formats_change(config, record_property):
         assert reprogrammed == 0
     else:
         assert per_unit == FP32_STATS_REPROGRAMMED
-    assert calls < BEFORE_CALLS[config] and reprogrammed < BEFORE_REPROGRAMMED[config]
+    assert calls <= BEFORE_CALLS[config] and reprogrammed < BEFORE_REPROGRAMMED[config]
