@@ -30,8 +30,8 @@ namespace {
 // The compute config's math_approx_mode, as a named arg: tt-metal declares APPROX for the MATH and
 // PACK threads only, so a kernel that names it outside MATH(...) does not build for UNPACK.
 constexpr bool kExpApprox = flashdecode::args::exp_approx() != 0;
-// Faces of a row tile that hold live stage rows: 2 (rows 0..15) or 4 (op/program_factory.py
-// live_row_faces chooses it from the request layout).
+// Faces of a row tile that hold live stage rows: 2 (rows 0..15) or 4 (op/shape.py
+// DecodeShape.live_row_faces chooses it from the request layout).
 constexpr uint32_t kLiveRowFaces = flashdecode::args::live_row_faces();
 static_assert(kLiveRowFaces == 2 || kLiveRowFaces == 4, "live_row_faces: 2 (rows 0..15) or 4");
 constexpr VectorMode kLiveFaces = kLiveRowFaces == 2 ? VectorMode::R : VectorMode::RC;

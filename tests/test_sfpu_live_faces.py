@@ -25,9 +25,9 @@ import ttnn
 
 from bars import assert_close, run_quiet
 from ttnn_flashdecode import attention, last_report
-from ttnn_flashdecode.op import plan as plans, program_factory
+from ttnn_flashdecode.op import plan as plans
 from ttnn_flashdecode.op.reference import attention_reference
-from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 
 HIFI2 = ComputeOptions(math_fidelity=ttnn.MathFidelity.HiFi2)
 BF16_DST = ComputeOptions(fp32_dest_acc_en=False)
@@ -55,7 +55,7 @@ def _forced_all_faces(monkeypatch):
     """Plans run every SFPU call on all four faces (live_row_faces 4), as before this change."""
     plans.program_for.cache_clear()
     with monkeypatch.context() as m:
-        m.setattr(program_factory.Plan, "live_row_faces", property(lambda self: 4))
+        m.setattr(DecodeShape, "live_row_faces", property(lambda self: 4))
         yield
     plans.program_for.cache_clear()
 
@@ -64,7 +64,7 @@ def _run(*args, **kwargs):
     """Output(s) of one emulated call and its totals (CoreStats) and live_row_faces."""
     out = run_quiet(attention, *args, **kwargs)
     report = last_report()
-    return out, report.totals, report.plan.live_row_faces
+    return out, report.totals, report.plan.shape.live_row_faces
 
 
 def _as_arrays(out):

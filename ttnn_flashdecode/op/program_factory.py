@@ -66,8 +66,6 @@ MAX_RUNTIME_ARGS = 341
 MAX_REQUESTS_PER_CORE = protocol.MAX_REQUESTS_PER_CORE
 """Most requests one core runs (its work row's bound; ``kMaxRequestsPerCore``)."""
 
-_FACE_ROWS = 16  # rows of a tile's faces 0 and 1, which the SFPU's VectorMode::R computes
-
 KERNEL_FILES = {"reader": "attention_reader.cpp", "compute": "attention_compute.cpp", "writer": "attention_writer.cpp"}
 """Kernel sources under :func:`ttnn_flashdecode.op.paths.kernel_dir`; names appear in profiler reports."""
 
@@ -189,18 +187,7 @@ class Plan:
                 ("work_row_bytes", r.work_row_bytes), ("grid_x", self.grid_x), *self.cache_layout_args,
                 *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
-                ("row_tile_users", int(r.row_tile_users)), ("live_row_faces", self.live_row_faces)]
-
-    @property
-    def live_row_faces(self) -> int:
-        """Faces of a Q row tile holding live stage rows (``live_row_faces``): 2 when every request's
-        stage rows (``attention_protocol.hpp`` "Request kinds": a decode group's ``q_rows`` heads, a
-        chunk's C rows, ROWS' ``q_rows * rows``) are rows 0..15 of each of its row tiles, so the
-        compute kernel's SFPU runs on faces 0 and 1 only (``VectorMode::R``); else 4. Row tiles
-        of a wide group and row-tile users' are 32 stage rows each."""
-        shape = self.shape
-        stage_rows = shape.request_q_rows * (shape.rows if shape.kind == "rows" else 1)
-        return 2 if stage_rows <= _FACE_ROWS else 4
+                ("row_tile_users", int(r.row_tile_users)), ("live_row_faces", self.shape.live_row_faces)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
