@@ -80,5 +80,8 @@ template <int = 0> constexpr uint32_t append_kv_heads() { return get_named_compi
 template <int = 0> constexpr uint32_t append_batch() { return get_named_compile_time_arg_val("append_batch"); }
 // Entries per sparse index list, 0 for a dense call (attention_protocol.hpp "Sparse decode").
 template <int = 0> constexpr uint32_t sparse_k() { return get_named_compile_time_arg_val("sparse_k"); }
+// Faces of a row tile holding live stage rows: 2 when every request's stage rows are rows 0..15 of
+// their row tile (the SFPU then runs on faces 0 and 1, VectorMode::R), else 4 (attention_compute_sfpu.hpp).
+template <int = 0> constexpr uint32_t live_row_faces() { return get_named_compile_time_arg_val("live_row_faces"); }
 
 }  // namespace flashdecode::args

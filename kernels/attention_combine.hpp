@@ -41,7 +41,7 @@ void share_max(uint32_t children, uint32_t m_own, bool root, uint32_t m_request)
     for (uint32_t j = 0; j < children; ++j) {
         cb_wait_front(kCbMaxInbox, j + 1);
         copy_tile(kCbMaxInbox, j, 1);
-        binary_max_tile(0, 1, 0);
+        live_max_tile(0, 1, 0);
     }
     tile_regs_commit();
     tile_regs_wait();

@@ -17,7 +17,7 @@
 // Compile-time args: named only, those attention_compute_base.hpp reads (attention_args.hpp says what
 // each means): dim_tiles, block_tiles, dst_tiles, exp_approx, row_scaling_on_sfpu, row_sum_groups,
 // window, attention_chunk, sink, mask_users, softcap, softcap_recip, inbox_slots, lse, row_tiles,
-// values_from_keys, row_tile_users. No positional args. Runtime args: none.
+// values_from_keys, row_tile_users, live_row_faces. No positional args. Runtime args: none.
 // CBs in (from the reader): WORK 1 page once (this core's work row: the request count, then 16
 // parameter-block words per request), POSITIONS 1 page once (an int32 per user: each request's kv_positions,
 // attention_protocol.hpp kv_positions_at), then per request QSTAGE R*dim_tiles, CONST 4 (const_pages), K and V
@@ -85,14 +85,16 @@ void attend_block(const Params& p, uint32_t block, uint32_t live, uint32_t row, 
     cb_wait_front(kCbK, kBlockPages);
     block_scores(p, block, live, row);
     DeviceZoneScopedN("fd-compute-softmax");
+    // In the order that keeps each unit's data format longest (the statistics CBs may be float32,
+    // S, P and K / V not): C from the maxima just packed, then P, P . V and L, which read P.
     running_max(live, first, m_old, m_new);
-    probabilities(live, m_new, row);
     if (!first) {
         correction(m_old, m_new, /*reconfigure=*/true, row);
     }
-    running_sum(live, first);
+    probabilities(live, m_new, row);
     const uint32_t out = first ? kCbO : kCbPv;
     block_values(live, row, [out](uint32_t count) { pack_to(out, count); });
+    running_sum(live, first);
     cb_pop_front(kCbScratch, kBlockTiles);
     if (!first) {
         rescale_output();
@@ -181,6 +183,7 @@ void attend(Params p) {
 
 void kernel_main() {
     compute_kernel_hw_startup(kCbQStage, kCbConst, kCbQs);
+    g_formats = {kCbQStage, kCbConst, kCbQs};  // SrcA, SrcB, packer
     // This core's work row, from the reader (UNPACK reads each word and shares it with MATH and PACK).
     cb_wait_front(kCbWork, 1);
     const uint32_t requests = served_requests(read_tile_value(kCbWork, 0, kRowRequestCount));

@@ -20,6 +20,7 @@
 #include "api/compute/tile_move_copy.h"
 #include "api/debug/kernel_profiler.hpp"
 #include "attention_args.hpp"
+#include "attention_compute_sfpu.hpp"
 #include "attention_protocol.hpp"
 
 using namespace flashdecode;
@@ -29,9 +30,6 @@ namespace {
 constexpr uint32_t kDimTiles = args::dim_tiles();
 constexpr uint32_t kBlockTiles = args::block_tiles();
 constexpr uint32_t kDstTiles = args::dst_tiles();
-// The compute config's math_approx_mode, as a named arg: tt-metal declares APPROX for the MATH and
-// PACK threads only, so a kernel that names it outside MATH(...) does not build for UNPACK.
-constexpr bool kExpApprox = args::exp_approx() != 0;
 constexpr uint32_t kBlockPages = kBlockTiles * kDimTiles;
 // The sliding window in positions, 0 for none (attention_protocol.hpp "Sliding window"), and the
 // CONST pages per request it implies.
@@ -85,13 +83,52 @@ static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
 static_assert(kRowSumGroups >= 1 && kRowSumGroups <= kDstTiles, "row sums: one DST tile per group");
 static_assert(kRowTiles == 1 || kMaskUsers == 0, "an attention mask's rows are one row tile's: one row tile per request");
 
+// The CB each unit's data format was last set for (compute_kernel_hw_startup's first: kernel_main
+// sets it). Every TRISC runs the same control flow, so each thread's copy names the same CBs. One
+// copy per core: the emulator runs every core's kernel in one process, a thread per core.
+struct ConfiguredFormats {
+    uint32_t srca, srcb, pack;
+};
+#ifdef EMU_ALL_TRISC_THREADS
+thread_local ConfiguredFormats g_formats;
+#else
+ConfiguredFormats g_formats;
+#endif
+
+// Points the SrcA / SrcB unpackers at the formats of `srca` / `srcb`. A unit already set for that CB
+// takes no call; the others take the LLK's conditional reconfig (old CB, new CB), which reprograms
+// a unit only when the two CBs' formats differ -- a statistics CB after another, or a data CB after
+// another, costs a compare, not a reprogramming (issue 35: ~12 reconfig sites a step in ttnn's op).
+void unpack_formats(uint32_t srca, uint32_t srcb) {
+    const bool new_a = srca != g_formats.srca, new_b = srcb != g_formats.srcb;
+    if (new_a && new_b) {
+        reconfig_data_format(g_formats.srca, srca, g_formats.srcb, srcb);
+    } else if (new_a) {
+        reconfig_data_format_srca(g_formats.srca, srca);
+    } else if (new_b) {
+        reconfig_data_format_srcb(g_formats.srcb, srcb);
+    }
+    g_formats.srca = srca;
+    g_formats.srcb = srcb;
+}
+void srca_format(uint32_t cb) { unpack_formats(cb, g_formats.srcb); }
+void srcb_format(uint32_t cb) { unpack_formats(g_formats.srca, cb); }
+
+// Points the packer at `out`'s format, as unpack_formats.
+void pack_format(uint32_t out) {
+    if (out != g_formats.pack) {
+        pack_reconfig_data_format(g_formats.pack, out);
+        g_formats.pack = out;
+    }
+}
+
 // Points the SrcA / SrcB unpackers at the formats of `srca` / `srcb` and the packer at `out`'s,
-// before a step whose CBs differ in format (statistics CBs may be float32, data CBs bfloat16).
+// before a step whose CBs may differ in format (statistics CBs may be float32, data CBs bfloat16).
 // Which operand feeds which source register: binary and broadcast ops icb0 -> SrcA; matmul
 // in0 -> SrcB, in1 -> SrcA; REDUCE_ROW MAX data -> SrcA, SUM data -> SrcB; copy -> SrcA.
 void formats(uint32_t srca, uint32_t srcb, uint32_t out) {
-    reconfig_data_format(srca, srcb);
-    pack_reconfig_data_format(out);
+    unpack_formats(srca, srcb);
+    pack_format(out);
 }
 
 // Hands DST tiles [0, count) to the packer and packs them in order into `cb`'s reserved pages.
@@ -131,7 +168,7 @@ void per_dim_chunk(TileOp tile_op, Finish finish) {
 // DST tile `dst` = 0 (a finite tile times 0, on the SFPU).
 void zero_dst(uint32_t dst) {
     binop_with_scalar_tile_init();
-    mul_unary_tile(dst, 0u);
+    live_mul_scalar_tile(dst, 0u);
 }
 
 // DST tile `dst` = tile `a` of `cb_a` times tile `b` of `cb_b` (`b_is_column`: its column 0, across
@@ -139,20 +176,20 @@ void zero_dst(uint32_t dst) {
 // the second factor. Both are copies into DST, no FPU multiply. DST is acquired by the caller.
 void sfpu_product(uint32_t cb_a, uint32_t a, uint32_t cb_b, uint32_t b, bool b_is_column, uint32_t dst = 0,
                   uint32_t scratch = 1) {
-    reconfig_data_format_srca(cb_a);
+    srca_format(cb_a);
     copy_init(cb_a);
     copy_tile(cb_a, a, dst);
     if (b_is_column) {
-        reconfig_data_format_srcb(cb_b);
+        srcb_format(cb_b);
         unary_bcast_init<BroadcastType::COL>(cb_b);
         unary_bcast<BroadcastType::COL>(cb_b, b, scratch);
     } else {
-        reconfig_data_format_srca(cb_b);
+        srca_format(cb_b);
         copy_init(cb_b);
         copy_tile(cb_b, b, scratch);
     }
     mul_binary_tile_init();
-    mul_binary_tile(dst, scratch, dst);
+    live_mul_tiles(dst, scratch, dst);
 }
 
 // Copies `count` pages of `cb` from page `first` into `out`'s reserved pages, chunked by DST size.

@@ -10,7 +10,7 @@ namespace {
 void scale_query() {
     cb_wait_front(kCbQStage, kQsPages);
     if constexpr (kRowScalingOnSfpu) {
-        pack_reconfig_data_format(kCbQs);
+        pack_format(kCbQs);
         for (uint32_t t = 0; t < kQsPages; ++t) {
             tile_regs_acquire();
             sfpu_product(kCbQStage, t, kCbConst, kConstPageScale, /*b_is_column=*/false);
@@ -45,11 +45,11 @@ constexpr uint32_t kSoftcapRecip = args::softcap_recip();
 bool cap_scores() {
     if constexpr (kSoftcap != 0) {
         binop_with_scalar_tile_init();
-        mul_unary_tile(0, kSoftcapRecip);
+        live_mul_scalar_tile(0, kSoftcapRecip);
         tanh_tile_init<false>();
-        tanh_tile<false>(0);
+        live_tanh_tile(0);
         binop_with_scalar_tile_init();
-        mul_unary_tile(0, kSoftcap);
+        live_mul_scalar_tile(0, kSoftcap);
         return true;
     }
     return false;
@@ -109,12 +109,12 @@ bool round_scores_to_tf32() {
     if constexpr (kAccurateScores) {
         constexpr uint32_t kHalfSplitter = 0x45800400;  // 4096.5f
         add_binary_tile_init();
-        add_binary_tile(0, 0, 1);
+        live_add_tiles(0, 0, 1);
         binop_with_scalar_tile_init();
-        mul_unary_tile(1, kHalfSplitter);
+        live_mul_scalar_tile(1, kHalfSplitter);
         sub_binary_tile_init();
-        sub_binary_tile(1, 0, 0);
-        sub_binary_tile(1, 0, 0);
+        live_sub_tiles(1, 0, 0);
+        live_sub_tiles(1, 0, 0);
         return true;
     }
     return false;

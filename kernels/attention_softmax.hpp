@@ -31,11 +31,11 @@ void reduce_rows(uint32_t cb, uint32_t live, uint32_t out, uint32_t groups = 1) 
 void running_max(uint32_t live, bool first, uint32_t m_old, uint32_t m_new) {
     reduce_rows<PoolType::MAX>(kCbS, live, m_new);
     if (!first) {
-        reconfig_data_format_srca(m_old);
+        srca_format(m_old);
         copy_init(m_old);
         copy_tile(m_old, 0, 1);
         binary_max_tile_init();
-        binary_max_tile(0, 1, 0);
+        live_max_tile(0, 1, 0);
     }
     pack_to(m_new, 1);
 }
@@ -51,7 +51,7 @@ void probabilities(uint32_t live, uint32_t m_new, uint32_t row = 0) {
     for (uint32_t t = 0; t < live; ++t) {
         tile_regs_acquire();
         sub_tiles_bcast_cols(kCbS, m_new, t, row, 0);
-        exp_tile<kExpApprox>(0);
+        live_exp_tile(0);
         tile_regs_commit();
         tile_regs_wait();
         pack_tile(0, kCbScratch);
@@ -70,7 +70,7 @@ void pack_correction() {
     pack_to(kCbC, 1);
     if constexpr (!kRowScalingOnSfpu) {
         cb_wait_front(kCbC, 1);
-        reconfig_data_format_srcb(kCbC);
+        srcb_format(kCbC);
         unary_bcast_init<BroadcastType::COL>(kCbC);
         tile_regs_acquire();
         unary_bcast<BroadcastType::COL>(kCbC, 0, 0);
@@ -82,6 +82,7 @@ void pack_correction() {
 // C = exp(M_OLD - M_NEW), M_NEW page `row` (as probabilities); frees M_OLD's front page. `reconfigure`:
 // false when the unpackers and packer are already set for statistics CBs (the combine passes).
 void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true, uint32_t row = 0) {
+    cb_wait_front(m_new, row + 1);
     if (reconfigure) {
         formats(m_old, m_new, kCbC);
     }
@@ -89,7 +90,7 @@ void correction(uint32_t m_old, uint32_t m_new, bool reconfigure = true, uint32_
     exp_tile_init<kExpApprox>();
     tile_regs_acquire();
     sub_tiles(m_old, m_new, 0, row, 0);
-    exp_tile<kExpApprox>(0);
+    live_exp_tile(0);
     pack_correction();
     cb_pop_front(m_old, 1);
 }
@@ -121,12 +122,12 @@ void round_state_to_tf32(uint32_t count) {
         const uint32_t scratch = count;
         for (uint32_t i = 0; i < count; ++i) {
             add_binary_tile_init();
-            add_binary_tile(i, i, scratch);
+            live_add_tiles(i, i, scratch);
             binop_with_scalar_tile_init();
-            mul_unary_tile(scratch, kHalfSplitter);
+            live_mul_scalar_tile(scratch, kHalfSplitter);
             sub_binary_tile_init();
-            sub_binary_tile(scratch, i, i);
-            sub_binary_tile(scratch, i, i);
+            live_sub_tiles(scratch, i, i);
+            live_sub_tiles(scratch, i, i);
         }
     }
 }
@@ -139,7 +140,7 @@ void update_sum() {
     formats(kCbC, kCbL, kCbL);
     tile_regs_acquire();
     times_correction(kCbL, 1);
-    reconfig_data_format_srcb(kCbLsum);
+    srcb_format(kCbLsum);
     add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum);
     add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbLsum, 0, 0);
     round_state_to_tf32(1);
@@ -218,7 +219,7 @@ void rescale_output() {
         formats(kCbC, kCbO, kCbO);
         tile_regs_acquire();
         times_correction(kCbO, count);  // old O pages of this chunk are at the front
-        reconfig_data_format_srcb(kCbPv);
+        srcb_format(kCbPv);
         add_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv);
         for (uint32_t i = 0; i < count; ++i) {
             add_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(kCbPv, d0 + i, i);
@@ -245,11 +246,11 @@ void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
     copy_init(m_final);
     tile_regs_acquire();
     copy_tile(m_final, 0, 0);
-    reconfig_data_format_srca(kCbConst);
+    srca_format(kCbConst);
     copy_init(kCbConst);
     copy_tile(kCbConst, sink, 1);
     binary_max_tile_init();
-    binary_max_tile(0, 1, 0);
+    live_max_tile(0, 1, 0);
     pack_to(m_sink, 1);
     cb_wait_front(m_sink, row + 1);
     correction(m_final, m_sink, /*reconfigure=*/true, row);  // C = exp(M - M'); frees M
@@ -258,7 +259,7 @@ void fold_sink(uint32_t m_final, uint32_t m_sink, uint32_t row) {
     exp_tile_init<kExpApprox>();
     tile_regs_acquire();
     sub_tiles(kCbConst, m_sink, sink, row, 0);
-    exp_tile<kExpApprox>(0);
+    live_exp_tile(0);
     pack_to(kCbLsum, 1);
     update_sum();  // L = C * L + LSUM
     cb_wait_front(kCbO, kDimTiles);
@@ -293,9 +294,9 @@ void log_sum_exp(uint32_t m, bool idle) {
         copy_init(m);  // a statistics CB like L: same format
         copy_tile(m, 0, 1);
         log_tile_init();
-        log_tile(0);
+        live_log_tile(0);
         add_binary_tile_init();
-        add_binary_tile(0, 1, 0);
+        live_add_tiles(0, 1, 0);
         pack_to(kCbLse, 1);
     }
 }
@@ -315,7 +316,7 @@ void normalise_row(uint32_t m, bool idle) {
     if (idle) {
         zero_dst(0);
     } else {
-        recip_tile(0);
+        live_recip_tile(0);
     }
     pack_to(kCbLsum, 1);
     cb_pop_front(kCbL, 1);
@@ -324,7 +325,7 @@ void normalise_row(uint32_t m, bool idle) {
     cb_wait_front(kCbO, kDimTiles);
     cb_reserve_back(kCbOut, kDimTiles);
     if constexpr (kRowScalingOnSfpu) {
-        pack_reconfig_data_format(kCbOut);
+        pack_format(kCbOut);
         for (uint32_t d = 0; d < kDimTiles; ++d) {
             tile_regs_acquire();
             sfpu_product(kCbO, d, kCbLsum, 0, /*b_is_column=*/true);

@@ -485,6 +485,34 @@ int main() {
              }
              require(rounded_away > 100, "tf32 split: never rounds up (truncation, not rounding)");
          }},
+        {"sfpu_row_vector_mode_through_the_llk_calls",
+         [] {
+             // VectorMode::R through the LLK's SFPU call layer (SFPU_UNARY_CALL / SFPU_BINARY_CALL, which
+             // the compute kernel uses for the ops whose API fixes RC): faces 0 and 1 (rows 0..15) are
+             // computed, faces 2 and 3 keep what DST held.
+             setup();
+             Tile x = rand_tile(-3, 3);
+             push(0, x, DataFormat::Float16_b);
+             compute_kernel_hw_startup(0, 1, 16);
+             cb_wait_front(0, 1);
+             tile_regs_acquire();
+             copy_init(0);
+             copy_tile(0, 0, 0);
+             copy_tile(0, 0, 1);
+             binop_with_scalar_tile_init();
+             SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_binop_with_scalar,
+                             (APPROX, MUL_UNARY, 8, DST_ACCUM_MODE), 0, VectorMode::R, 0x40000000u);  // 2x
+             add_binary_tile_init();
+             SFPU_BINARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_sfpu_binary,
+                              (APPROX, ckernel::BinaryOp::ADD, 8, DST_ACCUM_MODE), 0, 1, 0, VectorMode::R);  // + x
+             Tile got = commit_pack();
+             Tile want(1024), mag(1024);
+             for (int i = 0; i < 1024; ++i) {
+                 want[i] = i / 32 < 16 ? 3 * static_cast<float>(x[i]) : static_cast<float>(x[i]);
+                 mag[i] = std::fabs(want[i]);
+             }
+             close(got, want, mag, FP32 ? 0.0 : BF16_ULP, "VectorMode::R: rows 0..15 3x, rows 16..31 x");
+         }},
         {"fp32_cb_unpacks_truncated",
          [] {
              setup();

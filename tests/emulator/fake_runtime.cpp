@@ -71,6 +71,7 @@ const ComputeConfig& compute_config() {
     return fake::config;
 }
 void count_call(const char* api_name) { fake::counts[api_name]++; }
+void count_work(const char*, uint32_t) {}  // the engine's work counters: the unit cases do not read them
 void cb_reserve_back(uint32_t cb, uint32_t n) {
     auto& c = fake::get(cb);
     if (c.pages - (c.received - c.acked) < n) fail("cb_reserve_back would block forever (single-threaded fake)");

@@ -372,6 +372,26 @@ class CoreStats:
     #: ``"zone/api"`` -> compute API calls (``cb_*`` excluded) made with that DeviceZoneScopedN as
     #: the innermost open zone
     zone_calls: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: engine work by kind: ``"sfpu_faces/<api>"`` 16x16 faces an SFPU API computed (4 a call in
+    #: ``VectorMode::RC``, 2 in ``R``); ``"reconfig/<unit>"`` (``srca``, ``srcb``, ``pack``) data-format
+    #: reconfigurations that reprogram the unit (a call without an old operand, or whose old and new
+    #: formats differ; the LLK skips the rest)
+    work: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def sfpu_faces(self) -> dict[str, int]:
+        """SFPU API -> faces it computed."""
+        return {k.split("/", 1)[1]: v for k, v in self.work.items() if k.startswith("sfpu_faces/")}
+
+    @property
+    def sfpu_face_ops(self) -> int:
+        """Faces the SFPU computed, over every SFPU API call."""
+        return sum(self.sfpu_faces.values())
+
+    @property
+    def format_reconfigs(self) -> dict[str, int]:
+        """Unit (``srca``, ``srcb``, ``pack``) -> data-format reconfigurations that reprogrammed it."""
+        return {k.split("/", 1)[1]: v for k, v in self.work.items() if k.startswith("reconfig/")}
 
     @property
     def noc_read_bytes(self) -> int:
@@ -394,6 +414,8 @@ class CoreStats:
             self.zones[k] = self.zones.get(k, 0) + v
         for k, v in o.zone_calls.items():
             self.zone_calls[k] = self.zone_calls.get(k, 0) + v
+        for k, v in o.work.items():
+            self.work[k] = self.work.get(k, 0) + v
 
 
 #: tt::DataFormat names by code (tt_metal tensix_types.h), for :attr:`CBConfig.data_format`.
@@ -760,7 +782,8 @@ class Emulator:
             if tuple(c["core"]) not in ran_on:  # it only holds an L1 buffer
                 continue
             cores[tuple(c["core"])] = CoreStats(c["dram_read"], c["dram_write"], c["l1_read"], c["l1_write"],
-                                                dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]))
+                                                dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]),
+                                                dict(c["work"]))
         program_hash = getattr(program, "custom_program_hash", None)
         return RunReport(cores=cores, wall_s=d["wall_s"], setup_s=setup, log=list(d["log"]),
                          program_hash=None if program_hash is None else int(program_hash), runtime_args_sha256=digest,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -367,16 +368,29 @@ const char* dim_name(RDim d) {
     return "?";
 }
 
-// Faces an SFPU call touches (llk _llk_math_eltwise_sfpu_apply_vector_mode_).
+// `kind` + "/" + `name` as a string that lives as long as the process: count_work keys on the pointer.
+const char* work_key(const char* kind, const char* name) {
+    static std::mutex mu;
+    static std::map<std::string, std::string> keys;
+    std::string key = std::string(kind) + "/" + name;
+    std::lock_guard<std::mutex> lock(mu);
+    return keys.try_emplace(key, key).first->second.c_str();
+}
+
+// Faces an SFPU call touches (llk _llk_math_eltwise_sfpu_apply_vector_mode_: RC all four, R faces 0
+// and 1 -- rows 0..15 --, C faces 0 and 2), counted per core and API (CoreStats.sfpu_faces).
 std::vector<uint32_t> sfpu_faces(const char* api, VecMode mode) {
+    std::vector<uint32_t> faces;
     switch (mode) {
-        case VecMode::RC: return {0, 1, 2, 3};
-        case VecMode::R: return {0, 1};
-        case VecMode::C: return {0, 2};
-        default: break;
+        case VecMode::RC: faces = {0, 1, 2, 3}; break;
+        case VecMode::R: faces = {0, 1}; break;
+        case VecMode::C: faces = {0, 2}; break;
+        default:
+            failf(api, "VectorMode " + std::to_string(static_cast<int>(mode)) +
+                           " is not supported by the emulator (RC, R and C are)");
     }
-    failf(api, "VectorMode " + std::to_string(static_cast<int>(mode)) +
-                   " is not supported by the emulator (RC, R and C are)");
+    count_work(work_key("sfpu_faces", api), static_cast<uint32_t>(faces.size()));
+    return faces;
 }
 
 inline float sfpu_store(float f) { return eng().fp32 ? f : sfpu_store_bf16(f); }
@@ -1181,7 +1195,7 @@ void tanh_tile_init(bool approx, bool is_fp32_dest_acc_en) {
     eng().sfpu = c;
 }
 
-void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
+void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode) {
     const char* api = "tanh_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1191,7 +1205,7 @@ void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
                  std::string("tanh_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()");
     check_idst(api, idst);
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+    for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
@@ -1211,7 +1225,7 @@ void binop_with_scalar_tile_init() {
 }
 
 // calculate_binop_with_scalar<.., MUL, ..>: one SFPMAD per datum, val * param in fp32 (one rounding).
-void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits) {
+void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits, VecMode mode) {
     const char* api = "mul_unary_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1219,7 +1233,7 @@ void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32
     check_idst(api, idst);
     Section& s = math_section(api);
     const float param = u2f(param_fp32_bits);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+    for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
@@ -1245,7 +1259,7 @@ void log_tile_init(bool approx, bool is_fp32_dest_acc_en) {
     eng().sfpu = c;
 }
 
-void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
+void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode) {
     const char* api = "log_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1254,7 +1268,7 @@ void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst) {
                  std::string("log_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()");
     check_idst(api, idst);
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+    for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
@@ -1279,14 +1293,15 @@ void sfpu_binary_init(const char* api, SfpuKind kind) {
 // datum, then the store (a bf16 DST truncates; the wheel rounds to nearest even only for ADD / SUB /
 // RSUB with DstRoundingMode::NearestEven, not the default).
 template <typename Op>
-void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst0, uint32_t idst1, uint32_t odst, Op op) {
+void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode,
+                 Op op) {
     enter(api);
     require_sfpu(api, kind, true, init);
     check_idst(api, idst0, "idst0");
     check_idst(api, idst1, "idst1");
     check_idst(api, odst, "odst");
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, VecMode::RC)) {
+    for (uint32_t face : sfpu_faces(api, mode)) {
         for (uint32_t k = 0; k < kFaceElems; ++k) {
             uint32_t i = face * kFaceElems + k;
             float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
@@ -1299,23 +1314,23 @@ void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst
 
 void add_binary_tile_init() { sfpu_binary_init("add_binary_tile_init", SfpuKind::BinaryAdd); }
 
-void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
-    sfpu_binary("add_binary_tile", SfpuKind::BinaryAdd, "add_binary_tile_init()", idst0, idst1, odst,
+void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
+    sfpu_binary("add_binary_tile", SfpuKind::BinaryAdd, "add_binary_tile_init()", idst0, idst1, odst, mode,
                 [](float a, float b) { return a + b; });
 }
 
 void sub_binary_tile_init() { sfpu_binary_init("sub_binary_tile_init", SfpuKind::BinarySub); }
 
-void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) {
-    sfpu_binary("sub_binary_tile", SfpuKind::BinarySub, "sub_binary_tile_init()", idst0, idst1, odst,
+void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
+    sfpu_binary("sub_binary_tile", SfpuKind::BinarySub, "sub_binary_tile_init()", idst0, idst1, odst, mode,
                 [](float a, float b) { return a - b; });
 }
 
 void mul_binary_tile_init() { sfpu_binary_init("mul_binary_tile_init", SfpuKind::BinaryMul); }
 
-void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst) {
+void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
     check_dest_acc("mul_binary_tile", is_fp32_dest_acc_en);
-    sfpu_binary("mul_binary_tile", SfpuKind::BinaryMul, "mul_binary_tile_init()", idst0, idst1, odst,
+    sfpu_binary("mul_binary_tile", SfpuKind::BinaryMul, "mul_binary_tile_init()", idst0, idst1, odst, mode,
                 [](float a, float b) { return a * b; });
 }
 
@@ -1359,35 +1374,37 @@ void pack_tile(bool out_of_order, bool is_fp32_dest_acc_en, uint32_t idst, uint3
 namespace {
 // The LLK reconfigures only when the formats differ: with an `old` operand, a call whose old and
 // new CBs share a format leaves the unit as it was (even if it was configured for another format).
-void reconfig_unit(const char* api, UnpackerFmt& unit, uint32_t old_cb, uint32_t new_cb) {
+// Each reconfiguration that reprograms a unit is counted (CoreStats.format_reconfigs) under `unit_key`.
+void reconfig_unit(const char* api, UnpackerFmt& unit, uint32_t old_cb, uint32_t new_cb, const char* unit_key) {
     if (old_cb != kNoCb) {
         std::optional<DataFormat> fo = cb_format_of(old_cb), fn = cb_format_of(new_cb);
         if (fo && fn && *fo == *fn) return;
     }
     unit.cb = new_cb;
     unit.by = api;
+    count_work(unit_key, 1);
 }
 
-void reconfig(const char* api, UnpackerFmt& unit, uint32_t old_cb, uint32_t new_cb) {
+void reconfig(const char* api, UnpackerFmt& unit, uint32_t old_cb, uint32_t new_cb, const char* unit_key) {
     enter(api);
-    reconfig_unit(api, unit, old_cb, new_cb);
+    reconfig_unit(api, unit, old_cb, new_cb, unit_key);
 }
 }  // namespace
 
 void reconfig_srca(const char* api, uint32_t old_cb, uint32_t new_cb) {
-    reconfig(api, eng().srca, old_cb, new_cb);
+    reconfig(api, eng().srca, old_cb, new_cb, "reconfig/srca");
 }
 void reconfig_srcb(const char* api, uint32_t old_cb, uint32_t new_cb) {
-    reconfig(api, eng().srcb, old_cb, new_cb);
+    reconfig(api, eng().srcb, old_cb, new_cb, "reconfig/srcb");
 }
 void pack_reconfig(const char* api, uint32_t old_cb, uint32_t new_cb) {
-    reconfig(api, eng().pack, old_cb, new_cb);
+    reconfig(api, eng().pack, old_cb, new_cb, "reconfig/pack");
 }
 
 void reconfig_both(const char* api, uint32_t a_old, uint32_t a_new, uint32_t b_old, uint32_t b_new) {
     enter(api);
-    reconfig_unit(api, eng().srca, a_old, a_new);
-    reconfig_unit(api, eng().srcb, b_old, b_new);
+    reconfig_unit(api, eng().srca, a_old, a_new, "reconfig/srca");
+    reconfig_unit(api, eng().srcb, b_old, b_new, "reconfig/srcb");
 }
 
 }  // namespace emu::compute

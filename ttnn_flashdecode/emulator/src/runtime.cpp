@@ -193,6 +193,7 @@ struct Kernel {
     // Compute API calls (not cb_*) made inside a profiler zone, charged to the innermost one.
     std::map<std::pair<const char*, const char*>, uint64_t> zone_calls;  // (zone, api) -> calls
     std::vector<const char*> zone_stack;
+    std::unordered_map<const char*, uint64_t> work;  // engine work by kind (count_work)
     uint64_t dram_rd = 0, dram_wr = 0, l1_rd = 0, l1_wr = 0;  // NoC bytes by remote kind
 };
 
@@ -660,13 +661,14 @@ std::string build_report(RunState& R, double wall_s) {
     bool first = true;
     for (auto& c : R.cores) {
         uint64_t dr = 0, dw = 0, lr = 0, lw = 0;
-        std::map<std::string, uint64_t> calls, zones, zone_calls;  // zone_calls key: "zone/api"
+        std::map<std::string, uint64_t> calls, zones, zone_calls, work;  // zone_calls key: "zone/api"
         for (auto* k : c->k) {
             if (!k) continue;
             dr += k->dram_rd, dw += k->dram_wr, lr += k->l1_rd, lw += k->l1_wr;
             for (auto& [n, v] : k->calls) calls[n] += v;
             for (auto& [n, v] : k->zones) zones[n] += v;
             for (auto& [n, v] : k->zone_calls) zone_calls[std::string(n.first) + "/" + n.second] += v;
+            for (auto& [n, v] : k->work) work[n] += v;
         }
         o += first ? "" : ",";
         first = false;
@@ -682,6 +684,9 @@ std::string build_report(RunState& R, double wall_s) {
         o += "},\"zone_calls\":{";
         f2 = true;
         for (auto& [n, v] : zone_calls) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
+        o += "},\"work\":{";
+        f2 = true;
+        for (auto& [n, v] : work) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
         o += "}}";
     }
     o += "],\"log\":[";
@@ -710,6 +715,10 @@ void count_call(const char* api_name) {
     ++k->calls[api_name];
     if (k->role == KernelRole::Compute && !k->zone_stack.empty() && std::strncmp(api_name, "cb_", 3) != 0)
         ++k->zone_calls[{k->zone_stack.back(), api_name}];
+}
+
+void count_work(const char* what, uint32_t amount) {
+    if (Kernel* k = t_k) k->work[what] += amount;
 }
 
 void cb_reserve_back(uint32_t cb, uint32_t n) {

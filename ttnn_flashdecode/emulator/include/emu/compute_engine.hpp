@@ -103,21 +103,23 @@ void binary_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode
 // tanh (compute_kernel_api.h tanh_tile; fast_and_approx refused) and DST * fp32 scalar
 // (eltwise_unary/binop_with_scalar.h mul_unary_tile), the logit softcap's SFPU passes.
 void tanh_tile_init(bool approx, bool is_fp32_dest_acc_en);
-void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst);
+void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode);
 // One datum of the LLK's bfloat16-DST tanh (calculate_tanh<false, false>) before SFPSTORE.
 float tanh_poly_llk(float x);
 void binop_with_scalar_tile_init();
-void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits);
+void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits, VecMode mode);
 // The LSE stage's SFPU passes: log (compute_kernel_api.h log_tile; fast_and_approx refused) and the
-// binary SFPU add of two DST tiles (eltwise_binary_sfpu.h).
+// binary SFPU add of two DST tiles (eltwise_binary_sfpu.h). The `mode` of the SFPU calls whose public
+// API fixes VectorMode::RC (tanh, log, mul_unary, the binary ops) is the LLK call's (SFPU_UNARY_CALL /
+// SFPU_BINARY_CALL, llk_sfpu_calls.h), through which a kernel runs them on fewer faces.
 void log_tile_init(bool approx, bool is_fp32_dest_acc_en);
-void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst);
+void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode);
 void add_binary_tile_init();
-void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst);
+void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode);
 void sub_binary_tile_init();
-void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst);
+void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode);
 void mul_binary_tile_init();
-void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst);
+void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode);
 
 // Pack (pack.h).
 void pack_tile(bool out_of_order, bool is_fp32_dest_acc_en, uint32_t idst, uint32_t cb, uint32_t tile_index);

@@ -36,6 +36,9 @@ struct ComputeConfig {
 KernelRole current_role();
 const ComputeConfig& compute_config();  // fail()s when called from a dataflow kernel
 void count_call(const char* api_name);  // per-core compute/dataflow API call counter
+// Per-core engine work by kind (CoreStats.work): "sfpu_faces/<api>" faces an SFPU call computed,
+// "reconfig/<unit>" data-format reconfigurations that reprogram an unpacker or the packer.
+void count_work(const char* what, uint32_t amount);
 
 // Circular buffers, tt-metal semantics (blocking; checked; see runtime.cpp).
 void cb_reserve_back(uint32_t cb, uint32_t num_pages);

@@ -7,6 +7,7 @@
 #endif
 
 #include "api/compute/common_globals.h"
+#include "llk_sfpu_calls.h"  // real: the LLK SFPU macros and functors, for TRISC_MATH
 
 namespace ckernel {
 
@@ -19,7 +20,7 @@ ALWI void tanh_tile_init() {
 
 template <bool fast_and_approx = false, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void tanh_tile(uint32_t idst) {
-    emu::compute::tanh_tile(fast_and_approx, is_fp32_dest_acc_en, idst);
+    emu::compute::tanh_tile(fast_and_approx, is_fp32_dest_acc_en, idst, emu::compute::VecMode::RC);
 }
 
 // Natural log on a DST tile, in place (the LLK's accurate calculate_log; log(0) = -inf).
@@ -31,7 +32,7 @@ ALWI void log_tile_init() {
 
 template <bool fast_and_approx = false, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void log_tile(uint32_t idst) {
-    emu::compute::log_tile(fast_and_approx, is_fp32_dest_acc_en, idst);
+    emu::compute::log_tile(fast_and_approx, is_fp32_dest_acc_en, idst, emu::compute::VecMode::RC);
 }
 
 }  // namespace ckernel

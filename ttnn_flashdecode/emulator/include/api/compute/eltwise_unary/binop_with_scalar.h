@@ -6,6 +6,7 @@
 #endif
 
 #include "api/compute/common_globals.h"
+#include "llk_sfpu_calls.h"  // real: the LLK SFPU macros and functors, for TRISC_MATH
 
 namespace ckernel {
 
@@ -14,7 +15,7 @@ ALWI void binop_with_scalar_tile_init() { emu::compute::binop_with_scalar_tile_i
 // DST tile idst *= the fp32 scalar whose bits are param1.
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void mul_unary_tile(uint32_t idst, uint32_t param1) {
-    emu::compute::mul_unary_tile(is_fp32_dest_acc_en, idst, param1);
+    emu::compute::mul_unary_tile(is_fp32_dest_acc_en, idst, param1, emu::compute::VecMode::RC);
 }
 
 }  // namespace ckernel

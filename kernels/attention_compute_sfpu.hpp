@@ -1,0 +1,71 @@
+// The compute kernel's SFPU calls, each on the live faces only (issue 35 item 3): a GQA group of 4
+// or 8 heads fills 4 or 8 of a Q tile's 32 rows, so when every request's stage rows fit rows 0..15
+// of their row tile (faces 0 and 1) the SFPU runs with the LLK's VectorMode::R, half the faces of
+// VectorMode::RC. Part of the compute kernel (attention_compute_base.hpp includes it): every SFPU
+// op of the kernel goes through one of these, so none is left on all four faces.
+//
+// Why the dead rows (16..31, faces 2 and 3) may be left as the FPU wrote them (un-exponentiated, un-
+// reciprocated, ...): they are stage rows past stage_rows(), padding (attention_protocol.hpp "Request
+// kinds": row-local, never written out, may hold anything). Every step is row-local -- REDUCE_ROW,
+// the column broadcasts (row r takes row r's column 0), S = QS . K^T and O = P . V (row r of the
+// result from row r of QS / P), the elementwise ops and the split-K combine (a child's partial
+// row r is added to its parent's row r) -- and the writer writes stage rows only (OUT, LSE). So no
+// dead row reaches a live row or an output element. They need not be finite:
+// a padding row of QSTAGE is never written by the reader (the emulator poisons it with NaN, so every
+// test already runs with NaN dead rows), and no FPU, SFPU or packer op traps on a NaN or an inf.
+#pragma once
+
+#include <cstdint>
+
+#include "api/compute/binary_max_min.h"
+#include "api/compute/compute_kernel_api.h"
+#include "api/compute/eltwise_binary_sfpu.h"
+#include "api/compute/eltwise_unary/binop_with_scalar.h"
+#include "api/compute/eltwise_unary/exp.h"
+#include "api/compute/eltwise_unary/recip.h"
+#include "attention_args.hpp"
+
+namespace {
+
+// The compute config's math_approx_mode, as a named arg: tt-metal declares APPROX for the MATH and
+// PACK threads only, so a kernel that names it outside MATH(...) does not build for UNPACK.
+constexpr bool kExpApprox = flashdecode::args::exp_approx() != 0;
+// Faces of a row tile that hold live stage rows: 2 (rows 0..15) or 4 (op/shape.py
+// DecodeShape.live_row_faces chooses it from the request layout).
+constexpr uint32_t kLiveRowFaces = flashdecode::args::live_row_faces();
+static_assert(kLiveRowFaces == 2 || kLiveRowFaces == 4, "live_row_faces: 2 (rows 0..15) or 4");
+constexpr VectorMode kLiveFaces = kLiveRowFaces == 2 ? VectorMode::R : VectorMode::RC;
+
+// The public API takes a vector mode for exp, recip and max.
+void live_exp_tile(uint32_t idst) { exp_tile<kExpApprox>(idst, kLiveFaces); }
+void live_recip_tile(uint32_t idst) { recip_tile(idst, kLiveFaces); }
+void live_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst) { binary_max_tile(idst0, idst1, odst, kLiveFaces); }
+
+// The rest fix VectorMode::RC in their public API: the same LLK calls their API makes (ttnn 0.81's
+// tanh_tile<false>, log_tile<false>, mul_unary_tile, add / sub / mul_binary_tile), with kLiveFaces.
+void live_tanh_tile(uint32_t idst) {
+    MATH(SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_tanh, (false, DST_ACCUM_MODE, 8), idst, kLiveFaces));
+}
+void live_log_tile(uint32_t idst) {
+    MATH(SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_log, (APPROX, false, false, DST_ACCUM_MODE), idst,
+                         kLiveFaces, 0));
+}
+// DST tile `idst` *= the fp32 scalar whose bits are `scalar_bits`.
+void live_mul_scalar_tile(uint32_t idst, uint32_t scalar_bits) {
+    MATH(SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_binop_with_scalar, (APPROX, MUL_UNARY, 8, DST_ACCUM_MODE),
+                         idst, kLiveFaces, scalar_bits));
+}
+void live_add_tiles(uint32_t idst0, uint32_t idst1, uint32_t odst) {
+    MATH((SFPU_BINARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_sfpu_binary,
+                           (APPROX, ckernel::BinaryOp::ADD, 8, DST_ACCUM_MODE), idst0, idst1, odst, kLiveFaces)));
+}
+void live_sub_tiles(uint32_t idst0, uint32_t idst1, uint32_t odst) {
+    MATH((SFPU_BINARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_sfpu_binary,
+                           (APPROX, ckernel::BinaryOp::SUB, 8, DST_ACCUM_MODE), idst0, idst1, odst, kLiveFaces)));
+}
+void live_mul_tiles(uint32_t idst0, uint32_t idst1, uint32_t odst) {
+    MATH((SFPU_BINARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_sfpu_binary_mul,
+                           (APPROX, ckernel::BinaryOp::MUL, 8, DST_ACCUM_MODE), idst0, idst1, odst, kLiveFaces)));
+}
+
+}  // namespace
