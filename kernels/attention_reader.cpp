@@ -370,14 +370,15 @@ void read_half_blocks(const Operand& region, const Accessor& reader, uint32_t sl
         const int32_t entry = table.entry_at(index);
         if (!cache_block_valid(entry, kCacheBlocks)) {  // its rows stay as they are: zero them below
             table.report(index, entry);
-            noc_async_read_barrier();  // the other half's read must land before the tiles are zeroed
+            kv_read_barrier();  // the other half's read must land before the tiles are zeroed
             zero_pages(dst, kDimTiles);
             return;
         }
         const uint32_t first = static_cast<uint32_t>(entry) * kCacheBlockPages + region.first_page();
         for (uint32_t d = 0; d < kDimTiles; ++d) {
-            noc_async_read(reader.get_noc_addr(first + d), dst + d * kKvTileBytes + half * kKvTileBytes / 2,
-                           kKvTileBytes / 2);
+            const uint8_t noc = kv_read_noc(first + d);
+            noc_async_read(reader.get_noc_addr(first + d, 0, noc), dst + d * kKvTileBytes + half * kKvTileBytes / 2,
+                           kKvTileBytes / 2, noc);
         }
     }
 }
@@ -410,7 +411,7 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
         const uint32_t first = cache_tile_page(region.first_page(), slot, cache_block, kCacheBlockTiles,
                                                kCacheBlockPages, kDimTiles);
         for (uint32_t d = 0; d < kDimTiles; ++d) {
-            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes);
+            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes, 0, kv_read_noc(first + d));
         }
     }
 }
@@ -499,7 +500,7 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         read_mask_block(p, block, mask);
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
-        noc_async_read_barrier();
+        kv_read_barrier();
         zero_stale_rows(kCbK, p, block);
         zero_rows_before_window(kCbK, p, block);
         cb_push_back(kCbK, kBlockPages);
@@ -508,7 +509,7 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         }
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block, table);
-        noc_async_read_barrier();
+        kv_read_barrier();
         zero_stale_rows(kCbV, p, block);
         zero_rows_before_window(kCbV, p, block);
         cb_push_back(kCbV, kBlockPages);

@@ -402,6 +402,20 @@ _DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int3
                BFP4_B: ttnn.bfloat4_b}
 
 
+def data_movement_config(role: str) -> ttnn.DataMovementConfigDescriptor:
+    """The reader's (``"reader"``: RISCV_1 on NoC 0) or the writer's (``"writer"``: RISCV_0 on NoC 1)
+    config: the processors and NoCs of ttnn's ``Reader/WriterConfigDescriptor``, in
+    ``DM_DYNAMIC_NOC`` so that the reader may issue its K/V reads on both NoCs (tt-metal #55898: one
+    NoC reaches only part of a DRAM channel with small pages; ``attention_dataflow.hpp``
+    ``kv_read_noc``). tt-metal requires one NoC mode for both data-movement kernels of a core."""
+    reader = role == "reader"
+    return ttnn.DataMovementConfigDescriptor(
+        processor=ttnn.DataMovementProcessor.RISCV_1 if reader else ttnn.DataMovementProcessor.RISCV_0,
+        noc=ttnn.NOC.NOC_0 if reader else ttnn.NOC.NOC_1,
+        noc_mode=ttnn.NOC_MODE.DM_DYNAMIC_NOC,
+    )
+
+
 def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
     """The ``ttnn.ProgramDescriptor`` of ``plan``: the CBs of :func:`cb_plan`, reader / compute /
     writer kernels with absolute source paths and compile-time args from the plan (each kernel the
@@ -423,9 +437,9 @@ def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
         for spec in cb_plan(plan.residency)
     ]
     configs = {
-        "reader": ttnn.ReaderConfigDescriptor(),
+        "reader": data_movement_config("reader"),
         "compute": plan.compute.descriptor(),
-        "writer": ttnn.WriterConfigDescriptor(),
+        "writer": data_movement_config("writer"),
     }
     kernels = []
     for role, filename in KERNEL_FILES.items():
