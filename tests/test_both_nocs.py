@@ -157,3 +157,21 @@ def test_the_program_runs_both_data_movement_kernels_in_dynamic_noc_mode():
     assert reader.noc_mode == writer.noc_mode == ttnn.NOC_MODE.DM_DYNAMIC_NOC
     assert (reader.processor.value, reader.noc.value) == (1, 0)  # RISCV_1 on NoC 0 (NOC_0 is RISCV_0_default)
     assert (writer.processor.value, writer.noc.value) == (0, 1)
+
+
+def test_every_dram_bank_hears_both_nocs():
+    """#55898's rate is per DRAM endpoint per NoC, so each bank must be read on both NoCs. Page i
+    lives in bank i % banks; with an even bank count (Wormhole 12, Blackhole 8), alternating by page
+    parity alone would read every bank on one NoC (kv_read_noc also flips with each round of banks)."""
+    rng = np.random.default_rng(6)
+    q, k, v = _bf16(rng, (1, 1, 1, 4 * 128)), _bf16(rng, (1, 1, 2048, 128)), _bf16(rng, (1, 1, 2048, 128))
+    run_quiet(attention, q, k, v, cur_pos=[2047], split=1)
+    per_bank: dict[int, dict[int, int]] = {}
+    for stats in last_report().cores.values():
+        for key, count in stats.dram_bank_noc_reads.items():
+            bank, noc = map(int, key.split("/"))
+            per_bank.setdefault(bank, {0: 0, 1: 0})[noc] += count
+    assert len(per_bank) == 12, per_bank  # Wormhole's banks
+    for bank, reads in per_bank.items():
+        share = reads[1] / (reads[0] + reads[1])
+        assert 0.3 <= share <= 0.7, f"bank {bank}: reads per NoC {reads}"

@@ -199,6 +199,7 @@ struct Kernel {
     uint8_t noc = 0, noc_mode = 0;  // NOC_INDEX, NOC_MODE (dataflow kernels; DM_DEDICATED_NOC = 0)
     uint64_t noc_reads[2] = {}, noc_read_bytes[2] = {}, noc_writes[2] = {};  // requests and bytes per NoC
     std::map<std::pair<const char*, int>, uint64_t> zone_noc_reads;  // (innermost zone, NoC) -> reads
+    std::map<std::pair<int, int>, uint64_t> bank_noc_reads;  // (DRAM bank, NoC) -> reads
 };
 
 struct Core {
@@ -670,7 +671,7 @@ std::string build_report(RunState& R, double wall_s) {
     for (auto& c : R.cores) {
         uint64_t dr = 0, dw = 0, lr = 0, lw = 0;
         std::map<std::string, uint64_t> calls, zones, zone_calls;  // zone_calls key: "zone/api"
-        std::map<std::string, uint64_t> zone_noc_reads;  // "zone/noc"
+        std::map<std::string, uint64_t> zone_noc_reads, bank_noc_reads;  // "zone/noc", "bank/noc"
         uint64_t noc_reads[2] = {}, noc_read_bytes[2] = {}, noc_writes[2] = {};
         for (auto* k : c->k) {
             if (!k) continue;
@@ -678,6 +679,7 @@ std::string build_report(RunState& R, double wall_s) {
             for (int n = 0; n < 2; ++n)
                 noc_reads[n] += k->noc_reads[n], noc_read_bytes[n] += k->noc_read_bytes[n], noc_writes[n] += k->noc_writes[n];
             for (auto& [z, v] : k->zone_noc_reads) zone_noc_reads[std::string(z.first) + "/" + std::to_string(z.second)] += v;
+            for (auto& [b, v] : k->bank_noc_reads) bank_noc_reads[std::to_string(b.first) + "/" + std::to_string(b.second)] += v;
             for (auto& [n, v] : k->calls) calls[n] += v;
             for (auto& [n, v] : k->zones) zones[n] += v;
             for (auto& [n, v] : k->zone_calls) zone_calls[std::string(n.first) + "/" + n.second] += v;
@@ -699,6 +701,9 @@ std::string build_report(RunState& R, double wall_s) {
         o += "},\"zone_noc_reads\":{";
         f2 = true;
         for (auto& [n, v] : zone_noc_reads) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
+        o += "},\"bank_noc_reads\":{";
+        f2 = true;
+        for (auto& [n, v] : bank_noc_reads) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
         o += fmt("},\"noc_reads\":[%llu,%llu],\"noc_read_bytes\":[%llu,%llu],\"noc_writes\":[%llu,%llu]}",
                  (unsigned long long)noc_reads[0], (unsigned long long)noc_reads[1],
                  (unsigned long long)noc_read_bytes[0], (unsigned long long)noc_read_bytes[1],
@@ -993,6 +998,7 @@ void noc_read(uint64_t src, uint32_t dst, uint32_t size, uint8_t noc) {
     ++k.noc_reads[noc];
     k.noc_read_bytes[noc] += size;
     if (!k.zone_stack.empty()) ++k.zone_noc_reads[{k.zone_stack.back(), int(noc)}];
+    if (!t.core) ++k.bank_noc_reads[{t.bank, int(noc)}];
     k.reads_in_flight.push_back(Transfer{id, true, false, size, t.ptr, dst_ptr,
                                          src, noc_xy_addr_of(*k.core, dst), t.core, k.core, noc});
     k.core->in_flight.push_back(InFlight{dst, dst + size, Touch::kReadDst, &k, id, noc});
