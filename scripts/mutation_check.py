@@ -637,7 +637,7 @@ MUTATIONS = [
              "the reader alternates NoCs even when built DM_DEDICATED_NOC (on a card: the other kernel's command "
              "buffers and barrier counters)",
              tests=("tests/test_both_nocs.py::test_paged_reads_kv_on_both_nocs[64]",)),
-    Mutation("program-dedicated-noc-mode", "ttnn_flashdecode/op/program_factory.py",
+    Mutation("program-dedicated-noc-mode", "ttnn_flashdecode/op/data_movement.py",
              "        noc_mode=ttnn.NOC_MODE.DM_DYNAMIC_NOC,",
              "        noc_mode=ttnn.NOC_MODE.DM_DEDICATED_NOC,",
              "the program builds its data-movement kernels in dedicated mode: every K/V read on one NoC",

@@ -44,6 +44,7 @@ from ttnn_flashdecode.op.residency import (
 )
 from ttnn_flashdecode.op.schedule import Schedule
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.data_movement import data_movement_config
 
 __all__ = [
     "MAX_RUNTIME_ARGS",
@@ -400,20 +401,6 @@ def work_table(plan: Plan) -> np.ndarray:
 
 _DATA_TYPES = {FLOAT16_B: ttnn.bfloat16, FLOAT32: ttnn.float32, INT32: ttnn.int32, BFP8_B: ttnn.bfloat8_b,
                BFP4_B: ttnn.bfloat4_b}
-
-
-def data_movement_config(role: str) -> ttnn.DataMovementConfigDescriptor:
-    """The reader's (``"reader"``: RISCV_1 on NoC 0) or the writer's (``"writer"``: RISCV_0 on NoC 1)
-    config: the processors and NoCs of ttnn's ``Reader/WriterConfigDescriptor``, in
-    ``DM_DYNAMIC_NOC`` so that the reader may issue its K/V reads on both NoCs (tt-metal #55898: one
-    NoC reaches only part of a DRAM channel with small pages; ``attention_dataflow.hpp``
-    ``kv_read_noc``). tt-metal requires one NoC mode for both data-movement kernels of a core."""
-    reader = role == "reader"
-    return ttnn.DataMovementConfigDescriptor(
-        processor=ttnn.DataMovementProcessor.RISCV_1 if reader else ttnn.DataMovementProcessor.RISCV_0,
-        noc=ttnn.NOC.NOC_0 if reader else ttnn.NOC.NOC_1,
-        noc_mode=ttnn.NOC_MODE.DM_DYNAMIC_NOC,
-    )
 
 
 def build_program(plan: Plan) -> ttnn.ProgramDescriptor:

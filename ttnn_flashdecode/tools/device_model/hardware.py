@@ -46,7 +46,7 @@ READ_NOCS = {
     "split-K copies (Q/constants, max, partials; L1 to L1)": "reader NoC",
     "output rows (writes)": "writer NoC",
 }
-"""Which NoC each of our op's transfers uses. ``program_factory.data_movement_config`` builds the
+"""Which NoC each of our op's transfers uses. ``op/data_movement.py`` builds the
 reader on RISCV_1 with NoC 0 and the writer on RISCV_0 with NoC 1 (the NoCs of tt-metal's
 ``Reader/WriterDataMovementConfig``), both in ``DM_DYNAMIC_NOC``: the reader issues one
 ``noc_async_read`` per K/V tile (``attention_reader.cpp``), alternate pages on alternate NoCs, so a
