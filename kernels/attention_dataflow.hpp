@@ -69,6 +69,32 @@ __attribute__((noinline)) inline uint64_t core_noc_addr(uint32_t core, uint32_t 
     return get_noc_addr(core_noc_x(word), core_noc_y(word), l1_addr);
 }
 
+// K/V reads on both NoCs. tt-metal #55898 measured that a DRAM endpoint accepts about one read
+// request per 16.4 cycles per NoC on Blackhole (6.8 on Wormhole), so K/V pages of 1088 or 576 bytes
+// on one NoC reach only part of a channel; both NoCs reach ~95%. The program builds both
+// data-movement kernels in DM_DYNAMIC_NOC (tt-metal wants one mode for both, and only that mode lets a
+// kernel issue on either NoC); built in DM_DEDICATED_NOC, every read stays on the kernel's own NoC.
+//
+// The NoC of K/V page `page`: successive pages alternate NoCs, and so do the successive pages of one
+// DRAM bank (page i lives in bank i % NUM_DRAM_BANKS), so each endpoint hears from both NoCs; with an
+// even bank count, page parity alone would tie every bank to one NoC.
+inline uint8_t kv_read_noc(uint32_t page) {
+    if constexpr (noc_mode != DM_DYNAMIC_NOC) {
+        return noc_index;
+    } else {
+        const uint32_t turn = NUM_DRAM_BANKS % 2 == 0 ? page + page / NUM_DRAM_BANKS : page;
+        return (turn & 1) != 0 ? 1 - noc_index : noc_index;
+    }
+}
+
+// Waits for this kernel's reads on every NoC kv_read_noc uses: a barrier covers one NoC's reads.
+inline void kv_read_barrier() {
+    noc_async_read_barrier(noc_index);
+    if constexpr (noc_mode == DM_DYNAMIC_NOC) {
+        noc_async_read_barrier(1 - noc_index);
+    }
+}
+
 // This core's semaphore `id`, as the noc_semaphore_* calls take it.
 inline volatile tt_l1_ptr uint32_t* semaphore(Semaphore id) {
     return reinterpret_cast<volatile tt_l1_ptr uint32_t*>(get_semaphore(id));

@@ -374,14 +374,15 @@ void read_half_blocks(const Operand& region, const Accessor& reader, uint32_t sl
         const int32_t entry = table.entry_at(index);
         if (!cache_block_valid(entry, kCacheBlocks)) {  // its rows stay as they are: zero them below
             table.report(index, entry);
-            noc_async_read_barrier();  // the other half's read must land before the tiles are zeroed
+            kv_read_barrier();  // the other half's read must land before the tiles are zeroed
             zero_pages(dst, kDimTiles);
             return;
         }
         const uint32_t first = static_cast<uint32_t>(entry) * kCacheBlockPages + region.first_page();
         for (uint32_t d = 0; d < kDimTiles; ++d) {
-            noc_async_read(reader.get_noc_addr(first + d), dst + d * kKvTileBytes + half * kKvTileBytes / 2,
-                           kKvTileBytes / 2);
+            const uint8_t noc = kv_read_noc(first + d);
+            noc_async_read(reader.get_noc_addr(first + d, 0, noc), dst + d * kKvTileBytes + half * kKvTileBytes / 2,
+                           kKvTileBytes / 2, noc);
         }
     }
 }
@@ -448,7 +449,7 @@ void read_block(uint32_t cb, const Params& p, const Operand& region, const Acces
         const uint32_t first = cache_tile_page(region.first_page(), slot, cache_block, kCacheBlockTiles,
                                                kCacheBlockPages, kDimTiles);
         for (uint32_t d = 0; d < kDimTiles; ++d) {
-            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes);
+            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes, 0, kv_read_noc(first + d));
         }
     }
 }
@@ -545,7 +546,7 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         read_mask_block(p, block, mask);
         cb_reserve_back(kCbK, kBlockPages);
         read_block(kCbK, p, p.k, k_reader, block, table);
-        noc_async_read_barrier();
+        kv_read_barrier();
         if constexpr (kAppend) {
             patch_appended_rows(kCbK, p, block, table, 0, stage, gather_append);
         }
@@ -557,7 +558,7 @@ void stream_kv(const Params& p, const KAccessor& k_reader, const VAccessor& v_re
         }
         cb_reserve_back(kCbV, kBlockPages);
         read_block(kCbV, p, p.v, v_reader, block, table);
-        noc_async_read_barrier();
+        kv_read_barrier();
         if constexpr (kAppend) {
             patch_appended_rows(kCbV, p, block, table, 1, stage, gather_append);
         }

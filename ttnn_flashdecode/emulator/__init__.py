@@ -80,8 +80,12 @@ What it does not model
 Timing (no cycle counts), NoC contention, the order in which transfers between two barriers land
 (all land at the barrier, in issue order), noc_async_atomic_barrier (atomics act at issue),
 multicast, transaction ids, sharded or
-L1-interleaved tensors, the 16-byte TRISC CB pointer units, L1 buffers besides CBs, the two NoCs
-(``noc`` arguments are accepted and ignored), dispatch. **Kernels must touch L1 only through the
+L1-interleaved tensors, the 16-byte TRISC CB pointer units, L1 buffers besides CBs, the NoCs' routes
+and coordinates (both NoCs address a core or bank alike), dispatch. The two NoCs are modelled as
+tt-metal's barriers see them: each data-movement kernel has its config's NoC and mode (the build
+defines ``NOC_INDEX`` and ``NOC_MODE``); in DM_DEDICATED_NOC a kernel may use only its own NoC, in
+DM_DYNAMIC_NOC either (both kernels of a core in one mode); a barrier covers only the transfers on
+the NoC it names; :class:`CoreStats` counts read requests and bytes per NoC. **Kernels must touch L1 only through the
 API** (NoC calls, semaphore calls, the compute engine): L1 addresses are real L1 byte addresses,
 not host pointers, so dereferencing one (``*(uint32_t*)get_write_ptr(cb)``) crashes.
 ``get_tile_size``/``get_dataformat`` are runtime functions, not ``constexpr``.
@@ -378,6 +382,16 @@ class CoreStats:
     #: formats differ; the LLK skips the rest)
     work: dict[str, int] = dataclasses.field(default_factory=dict)
 
+    #: NoC (0, 1) -> read requests issued on it (one per ``noc_async_read*`` call);
+    #: ``noc_read_request_bytes`` their bytes, ``noc_write_requests`` the writes'; ``zone_noc_reads``: ``"zone/noc"`` -> read
+    #: requests issued with that DeviceZoneScopedN as the innermost open zone; ``dram_bank_noc_reads``:
+    #: ``"bank/noc"`` -> DRAM read requests to that bank on that NoC
+    noc_read_requests: dict[int, int] = dataclasses.field(default_factory=dict)
+    noc_read_request_bytes: dict[int, int] = dataclasses.field(default_factory=dict)
+    noc_write_requests: dict[int, int] = dataclasses.field(default_factory=dict)
+    zone_noc_reads: dict[str, int] = dataclasses.field(default_factory=dict)
+    dram_bank_noc_reads: dict[str, int] = dataclasses.field(default_factory=dict)
+
     @property
     def sfpu_faces(self) -> dict[str, int]:
         """SFPU API -> faces it computed."""
@@ -412,10 +426,11 @@ class CoreStats:
             self.calls[k] = self.calls.get(k, 0) + v
         for k, v in o.zones.items():
             self.zones[k] = self.zones.get(k, 0) + v
-        for k, v in o.zone_calls.items():
-            self.zone_calls[k] = self.zone_calls.get(k, 0) + v
-        for k, v in o.work.items():
-            self.work[k] = self.work.get(k, 0) + v
+        for mine, theirs in ((self.zone_calls, o.zone_calls), (self.work, o.work), (self.noc_read_requests, o.noc_read_requests),
+                             (self.noc_read_request_bytes, o.noc_read_request_bytes), (self.noc_write_requests, o.noc_write_requests),
+                             (self.zone_noc_reads, o.zone_noc_reads), (self.dram_bank_noc_reads, o.dram_bank_noc_reads)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
 
 
 #: tt::DataFormat names by code (tt_metal tensix_types.h), for :attr:`CBConfig.data_format`.
@@ -533,6 +548,35 @@ def _role_of(cfg: Any) -> int:
             return ROLE_WRITER  # RISCV_0 = BRISC
         raise EmulatorError(f"expected DataMovementConfigDescriptor.processor RISCV_0 or RISCV_1, got {cfg.processor}")
     raise EmulatorError(f"unsupported kernel config type {type(cfg).__name__}")
+
+
+def _noc_of(cfg: Any, role: int) -> tuple[int, int]:
+    """A data-movement kernel's ``(NOC_INDEX, NOC_MODE)``: ``ReaderConfigDescriptor`` and
+    ``WriterConfigDescriptor`` as tt-metal's ``Reader/WriterDataMovementConfig`` (NoC 0 and NoC 1,
+    the preferred DRAM read / write NoCs, DM_DEDICATED_NOC); a ``DataMovementConfigDescriptor``'s
+    ``noc`` (``RISCV_0_default`` is 0, ``RISCV_1_default`` 1) and ``noc_mode``."""
+    import ttnn
+
+    if isinstance(cfg, ttnn.DataMovementConfigDescriptor):
+        return int(cfg.noc.value), int(cfg.noc_mode.value)
+    return (0 if role == ROLE_READER else 1), 0
+
+
+def _check_noc_modes(per_core: dict) -> None:
+    """tt-metal's rules for the two data-movement kernels of a core: one NoC mode for both
+    ("KernelGroup must have the same noc mode for all kernels": dynamic mode shares the NoCs' barrier
+    counters between them), and in DM_DEDICATED_NOC different NoCs (each owns its NoC)."""
+    for core, d in per_core.items():
+        dataflow = [(name, noc) for role, _, name, *_rest, noc in d["k"] if role != ROLE_COMPUTE]
+        if len(dataflow) < 2:
+            continue
+        (a, (a_noc, a_mode)), (b, (b_noc, b_mode)) = dataflow
+        if a_mode != b_mode:
+            raise EmulatorError(f"core {core}: {a} has NOC_MODE {a_mode} and {b} {b_mode}: both data-movement kernels "
+                                f"of a core need the same noc_mode (tt-metal: KernelGroup must have the same noc mode)")
+        if a_mode == 0 and a_noc == b_noc:
+            raise EmulatorError(f"core {core}: {a} and {b} are both DM_DEDICATED_NOC on NoC {a_noc}: in dedicated mode "
+                                f"each data-movement kernel needs its own NoC")
 
 
 _ROLE_NAMES = {ROLE_READER: "reader", ROLE_WRITER: "writer", ROLE_COMPUTE: "compute"}
@@ -781,9 +825,11 @@ class Emulator:
         for c in d["cores"]:
             if tuple(c["core"]) not in ran_on:  # it only holds an L1 buffer
                 continue
-            cores[tuple(c["core"])] = CoreStats(c["dram_read"], c["dram_write"], c["l1_read"], c["l1_write"],
-                                                dict(c["calls"]), dict(c["zones"]), dict(c["zone_calls"]),
-                                                dict(c["work"]))
+            cores[tuple(c["core"])] = CoreStats(
+                c["dram_read"], c["dram_write"], c["l1_read"], c["l1_write"], dict(c["calls"]), dict(c["zones"]),
+                dict(c["zone_calls"]), dict(c["work"]), noc_read_requests=dict(enumerate(c["noc_reads"])),
+                noc_read_request_bytes=dict(enumerate(c["noc_read_bytes"])), noc_write_requests=dict(enumerate(c["noc_writes"])),
+                zone_noc_reads=dict(c["zone_noc_reads"]), dram_bank_noc_reads=dict(c["bank_noc_reads"]))
         program_hash = getattr(program, "custom_program_hash", None)
         return RunReport(cores=cores, wall_s=d["wall_s"], setup_s=setup, log=list(d["log"]),
                          program_hash=None if program_hash is None else int(program_hash), runtime_args_sha256=digest,
@@ -826,12 +872,13 @@ class Emulator:
                 include_paths=tuple(str(p) for p in kd.compiler_include_paths),
                 compute=compute,
                 arch=self.arch,
+                noc=_noc_of(kd.config, role) if role != ROLE_COMPUTE else (0, 0),
             )
             cores = _cores_of(kd.core_ranges)
             for c in cores:
                 check_core(c, name)
             builds.append(kb)
-            kernels.append((role, name, cores, kd, [int(v) for v in kd.common_runtime_args], compute))
+            kernels.append((role, name, cores, kd, [int(v) for v in kd.common_runtime_args], compute, kb.noc))
         so_paths = build_kernels(builds)
 
         # What ran where, for the run report; kernels keyed by source stem (see RunReport).
@@ -851,7 +898,7 @@ class Emulator:
 
         per_core: dict[tuple[int, int], dict[str, list]] = {}
         kernel_args = []  # per kernel: (common args, {core: args}), for the run report's digest
-        for (role, name, cores, kd, crt, compute), so in zip(kernels, so_paths):
+        for (role, name, cores, kd, crt, compute, noc), so in zip(kernels, so_paths):
             rta = kd.runtime_args
             args_of = {}
             for c in cores:
@@ -860,8 +907,9 @@ class Emulator:
                 except IndexError:
                     rt = []
                 args_of[c] = rt
-                per_core.setdefault(c, {"k": [], "cb": [], "sem": []})["k"].append((role, so, name, rt, crt, compute))
+                per_core.setdefault(c, {"k": [], "cb": [], "sem": []})["k"].append((role, so, name, rt, crt, compute, noc))
             kernel_args.append((crt, args_of))
+        _check_noc_modes(per_core)
 
         # CBs: in descriptor order, each at the max of its cores' current tops (one address for all)
         top: dict[tuple[int, int], int] = {}
@@ -933,9 +981,9 @@ class Emulator:
             for sid, init in d["sem"]:
                 words += [sid, init]
             words.append(len(d["k"]))
-            for role, so, name, rt, crt, compute in d["k"]:
+            for role, so, name, rt, crt, compute, noc in d["k"]:
                 fid, fp32, full, approx = compute or (4, False, False, False)
-                words += [role, s(so), s(name), fid, int(fp32), int(full), int(approx), len(rt), *rt, len(crt), *crt]
+                words += [role, s(so), s(name), fid, int(fp32), int(full), int(approx), *noc, len(rt), *rt, len(crt), *crt]
             preloads = [(buf.address, buf.data[c]) for buf in d.get("l1", []) if c in buf.data]
             words.append(len(preloads))
             for address, raw in preloads:

@@ -208,6 +208,7 @@ class KernelBuild:
     include_paths: tuple[str, ...]
     compute: tuple[int, bool, bool, bool] | None  # (math_fidelity, fp32_dest_acc_en, dst_full_sync_en, approx)
     arch: str
+    noc: tuple[int, int] = (0, 0)  # a data-movement kernel's (NOC_INDEX, NOC_MODE), from its config
 
 
 def _jit_header(kb: KernelBuild, spec: ArchSpec) -> str:
@@ -250,6 +251,8 @@ def _flags(kb: KernelBuild, spec: ArchSpec, build_dir: Path, src: Path, trisc_th
     else:
         flags.append(f"-DLOG_BASE_2_OF_NUM_DRAM_BANKS={nb.bit_length() - 1}")
     flags.append("-DARCH_WORMHOLE" if spec.name == "wormhole_b0" else "-DARCH_BLACKHOLE")
+    if kb.compute is None:  # as tt-metal's JIT, from the kernel's DataMovementConfig
+        flags += [f"-DNOC_INDEX={kb.noc[0]}", f"-DNOC_MODE={kb.noc[1]}"]
     if kb.compute is not None:
         fid, fp32, full, approx = kb.compute
         flags += [f"-DEMU_MATH_FIDELITY={fid}", f"-DEMU_DST_ACCUM_MODE={int(fp32)}",

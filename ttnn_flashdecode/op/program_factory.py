@@ -2,8 +2,8 @@
 
 Split into a frozen *plan* (what compiles: residency, CBs, core map, compile-time args, compute
 config, program hash, and the WORK table of each core's requests; built once per model shape) and
-the per-call operand addresses (common runtime args, :func:`set_addresses`; cheap). The same descriptor runs on a card through ``ttnn.generic_op`` and on the
-host emulator.
+the per-call operand addresses (common runtime args, :func:`set_addresses`; cheap). The same
+descriptor runs on a card through ``ttnn.generic_op`` and on the host emulator.
 
 Request kinds (:class:`DecodeShape` ``kind``, DESIGN.md §3 and §5): ``"decode"`` (one query row
 per user), ``"rows"`` (``rows`` consecutive query rows per user, the ROWS flag) and ``"chunk"``
@@ -11,16 +11,15 @@ per user), ``"rows"`` (``rows`` consecutive query rows per user, the ROWS flag) 
 hold ``batch * rows`` rows, user ``b``'s at ``b * rows ..``; a user's rows may straddle a row tile
 (the kernels take Q's width in tiles, ``q_width_tiles``, as a compile-time arg).
 
-Work split: one request per (user, KV group) for decode and rows, per (sequence, Q head) for
-chunk; a :class:`~ttnn_flashdecode.op.schedule.Schedule`
-cuts long requests into split-K slices on dedicated cores and packs the others, several per core
-when there are more requests than cores. No kernel has per-core runtime args (tt-metal re-applies
-those on every program-cache hit): core ``i`` reads row ``i`` of the WORK table,
-``[request_count, words(request 0), words(request 1), ...]`` (:func:`work_table`), and the reader
-and writer share common runtime args: the operands' addresses in :data:`OPERANDS` order
-(``protocol.CommonArg``), then, for a split program, the NoC coordinate table of its cores; a split
-program also has the semaphores of ``protocol.semaphore_ids`` (five handshakes, one arrival per
-inbox slot).
+Work split: one request per (user, KV group) for decode and rows, per (sequence, Q head) for chunk;
+a :class:`~ttnn_flashdecode.op.schedule.Schedule` cuts long requests into split-K slices on
+dedicated cores and packs the others, several per core when there are more requests than cores. No
+kernel has per-core runtime args (tt-metal re-applies those on every program-cache hit): core ``i``
+reads row ``i`` of the WORK table, ``[request_count, words(request 0), words(request 1), ...]``
+(:func:`work_table`), and the reader and writer share common runtime args: the operands' addresses
+in :data:`OPERANDS` order (``protocol.CommonArg``), then, for a split program, the NoC coordinate
+table of its cores; a split program also has the semaphores of ``protocol.semaphore_ids`` (five
+handshakes, one arrival per inbox slot).
 
 Limits relied on: a core serves at most 21 requests (its work row's bound); tt-metal's
 ``max_runtime_args = 341`` uint32 per kernel (unique + common, TT_FACTS §3) bounds the common args.
@@ -45,6 +44,7 @@ from ttnn_flashdecode.op.residency import (
 )
 from ttnn_flashdecode.op.schedule import Schedule
 from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.data_movement import data_movement_config
 
 __all__ = [
     "MAX_RUNTIME_ARGS",
@@ -426,9 +426,9 @@ def build_program(plan: Plan) -> ttnn.ProgramDescriptor:
         for spec in cb_plan(plan.residency)
     ]
     configs = {
-        "reader": ttnn.ReaderConfigDescriptor(),
+        "reader": data_movement_config("reader"),
         "compute": plan.compute.descriptor(),
-        "writer": ttnn.WriterConfigDescriptor(),
+        "writer": data_movement_config("writer"),
     }
     kernels = []
     for role, filename in KERNEL_FILES.items():

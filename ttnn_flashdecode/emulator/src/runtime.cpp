@@ -137,6 +137,7 @@ struct Transfer {
     uint64_t src_noc, dst_noc;  // NoC addresses, for messages
     Core* src_core;          // nullptr: DRAM
     Core* dst_core;
+    uint8_t noc;             // the NoC it travels on: only a barrier on that NoC covers it
 };
 
 // What an in-flight transfer is doing to an L1 byte range of a core. Destinations being filled
@@ -150,6 +151,7 @@ struct InFlight {
     Touch touch;
     Kernel* owner;
     uint64_t id;      // Transfer::id in owner's list
+    uint8_t noc;      // Transfer::noc
 };
 
 // ----- poison: L1 bytes that hold nothing a kernel wrote ----------------------------------
@@ -195,6 +197,10 @@ struct Kernel {
     std::vector<const char*> zone_stack;
     std::unordered_map<const char*, uint64_t> work;  // engine work by kind (count_work)
     uint64_t dram_rd = 0, dram_wr = 0, l1_rd = 0, l1_wr = 0;  // NoC bytes by remote kind
+    uint8_t noc = 0, noc_mode = 0;  // NOC_INDEX, NOC_MODE (dataflow kernels; DM_DEDICATED_NOC = 0)
+    uint64_t noc_reads[2] = {}, noc_read_bytes[2] = {}, noc_writes[2] = {};  // requests and bytes per NoC
+    std::map<std::pair<const char*, int>, uint64_t> zone_noc_reads;  // (innermost zone, NoC) -> reads
+    std::map<std::pair<int, int>, uint64_t> bank_noc_reads;  // (DRAM bank, NoC) -> reads
 };
 
 struct Core {
@@ -509,11 +515,12 @@ void check_in_flight(Core& core, uint32_t addr, uint64_t bytes, Access access, c
         const bool read = f.touch == Touch::kReadDst || f.touch == Touch::kReadSrc;
         const Transfer* t = find_transfer(f);
         raise(fmt("%s L1 [0x%x, +%llu) on core (%u,%u) while %s %s L1 [0x%x, 0x%x) there: expected %s's %s "
-                  "before this",
+                  "before this (the transfer travels on NoC %u: only a barrier on that NoC covers it)",
                   what.c_str(), addr, (unsigned long long)bytes, core.lx, core.ly,
                   t ? transfer_str(*f.owner, *t).c_str() : "a transfer", doing[int(f.touch)], f.lo, f.hi,
                   kernel_str(*f.owner).c_str(),
-                  read ? "noc_async_read_barrier" : "noc_async_write_barrier (or noc_async_writes_flushed)"));
+                  read ? "noc_async_read_barrier" : "noc_async_write_barrier (or noc_async_writes_flushed)",
+                  unsigned(f.noc)));
     }
 }
 
@@ -541,9 +548,11 @@ void land(Transfer& t) {
     if (!t.is_read && t.dst_core) t.dst_core->cv.notify_all();  // the bytes may be a semaphore someone waits on
 }
 
-// Lands every transfer in `list` (issue order), forgets it, and drops its touches.
-void complete(Kernel& k, std::vector<Transfer>& list) {
+// Lands every transfer in `list` on NoC `noc` (issue order), forgets it, and drops its touches;
+// the other NoC's stay in flight.
+void complete(Kernel& k, std::vector<Transfer>& list, uint8_t noc) {
     if (list.empty()) return;
+    const bool reads = list.front().is_read;
     Core* cores[8];
     size_t ncores = 0;
     bool overflow = false;
@@ -555,14 +564,14 @@ void complete(Kernel& k, std::vector<Transfer>& list) {
         else overflow = true;
     };
     for (Transfer& t : list) {
+        if (t.noc != noc) continue;
         land(t);
         note(t.src_core);
         note(t.dst_core);
     }
-    const bool reads = list.front().is_read;
     auto mine = [&](const InFlight& f) {
         const bool read = f.touch == Touch::kReadDst || f.touch == Touch::kReadSrc;
-        return f.owner == &k && read == reads;
+        return f.owner == &k && read == reads && f.noc == noc;
     };
     auto drop = [&](Core& c) { c.in_flight.erase(std::remove_if(c.in_flight.begin(), c.in_flight.end(), mine), c.in_flight.end()); };
     if (overflow) {
@@ -570,7 +579,7 @@ void complete(Kernel& k, std::vector<Transfer>& list) {
     } else {
         for (size_t i = 0; i < ncores; ++i) drop(*cores[i]);
     }
-    list.clear();
+    list.erase(std::remove_if(list.begin(), list.end(), [noc](const Transfer& t) { return t.noc == noc; }), list.end());
 }
 
 // A semaphore signal tells its receiver that data has arrived or a source may be reused; both must
@@ -592,10 +601,11 @@ void check_nothing_in_flight_at_exit(Kernel& k) {
     std::lock_guard<std::mutex> g(k.run->mu);
     for (auto* list : {&k.reads_in_flight, &k.writes_in_flight})
         if (!list->empty())
-            raise(fmt("kernel_main returns with %zu %s in flight, first %s: expected %s before returning", list->size(),
-                      list == &k.reads_in_flight ? "noc_async_read(s)" : "noc_async_write(s)",
+            raise(fmt("kernel_main returns with %zu %s in flight, first %s: expected %s before returning (on NoC %u)",
+                      list->size(), list == &k.reads_in_flight ? "noc_async_read(s)" : "noc_async_write(s)",
                       transfer_str(k, list->front()).c_str(),
-                      list == &k.reads_in_flight ? "noc_async_read_barrier" : "noc_async_write_barrier"));
+                      list == &k.reads_in_flight ? "noc_async_read_barrier" : "noc_async_write_barrier",
+                      unsigned(list->front().noc)));
 }
 
 // Every live kernel is blocked: on silicon their transfers would still arrive, so land them all
@@ -662,9 +672,15 @@ std::string build_report(RunState& R, double wall_s) {
     for (auto& c : R.cores) {
         uint64_t dr = 0, dw = 0, lr = 0, lw = 0;
         std::map<std::string, uint64_t> calls, zones, zone_calls, work;  // zone_calls key: "zone/api"
+        std::map<std::string, uint64_t> zone_noc_reads, bank_noc_reads;  // "zone/noc", "bank/noc"
+        uint64_t noc_reads[2] = {}, noc_read_bytes[2] = {}, noc_writes[2] = {};
         for (auto* k : c->k) {
             if (!k) continue;
             dr += k->dram_rd, dw += k->dram_wr, lr += k->l1_rd, lw += k->l1_wr;
+            for (int n = 0; n < 2; ++n)
+                noc_reads[n] += k->noc_reads[n], noc_read_bytes[n] += k->noc_read_bytes[n], noc_writes[n] += k->noc_writes[n];
+            for (auto& [z, v] : k->zone_noc_reads) zone_noc_reads[std::string(z.first) + "/" + std::to_string(z.second)] += v;
+            for (auto& [b, v] : k->bank_noc_reads) bank_noc_reads[std::to_string(b.first) + "/" + std::to_string(b.second)] += v;
             for (auto& [n, v] : k->calls) calls[n] += v;
             for (auto& [n, v] : k->zones) zones[n] += v;
             for (auto& [n, v] : k->zone_calls) zone_calls[std::string(n.first) + "/" + n.second] += v;
@@ -687,7 +703,16 @@ std::string build_report(RunState& R, double wall_s) {
         o += "},\"work\":{";
         f2 = true;
         for (auto& [n, v] : work) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
-        o += "}}";
+        o += "},\"zone_noc_reads\":{";
+        f2 = true;
+        for (auto& [n, v] : zone_noc_reads) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
+        o += "},\"bank_noc_reads\":{";
+        f2 = true;
+        for (auto& [n, v] : bank_noc_reads) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
+        o += fmt("},\"noc_reads\":[%llu,%llu],\"noc_read_bytes\":[%llu,%llu],\"noc_writes\":[%llu,%llu]}",
+                 (unsigned long long)noc_reads[0], (unsigned long long)noc_reads[1],
+                 (unsigned long long)noc_read_bytes[0], (unsigned long long)noc_read_bytes[1],
+                 (unsigned long long)noc_writes[0], (unsigned long long)noc_writes[1]);
     }
     o += "],\"log\":[";
     for (size_t i = 0; i < R.log.size(); ++i) o += (i ? ",\"" : "\"") + json_escape(R.log[i]) + "\"";
@@ -960,9 +985,10 @@ uint64_t noc_xy_addr(uint32_t x, uint32_t y, uint64_t addr) {
 
 // The data moves at the covering barrier (see Transfer); issue checks both ends, records the
 // transfer and its touches, and poisons a read's destination.
-void noc_read(uint64_t src, uint32_t dst, uint32_t size) {
+void noc_read(uint64_t src, uint32_t dst, uint32_t size, uint8_t noc) {
     Kernel& k = me();
     bump(k, "noc_async_read");
+    check_noc(noc, "noc_async_read");
     std::lock_guard<std::mutex> g(t_k->run->mu);
     check_l1_range(dst, size, "noc_async_read destination");
     check_cb_write(*k.core, &k, dst, size, "noc_async_read");
@@ -978,18 +1004,23 @@ void noc_read(uint64_t src, uint32_t dst, uint32_t size) {
     if (!k.core->in_flight.empty()) check_in_flight(*k.core, dst, size, Access::kModifies, "noc_async_read fills");
     const uint64_t id = ++k.transfers_issued;
     uint8_t* dst_ptr = k.core->l1 + dst;
+    ++k.noc_reads[noc];
+    k.noc_read_bytes[noc] += size;
+    if (!k.zone_stack.empty()) ++k.zone_noc_reads[{k.zone_stack.back(), int(noc)}];
+    if (!t.core) ++k.bank_noc_reads[{t.bank, int(noc)}];
     k.reads_in_flight.push_back(Transfer{id, true, false, size, t.ptr, dst_ptr,
-                                         src, noc_xy_addr_of(*k.core, dst), t.core, k.core});
-    k.core->in_flight.push_back(InFlight{dst, dst + size, Touch::kReadDst, &k, id});
-    if (t.core) t.core->in_flight.push_back(InFlight{src_l1, src_l1 + size, Touch::kReadSrc, &k, id});
+                                         src, noc_xy_addr_of(*k.core, dst), t.core, k.core, noc});
+    k.core->in_flight.push_back(InFlight{dst, dst + size, Touch::kReadDst, &k, id, noc});
+    if (t.core) t.core->in_flight.push_back(InFlight{src_l1, src_l1 + size, Touch::kReadSrc, &k, id, noc});
     // A local copy onto overlapping bytes would poison its own source; it keeps them.
     if (!(t.core == k.core && overlaps(src_l1, size, dst, uint64_t(dst) + size)))
         fill_poison<kInFlightPoison>(dst_ptr, dst, size);
 }
 
-void noc_write(uint32_t src, uint64_t dst, uint32_t size) {
+void noc_write(uint32_t src, uint64_t dst, uint32_t size, uint8_t noc) {
     Kernel& k = me();
     bump(k, "noc_async_write");
+    check_noc(noc, "noc_async_write");
     std::lock_guard<std::mutex> g(t_k->run->mu);
     check_l1_range(src, size, "noc_async_write source");
     check_cb_read(*k.core, &k, src, size, "noc_async_write source");
@@ -1005,24 +1036,37 @@ void noc_write(uint32_t src, uint64_t dst, uint32_t size) {
         k.dram_wr += size;
     }
     const uint64_t id = ++k.transfers_issued;
+    ++k.noc_writes[noc];
     k.writes_in_flight.push_back(Transfer{id, false, false, size, k.core->l1 + src, t.ptr,
-                                          noc_xy_addr_of(*k.core, src), dst, k.core, t.core});
-    k.core->in_flight.push_back(InFlight{src, src + size, Touch::kWriteSrc, &k, id});
-    if (t.core) t.core->in_flight.push_back(InFlight{dst_l1, dst_l1 + size, Touch::kWriteDst, &k, id});
+                                          noc_xy_addr_of(*k.core, src), dst, k.core, t.core, noc});
+    k.core->in_flight.push_back(InFlight{src, src + size, Touch::kWriteSrc, &k, id, noc});
+    if (t.core) t.core->in_flight.push_back(InFlight{dst_l1, dst_l1 + size, Touch::kWriteDst, &k, id, noc});
 }
 
-void noc_read_barrier() {
+void noc_read_barrier(uint8_t noc) {
     Kernel& k = me();
     bump(k, "noc_async_read_barrier");
+    check_noc(noc, "noc_async_read_barrier");
     std::lock_guard<std::mutex> g(t_k->run->mu);
-    complete(k, k.reads_in_flight);
+    complete(k, k.reads_in_flight, noc);
 }
 
-void noc_write_barrier() {
+void noc_write_barrier(uint8_t noc) {
     Kernel& k = me();
     bump(k, "noc_async_write_barrier");
+    check_noc(noc, "noc_async_write_barrier");
     std::lock_guard<std::mutex> g(t_k->run->mu);
-    complete(k, k.writes_in_flight);
+    complete(k, k.writes_in_flight, noc);
+}
+
+void check_noc(uint8_t noc, const char* api) {
+    Kernel& k = me();
+    if (noc > 1) raise(fmt("%s on NoC %u: a Tensix core has NoCs 0 and 1", api, unsigned(noc)));
+    if (k.noc_mode == 0 && noc != k.noc)
+        raise(fmt("%s on NoC %u from a DM_DEDICATED_NOC kernel on NoC %u: in dedicated mode each data-movement "
+                  "kernel owns one NoC (its command buffers and barrier counters); use NOC_MODE.DM_DYNAMIC_NOC on "
+                  "both data-movement kernels of the core to issue on either NoC",
+                  api, unsigned(noc), unsigned(k.noc)));
 }
 
 uint32_t num_dram_banks() { return static_cast<uint32_t>(t_dev->arch.bank_offset.size()); }
@@ -1405,6 +1449,8 @@ __attribute__((visibility("default"))) int emu_run(int h, const uint32_t* w, int
                 k->cc.fp32_dest_acc_en = next() != 0;
                 k->cc.dst_full_sync_en = next() != 0;
                 k->cc.math_approx_mode = next() != 0;
+                k->noc = static_cast<uint8_t>(next());
+                k->noc_mode = static_cast<uint8_t>(next());
                 const uint32_t nrt = next();
                 for (uint32_t r = 0; r < nrt; ++r) k->rt.push_back(next());
                 const uint32_t ncrt = next();

@@ -40,18 +40,18 @@ WORMHOLE_ONE_NOC_576 = 0.92
 
 
 READ_NOCS = {
-    "K tiles": "reader NoC",
-    "V tiles": "reader NoC (KernelWork.both_nocs: the other NoC, as tt-metal PR #57170 does for V)",
+    "K tiles": "both NoCs: alternate pages (attention_dataflow.hpp kv_read_noc; KernelWork.both_nocs)",
+    "V tiles": "both NoCs, as K (tt-metal PR #57170 instead reads V on the other NoC)",
     "Q rows, positions, work row, page table": "reader NoC",
     "split-K copies (Q/constants, max, partials; L1 to L1)": "reader NoC",
     "output rows (writes)": "writer NoC",
 }
-"""Which NoC each of our op's transfers uses. ``program_factory`` builds the reader with
-``ttnn.ReaderConfigDescriptor()`` and the writer with ``WriterConfigDescriptor()``: tt-metal's
-``ReaderDataMovementConfig`` runs on RISCV_1 with ``noc = GetPreferredNOCForDRAMRead(arch)`` and
-``NOC_MODE::DEDICATED_NOC_PER_DM`` (``tt_metal/api/tt-metalium/kernel_types.hpp``): one NoC for every
-read the reader issues, one ``noc_async_read`` per K/V tile (``attention_reader.cpp``), as ttnn's
-decode reader does (#57161). So every K/V request of a core meets #55898's per-NoC rate. Bytes per
+"""Which NoC each of our op's transfers uses. ``op/data_movement.py`` builds the
+reader on RISCV_1 with NoC 0 and the writer on RISCV_0 with NoC 1 (the NoCs of tt-metal's
+``Reader/WriterDataMovementConfig``), both in ``DM_DYNAMIC_NOC``: the reader issues one
+``noc_async_read`` per K/V tile (``attention_reader.cpp``), alternate pages on alternate NoCs, so a
+core's K/V requests split over both NoCs' per-endpoint rates (#55898; emulator-measured 49-50% per
+NoC, ``tests/test_both_nocs.py``); ttnn's decode reader (#57161) uses one NoC. Bytes per
 request: one K/V tile (2048 / 1088 / 576 B for bfloat16 / bfloat8_b / bfloat4_b); a paged cache of
 16-position blocks reads half tiles (bfloat16 only: two 1 KB requests a tile)."""
 

@@ -88,9 +88,18 @@ class Row:
         return self.result == "FAIL"
 
 
+def this_package_first(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the folder holding THIS ``ttnn_flashdecode`` first on ``PYTHONPATH``: a check's
+    subprocess runs in a scratch folder, where the interpreter's own install (an editable install
+    may point at another checkout) would otherwise decide which package and kernels it checks."""
+    home = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def _environment(arch: str, root: Path, work: Path, cluster: str | None = None) -> dict[str, str]:
     """The mock-device subprocess's environment: ``cluster`` (default ``arch``) names the mock cluster."""
-    env = dict(os.environ)
+    env = this_package_first(dict(os.environ))
     env.update(TT_METAL_MOCK_CLUSTER_DESC_PATH=str(mock_cluster_descriptor(cluster or arch)), TT_METAL_RUNTIME_ROOT=f"{root}/",
                TT_METAL_CACHE=f"{work / 'jit-cache'}/", TT_METAL_LOGGER_LEVEL="ERROR", LOGURU_LEVEL="WARNING",
                SILICON_CHECK_JIT_LOG=str(work / "jit.log"))

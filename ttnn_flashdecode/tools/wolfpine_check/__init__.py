@@ -73,14 +73,15 @@ class PlantedBug:
 PLANTED_BUGS = (
     PlantedBug(
         "device-only page offset",
-        "            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes);",
-        "#ifndef TT_EMULATOR\n            noc_async_read_page(first + d + kDimTiles, reader, dst + d * kKvTileBytes);\n"
-        "#else\n            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes);\n#endif",
+        "            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes, 0, kv_read_noc(first + d));",
+        "#ifndef TT_EMULATOR\n            noc_async_read_page(first + d + kDimTiles, reader, dst + d * kKvTileBytes, 0, "
+        "kv_read_noc(first + d));\n"
+        "#else\n            noc_async_read_page(first + d, reader, dst + d * kKvTileBytes, 0, kv_read_noc(first + d));\n#endif",
         "a contiguous / paged K/V tile read one position tile late, in the device build only (TT_EMULATOR unset)",
         "decode bf16"),
     PlantedBug(
         "no read barrier before the K push",
-        "        read_block(kCbK, p, p.k, k_reader, block, table);\n        noc_async_read_barrier();",
+        "        read_block(kCbK, p, p.k, k_reader, block, table);\n        kv_read_barrier();",
         "        read_block(kCbK, p, p.k, k_reader, block, table);",
         "K pages pushed to compute while their DRAM reads may still be in flight (and stale rows zeroed before they land)",
         "decode bf16", cost_model=True),

@@ -98,7 +98,9 @@ def build_wolfpine_root(root: Path | None = None) -> Path:
 
 def environment(root: Path, work: Path, run_tag: str, cost_model: bool, arch: str = "wormhole") -> dict[str, str]:
     """The environment of the process that opens the simulated device (``../shared`` recipe)."""
-    env = {k: v for k, v in os.environ.items() if k != "TT_METAL_MOCK_CLUSTER_DESC_PATH"}
+    from ttnn_flashdecode.tools.silicon_check import this_package_first
+
+    env = this_package_first({k: v for k, v in os.environ.items() if k != "TT_METAL_MOCK_CLUSTER_DESC_PATH"})
     env.update(
         TT_METAL_SIMULATOR=str(simulator_dir(arch)), TT_METAL_SLOW_DISPATCH_MODE="1",
         TT_METAL_RUNTIME_ROOT=f"{root}/", TT_METAL_CACHE=f"{work / 'jit-cache'}/", TT_SIM_RUN_TAG=run_tag,

@@ -97,10 +97,16 @@ bool cb_pages_available_at_front(uint32_t cb, uint32_t num_pages);
 // until then); touching an end of a transfer still in flight, signalling a semaphore with writes
 // un-flushed, and returning from kernel_main with transfers in flight fail (see runtime.cpp).
 uint64_t noc_xy_addr(uint32_t x, uint32_t y, uint64_t addr);
-void noc_read(uint64_t src_noc_addr, uint32_t dst_l1_addr, uint32_t size);
-void noc_write(uint32_t src_l1_addr, uint64_t dst_noc_addr, uint32_t size);
-void noc_read_barrier();
-void noc_write_barrier();   // also used for noc_async_writes_flushed and noc_async_full_barrier
+// Every transfer and barrier names its NoC (0 or 1; check_noc's rules); a barrier covers this
+// kernel's transfers on that NoC only.
+void noc_read(uint64_t src_noc_addr, uint32_t dst_l1_addr, uint32_t size, uint8_t noc);
+void noc_write(uint32_t src_l1_addr, uint64_t dst_noc_addr, uint32_t size, uint8_t noc);
+void noc_read_barrier(uint8_t noc);
+void noc_write_barrier(uint8_t noc);   // also used for noc_async_writes_flushed and noc_async_full_barrier
+// fail()s unless the calling kernel may use NoC `noc` in `api`: 0 or 1, and its own NoC when its
+// DataMovementConfig is DM_DEDICATED_NOC (the other NoC's command buffers and counters are the
+// other data-movement kernel's).
+void check_noc(uint8_t noc, const char* api);
 uint32_t num_dram_banks();
 uint32_t dram_alignment();
 // NoC address of byte `offset` of page `page_id` of a DRAM-interleaved buffer (TT_FACTS §4).

@@ -14,6 +14,19 @@
 #include <type_traits>
 
 #include "emu/kernel_prelude.h"
+
+// NoC modes (hostdev/dev_msgs.h) and this kernel's NoC and mode: tt-metal's JIT defines NOC_INDEX
+// and NOC_MODE from the kernel's DataMovementConfig (dataflow_api_common.h), and so does the
+// emulator's build. DM_DEDICATED_NOC: the kernel owns NoC noc_index and may use no other;
+// DM_DYNAMIC_NOC (both data-movement kernels of a core alike): either NoC, per call.
+enum : uint8_t { DM_DEDICATED_NOC = 0, DM_DYNAMIC_NOC = 1 };
+#if !defined(NOC_INDEX) || !defined(NOC_MODE)
+#error "NOC_INDEX and NOC_MODE must be passed by the emulator's kernel build"
+#endif
+constexpr uint8_t noc_index = NOC_INDEX;
+constexpr uint8_t noc_mode = NOC_MODE;
+static_assert(noc_index < 2 && noc_mode < 2, "NOC_INDEX: 0 or 1; NOC_MODE: DM_DEDICATED_NOC or DM_DYNAMIC_NOC");
+
 #include "api/compile_time_args.h"
 #include "api/debug/kernel_profiler.hpp"
 #include "api/tensor/tensor_accessor.h"
@@ -45,7 +58,6 @@ enum class DataFormat : uint8_t {
 
 enum class ProgrammableCoreType : uint8_t { TENSIX = 0, ACTIVE_ETH = 1, IDLE_ETH = 2 };
 
-constexpr uint8_t noc_index = 0;  // NoC used by this kernel; the emulator has one NoC
 
 // ----- coordinates -----------------------------------------------------------------------
 inline uint8_t get_absolute_logical_x() { return static_cast<uint8_t>(emu::logical_x()); }
@@ -90,18 +102,18 @@ inline DataFormat get_dataformat(const std::int32_t operand) {
 // ----- NoC addresses ---------------------------------------------------------------------
 FORCE_INLINE std::uint64_t get_noc_addr(std::uint32_t noc_x, std::uint32_t noc_y, std::uint32_t addr,
                                         uint8_t noc = noc_index) {
-    (void)noc;
+    emu::check_noc(noc, "get_noc_addr");
     return emu::noc_xy_addr(noc_x, noc_y, addr);
 }
 FORCE_INLINE std::uint64_t get_noc_addr(std::uint32_t addr, uint8_t noc = noc_index) {
-    (void)noc;
+    emu::check_noc(noc, "get_noc_addr");
     return emu::noc_xy_addr(emu::noc_x(), emu::noc_y(), addr);
 }
 template <bool DRAM>
 FORCE_INLINE std::uint64_t get_noc_addr_from_bank_id(uint32_t bank_id, uint32_t bank_address_offset,
                                                      uint8_t noc = noc_index) {
     static_assert(DRAM, "the emulator has no L1-interleaved (bank) buffers");
-    (void)noc;
+    emu::check_noc(noc, "get_noc_addr_from_bank_id");
     return emu::dram_bank_noc_addr(bank_id, bank_address_offset);
 }
 
@@ -115,7 +127,7 @@ struct InterleavedAddrGen {
 
     FORCE_INLINE std::uint64_t get_noc_addr(const uint32_t id, const uint32_t offset = 0,
                                             uint8_t noc = noc_index) const {
-        (void)noc;
+        emu::check_noc(noc, "InterleavedAddrGen::get_noc_addr");
         return emu::dram_page_noc_addr(id, bank_base_address, page_size, offset);
     }
 };
@@ -124,40 +136,32 @@ struct InterleavedAddrGen {
 template <uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1, bool enable_noc_tracing = true>
 inline void noc_async_read(std::uint64_t src_noc_addr, std::uint32_t dst_local_l1_addr, std::uint32_t size,
                            uint8_t noc = noc_index, uint32_t read_req_vc = 0) {
-    (void)noc;
     (void)read_req_vc;
-    emu::noc_read(src_noc_addr, dst_local_l1_addr, size);
+    emu::noc_read(src_noc_addr, dst_local_l1_addr, size, noc);
 }
 
 template <uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1, bool enable_noc_tracing = true, bool posted = false>
 inline void noc_async_write(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr, std::uint32_t size,
                             uint8_t noc = noc_index, uint32_t vc = 0) {
-    (void)noc;
     (void)vc;
-    emu::noc_write(src_local_l1_addr, dst_noc_addr, size);
+    emu::noc_write(src_local_l1_addr, dst_noc_addr, size, noc);
 }
 
-inline void noc_async_read_barrier(uint8_t noc = noc_index) {
-    (void)noc;
-    emu::noc_read_barrier();
-}
-FORCE_INLINE void noc_async_write_barrier(uint8_t noc = noc_index) {
-    (void)noc;
-    emu::noc_write_barrier();
-}
+// Each barrier waits for this kernel's transfers on ITS NoC only (tt-metal compares that NoC's
+// counters): reads issued on the other NoC stay in flight.
+inline void noc_async_read_barrier(uint8_t noc = noc_index) { emu::noc_read_barrier(noc); }
+FORCE_INLINE void noc_async_write_barrier(uint8_t noc = noc_index) { emu::noc_write_barrier(noc); }
 FORCE_INLINE void noc_async_writes_flushed(uint8_t noc = noc_index) {
-    (void)noc;
     emu::count_call("noc_async_writes_flushed");
-    emu::noc_write_barrier();
+    emu::noc_write_barrier(noc);
 }
 FORCE_INLINE void noc_async_atomic_barrier(uint8_t noc_idx = noc_index) {
-    (void)noc_idx;
+    emu::check_noc(noc_idx, "noc_async_atomic_barrier");
     emu::count_call("noc_async_atomic_barrier");
 }
 FORCE_INLINE void noc_async_full_barrier(uint8_t noc_idx = noc_index) {
-    (void)noc_idx;
-    emu::noc_read_barrier();
-    emu::noc_write_barrier();
+    emu::noc_read_barrier(noc_idx);
+    emu::noc_write_barrier(noc_idx);
 }
 
 // Page transfers through an address generator (TensorAccessor or InterleavedAddrGen).
@@ -182,14 +186,14 @@ FORCE_INLINE uint32_t addrgen_page_size(const AddrGen& addrgen) {
 template <typename AddrGen, bool enable_noc_tracing = true>
 FORCE_INLINE void noc_async_read_page(const uint32_t id, const AddrGen& addrgen, uint32_t dst_local_l1_addr,
                                       uint32_t offset = 0, uint8_t noc = noc_index) {
-    emu::noc_read(addrgen.get_noc_addr(id, offset, noc), dst_local_l1_addr, emu_detail::addrgen_page_size(addrgen));
+    emu::noc_read(addrgen.get_noc_addr(id, offset, noc), dst_local_l1_addr, emu_detail::addrgen_page_size(addrgen), noc);
 }
 
 template <typename AddrGen, bool enable_noc_tracing = true, bool posted = false>
 FORCE_INLINE void noc_async_write_page(const uint32_t id, const AddrGen& addrgen, uint32_t src_local_l1_addr,
                                        uint32_t size = 0, uint32_t offset = 0, uint8_t noc = noc_index) {
     const uint32_t bytes = size ? size : emu_detail::addrgen_page_size(addrgen);
-    emu::noc_write(src_local_l1_addr, addrgen.get_noc_addr(id, offset, noc), bytes);
+    emu::noc_write(src_local_l1_addr, addrgen.get_noc_addr(id, offset, noc), bytes, noc);
 }
 
 // Deprecated in 0.81.1 but still present: whole-page forms.
@@ -224,13 +228,13 @@ FORCE_INLINE void noc_semaphore_set(volatile tt_l1_ptr uint32_t* sem_addr, uint3
 }
 template <bool posted = false>
 FORCE_INLINE void noc_semaphore_inc(uint64_t addr, uint32_t incr, uint8_t noc_id = noc_index, uint8_t vc = 0) {
-    (void)noc_id;
     (void)vc;
+    emu::check_noc(noc_id, "noc_semaphore_inc");
     emu::semaphore_inc(addr, incr);
 }
 inline void noc_semaphore_set_remote(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr,
                                      uint8_t noc = noc_index) {
-    (void)noc;
+    emu::check_noc(noc, "noc_semaphore_set_remote");
     emu::semaphore_set_remote(src_local_l1_addr, dst_noc_addr);
 }
 

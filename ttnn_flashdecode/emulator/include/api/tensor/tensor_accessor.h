@@ -27,8 +27,8 @@ struct TensorAccessor {
 
     uint32_t get_aligned_page_size() const { return page_size; }
 
-    std::uint64_t get_noc_addr(const uint32_t page_id, const uint32_t offset = 0, uint8_t noc = 0) const {
-        (void)noc;
+    std::uint64_t get_noc_addr(const uint32_t page_id, const uint32_t offset = 0, uint8_t noc = noc_index) const {
+        emu::check_noc(noc, "TensorAccessor::get_noc_addr");
         if constexpr (!DSpec::is_sharded) {
             return emu::dram_page_noc_addr(page_id, bank_base_address, page_size, offset);
         } else {
