@@ -68,6 +68,16 @@ class CallModel:
         kernel_hash: blake2b of the kernel sources it was fitted on.
         zone_calls: ``"zone/api"`` -> per-feature compute calls made inside that profiler zone
             (``CoreStats.zone_calls``).
+        sfpu_faces_per_call: SFPU API -> 16x16 faces it computed per call over the calibration runs
+            (``CoreStats.sfpu_faces``: 4 on ``VectorMode::RC``, 2 on ``R``).
+        reconfig_share: the share of the units the data-format reconfig calls address (SrcA and
+            SrcB for ``reconfig_data_format``, one for the other forms) that they reprogrammed
+            (``CoreStats.format_reconfigs``; the LLK's ``(old, new)`` forms skip a unit already on
+            the format). Like ``noc1_read_share``, a share over the runs, not a per-feature fit: it
+            follows the order of the calls, not the features.
+        noc1_read_share: NoC 1's share of the K/V read requests the calibration runs issued (the
+            reader's ``fd-reader-kv`` zone, ``CoreStats.zone_noc_reads``; a share, not a per-feature
+            fit: which NoC a K/V page takes follows its page index, not the features).
     """
 
     q_rows: int
@@ -77,6 +87,9 @@ class CallModel:
     bytes: Mapping[str, tuple[int, ...]]
     kernel_hash: str
     zone_calls: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    sfpu_faces_per_call: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    reconfig_share: float = 1.0
+    noc1_read_share: float = 0.0
 
     def core_calls(self, features: np.ndarray) -> list[dict[str, int]]:
         """Per core, compute API name -> calls, for ``features`` ``[cores, len(FEATURES)]``."""
@@ -124,7 +137,8 @@ class CallModel:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self) | {"calls": dict(self.calls), "bytes": dict(self.bytes),
-                                           "zone_calls": dict(self.zone_calls)}
+                                           "zone_calls": dict(self.zone_calls),
+                                           "sfpu_faces_per_call": dict(self.sfpu_faces_per_call)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> CallModel:
@@ -135,6 +149,9 @@ class CallModel:
             bytes={k: tuple(int(x) for x in v) for k, v in data["bytes"].items()},
             kernel_hash=str(data["kernel_hash"]),
             zone_calls={k: tuple(int(x) for x in v) for k, v in data.get("zone_calls", {}).items()},
+            sfpu_faces_per_call={k: float(v) for k, v in data.get("sfpu_faces_per_call", {}).items()},
+            reconfig_share=float(data.get("reconfig_share", 1.0)),
+            noc1_read_share=float(data.get("noc1_read_share", 0.0)),
         )
 
 
@@ -249,6 +266,26 @@ def _report_rows(report, plan) -> list:
     return [report.cores[core] for core in plan.cores]
 
 
+_UNITS_PER_RECONFIG = {"reconfig_data_format": 2}
+"""Units a reconfig API addresses (SrcA and SrcB; the ``_srca`` / ``_srcb`` / pack forms one)."""
+
+
+def _faces_per_call(stats) -> dict[str, float]:
+    faces: dict[str, int] = {}
+    for s in stats:
+        for api, n in s.sfpu_faces.items():
+            faces[api] = faces.get(api, 0) + n
+    calls = {api: sum(s.calls.get(api, 0) for s in stats) for api in faces}
+    return {api: faces[api] / calls[api] for api in faces if calls[api]}
+
+
+def _reconfig_share(stats) -> float:
+    addressed = sum(_UNITS_PER_RECONFIG.get(name.split("<", 1)[0], 1) * n
+                    for s in stats for name, n in s.calls.items() if "reconfig" in name)
+    reprogrammed = sum(sum(s.format_reconfigs.values()) for s in stats)
+    return min(1.0, reprogrammed / addressed) if addressed else 1.0
+
+
 def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallModel:
     """Fit the per-feature compute calls and NoC bytes of the current kernels on the emulator.
 
@@ -263,7 +300,7 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
         numpy.linalg.LinAlgError: the calibration runs do not determine every feature.
     """
     kernel_hash = _kernel_hash()
-    cache = _cache_dir() / f"calls-v2-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"  # v2: with zone_calls
+    cache = _cache_dir() / f"calls-v4-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"  # v4: with the SFPU faces, reconfig and K/V NoC shares
     if use_cache and cache.exists():
         return CallModel.from_json(json.loads(cache.read_text()))
     shape = Shape(f"calibration q{q_rows} d{dim_tiles}", q_rows, 1, 32 * dim_tiles)
@@ -283,7 +320,9 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
     counters = {name: _fit(features, np.array([getattr(s, name) for s in stats]), name) for name in _BYTE_COUNTERS}
     keys = sorted({k for s in stats for k in s.zone_calls})
     zone_calls = {k: _fit(features, np.array([s.zone_calls.get(k, 0) for s in stats]), k) for k in keys}
-    model = CallModel(q_rows, dim_tiles, True, calls, counters, kernel_hash, zone_calls)
+    reads = [sum(s.zone_noc_reads.get(f"fd-reader-kv/{n}", 0) for s in stats) for n in (0, 1)]
+    model = CallModel(q_rows, dim_tiles, True, calls, counters, kernel_hash, zone_calls, _faces_per_call(stats),
+                      _reconfig_share(stats), reads[1] / max(1, sum(reads)))
     if use_cache:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".tmp{os.getpid()}")

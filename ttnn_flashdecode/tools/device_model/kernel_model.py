@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from ttnn_flashdecode.tools import cost_model as cm
 from ttnn_flashdecode.tools.device_model import hardware, llk_costs as llk
 
-__all__ = ["KernelWork", "WORK_ITEMS", "ROUND_SCORES_CALLS", "call_costs", "weights_v2", "per_tile_cycles",
+__all__ = ["KernelWork", "WORK_ITEMS", "ROUND_SCORES_CALLS", "call_costs", "measured_sfpu_faces", "measured_reconfig_share", "measured_nocs", "weights_v2", "per_tile_cycles",
            "tile_and_block_totals", "ResultV2", "estimate_v2",
            "seed_comparison", "SEED_CYCLES_PER_TILE", "reproduce_55760", "REPORTED_55760", "relative_errors_55760"]
 
@@ -38,12 +38,13 @@ SEED_CYCLES_PER_TILE = (cm.SEED_MS[2] - cm.SEED_MS[0]) * 1e-3 / (
 
 @dataclasses.dataclass(frozen=True)
 class KernelWork:
-    """Kernel changes the model can price (issue 35 item 3); all off = today's kernels.
+    """Kernel changes the model can price (issue 35 item 3); all off = today's kernels, priced from
+    the emulator's counts of them (SFPU faces, reconfigs that reprogram a unit, K/V NoC split).
 
     Attributes:
         sfpu_live_faces: SFPU ops (exp, max, sums, recip, tanh, masks) on faces 0-1 only
-            (``VectorMode::R``) when a request's Q rows fit 16.
-        both_nocs: K/V reads spread over both NoCs (e.g. V on the second, tt-metal PR #57170).
+            (``VectorMode::R``) when a request's Q rows fit 16 (built: the emulator measures it).
+        both_nocs: K/V reads spread over both NoCs (built: ``kv_read_noc``; the emulator measures it).
         fewer_reconfigs: one unpack and one pack data-format reconfig per block instead of today's.
         half_height_q: 16x32 Q and score tiles (FPU tile ops on 2 faces) when Q rows fit 16.
         min_block_tiles: K/V blocks of at least this many position tiles (0: the planner's), so the
@@ -87,21 +88,54 @@ PER_LIVE_TILE_CALL = "sub_tiles_bcast_cols"
 """The compute call made exactly once per live position tile (``probabilities``' S - M): the call
 whose weight carries ``accurate_scores``' rounding in the time estimate."""
 
-WORK_ITEMS = (KernelWork(), KernelWork(sfpu_live_faces=True), KernelWork(both_nocs=True),
-              KernelWork(fewer_reconfigs=True), KernelWork(half_height_q=True), KernelWork(min_block_tiles=16),
-              KernelWork(True, True, True, False), KernelWork(True, True, True, True),
-              KernelWork(True, True, True, True, 16), KernelWork(fp32_scores=True))
-"""The what-ifs bench prints: today, each change alone, the first three together, the first four, all five;
-then item 4's fp32 scores alone."""
+WORK_ITEMS = (KernelWork(), KernelWork(fewer_reconfigs=True), KernelWork(half_height_q=True),
+              KernelWork(min_block_tiles=16), KernelWork(fewer_reconfigs=True, half_height_q=True),
+              KernelWork(fewer_reconfigs=True, half_height_q=True, min_block_tiles=16), KernelWork(fp32_scores=True))
+"""The what-ifs bench prints: today, each change not built yet alone, those together; then item 4's
+fp32 scores alone. Today's kernels already run the SFPU on live faces and read K/V over both NoCs,
+which the model takes from the emulator's counts (:func:`measured_sfpu_faces`, :func:`measured_nocs`);
+``sfpu_live_faces`` and ``both_nocs`` force them where the emulator did not measure them."""
 
 
-def call_costs(names: Sequence[str], cfg: llk.ComputeConfig, q_rows: int, work: KernelWork = KernelWork()
-               ) -> dict[str, llk.OpCost]:
-    """Each API name's :class:`llk_costs.OpCost` for a group of ``q_rows`` Q rows under ``work``."""
+def call_costs(names: Sequence[str], cfg: llk.ComputeConfig, q_rows: int, work: KernelWork = KernelWork(),
+               model: cm.CallModel | None = None) -> dict[str, llk.OpCost]:
+    """Each API name's :class:`llk_costs.OpCost` for a group of ``q_rows`` Q rows under ``work``.
+
+    With ``model`` (the emulator's counts of today's kernels), an SFPU API is priced at the faces the
+    emulator MEASURED it computing per call (:func:`measured_sfpu_faces`: 2 once the kernels run it
+    on live faces), and a data-format reconfig call at the share of calls that reprogrammed a unit
+    (:func:`measured_reconfig_share`; the rest cost a compare, as the LLK's conditional reconfig
+    skips the hardware write)."""
     narrow = q_rows <= 16
     sfpu_faces = 2 if work.sfpu_live_faces and narrow else 4
     fpu_faces = 2 if work.half_height_q and narrow else 4
-    return {n: llk.call_cost(n, cfg, sfpu_faces=sfpu_faces, fpu_faces=fpu_faces) for n in names}
+    faces = measured_sfpu_faces(model) if model is not None else {}
+    share = measured_reconfig_share(model) if model is not None else 1.0
+    costs = {}
+    for n in names:
+        cost = llk.call_cost(n, cfg, sfpu_faces=min(sfpu_faces, faces.get(n, 4)), fpu_faces=fpu_faces)
+        if "reconfig" in n:
+            cost = llk.OpCost(front=cost.front * share + llk.REGS_HANDSHAKE_CYCLES * (1 - share))
+        costs[n] = cost
+    return costs
+
+
+def measured_sfpu_faces(model: cm.CallModel) -> dict[str, int]:
+    """SFPU API -> faces per call the emulator MEASURED over the calibration runs
+    (:attr:`cost_model.CallModel.sfpu_faces_per_call`): 4 on ``VectorMode::RC``, 2 on ``R``."""
+    return {api: max(1, round(f)) for api, f in model.sfpu_faces_per_call.items()}
+
+
+def measured_reconfig_share(model: cm.CallModel) -> float:
+    """The share of the units today's reconfig calls address that the emulator MEASURED them
+    reprogramming (:attr:`cost_model.CallModel.reconfig_share`)."""
+    return model.reconfig_share
+
+
+def measured_nocs(model: cm.CallModel) -> int:
+    """NoCs today's reader spreads its K/V reads over, as the emulator MEASURED (2 when each NoC
+    carries 40-60 % of them: the K/V pages alternate, ``kv_read_noc``)."""
+    return 2 if 0.4 <= model.noc1_read_share <= 0.6 else 1
 
 
 def _per_unit(model: cm.CallModel, feature: str) -> dict[str, int]:
@@ -121,7 +155,7 @@ def _unit_cycles(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork, 
                  block_weight: float) -> dict[str, dict[str, float]]:
     """Cycles per API name and thread for ``tile_weight`` live tiles' own calls plus ``block_weight``
     later blocks' (the running-state rescale)."""
-    costs = call_costs(list(model.calls), cfg, model.q_rows, work)
+    costs = call_costs(list(model.calls), cfg, model.q_rows, work, model)
     scale = _reconfig_scale(model, work)
     tile, block = _per_unit(model, "live_tiles"), _per_unit(model, "later_blocks")
     out = {}
@@ -132,7 +166,7 @@ def _unit_cycles(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork, 
         out[name] = {"calls": calls, "fpu": cost.fpu * factor, "sfpu": cost.sfpu * factor,
                      "front": cost.front * factor, "pack": cost.pack * factor, "unpack": cost.unpack * factor}
     if work.fp32_scores and tile_weight:
-        _add_fp32_scores(out, cfg, model.q_rows, work, tile_weight)
+        _add_fp32_scores(out, cfg, model, work, tile_weight)
     return out
 
 
@@ -152,14 +186,14 @@ def tile_and_block_totals(model: cm.CallModel, cfg: llk.ComputeConfig, work: Ker
             _thread_totals(_unit_cycles(model, cfg, work, 0.0, 1.0)))
 
 
-def _add_fp32_scores(rows: dict[str, dict[str, float]], cfg: llk.ComputeConfig, q_rows: int, work: KernelWork,
+def _add_fp32_scores(rows: dict[str, dict[str, float]], cfg: llk.ComputeConfig, model: cm.CallModel, work: KernelWork,
                      tiles: float = 1.0) -> None:
     """``accurate_scores``' cycles for ``tiles`` live tiles into ``rows``: the score tile's second half
     (one more pack and one more unpack) and the TF32 rounding's calls (:data:`ROUND_SCORES_CALLS`)."""
     rows["fp32 score CB"] = {"calls": 0.0, "fpu": 0.0, "sfpu": 0.0, "front": 0.0,
                              "pack": float(llk.PACK_CYCLES_PER_TILE) * tiles,
                              "unpack": float(llk.PACK_CYCLES_PER_TILE) * tiles}
-    costs = call_costs(list(ROUND_SCORES_CALLS), cfg, q_rows, work)
+    costs = call_costs(list(ROUND_SCORES_CALLS), cfg, model.q_rows, work, model)
     for name, calls in ROUND_SCORES_CALLS.items():
         row = rows.setdefault(name, {"calls": 0.0, "fpu": 0.0, "sfpu": 0.0, "front": 0.0, "pack": 0.0, "unpack": 0.0})
         cost = costs[name]
@@ -178,13 +212,13 @@ def weights_v2(model: cm.CallModel, cfg: llk.ComputeConfig, work: KernelWork = K
                block_tiles: int = cm.SEED_BLOCK_TILES) -> tuple[dict[str, float], dict[str, float]]:
     """Per API name, the cycles :func:`cost_model.estimate` charges a call (its ``weights``), and the
     per-live-tile thread totals (``fpu``, ``sfpu``, ``front``, ``math``, ``pack``, ``unpack``, ``scale``)."""
-    costs = call_costs(list(model.calls), cfg, model.q_rows, work)
+    costs = call_costs(list(model.calls), cfg, model.q_rows, work, model)
     totals = _thread_totals(per_tile_cycles(model, cfg, work, block_tiles))
     scale = max(1.0, totals["pack"] / totals["math"], totals["unpack"] / totals["math"])
     reconfig = _reconfig_scale(model, work)
     weights = {n: c.math * scale * (reconfig if "reconfig" in n else 1.0) for n, c in costs.items()}
     if work.fp32_scores:  # the calibrated counts are today's kernel's: the rounding rides on S - M, once a live tile
-        rounding = call_costs(list(ROUND_SCORES_CALLS), cfg, model.q_rows, work)
+        rounding = call_costs(list(ROUND_SCORES_CALLS), cfg, model.q_rows, work, model)
         weights[PER_LIVE_TILE_CALL] += scale * sum(rounding[n].math * k for n, k in ROUND_SCORES_CALLS.items())
     return weights, totals | {"scale": scale}
 
@@ -223,7 +257,7 @@ def estimate_v2(shape: cm.Shape, kv_positions_per_user: Sequence[int], device: s
     plan, kv, block_tiles = cm.op_schedule(shape, kv_positions_per_user, dev.base, kv_dtype=kv_dtype, capacity=capacity)
     block_tiles = work.block_tiles(block_tiles)
     weights, totals = weights_v2(model, cfg, work, block_tiles)
-    nocs = 2 if work.both_nocs else 1
+    nocs = 2 if work.both_nocs else measured_nocs(model)
     efficiency = hardware.dram_efficiency(dev.arch, cm.kv_tile_bytes(kv_dtype), nocs)
     est = cm.estimate(plan, kv, block_tiles, model, model, dev.effective(cm.kv_tile_bytes(kv_dtype), nocs),
                       weights=weights, users=len(kv_positions_per_user), kv_dtype=kv_dtype)
