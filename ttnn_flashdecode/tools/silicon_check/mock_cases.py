@@ -149,6 +149,12 @@ CASES = (
          dict(cur_pos=[33, 2047], rows=3, split=3), q_rows_per_user=3, append=True),
     Case("fused append: MLA append_latent, 128 Q heads on one d576 latent (K = V), paged, scheduler split", 1, 128, 1,
          576, 4096, dict(cur_pos=[4000]), cache_block_size=64, values_from_keys=True, append=True),
+    Case("fused append: bfloat8_b paged ROWS 2 across a tile edge, an idle slot, scheduler split", 3, 16, 2, 128, 2048,
+         dict(cur_pos=[32, -1, 2047], rows=2), q_rows_per_user=2, cache_block_size=64, kv_dtype="bfloat8_b",
+         append=True),
+    Case("fused append: MLA append_latent on a bfloat8_b d576 latent (K = V), 128 Q heads, paged, scheduler split", 1,
+         128, 1, 576, 4096, dict(cur_pos=[4000]), cache_block_size=64, kv_dtype="bfloat8_b", values_from_keys=True,
+         append=True),
 )
 
 
@@ -176,6 +182,7 @@ QUICK_CASE_NAMES = (
     "accurate_scores: ROWS 2 across an attention chunk of 64, sinks + softcap 50 + return_lse, paged, "
     "scheduler split",
     "fused append: paged decode, ragged batch with an idle slot, scheduler split",
+    "fused append: bfloat8_b paged ROWS 2 across a tile edge, an idle slot, scheduler split",
 )
 
 
