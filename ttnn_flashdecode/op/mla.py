@@ -11,7 +11,7 @@ from ttnn_flashdecode.op.transformer import paged_scaled_dot_product_attention_d
 __all__ = ["flash_multi_latent_attention_decode", "paged_flash_multi_latent_attention_decode"]
 
 
-def _mla(drop_in, q, k, v, head_dim_v, keywords, append_latent=None):
+def _mla(drop_in, q, k, v, head_dim_v, keywords, *, append_latent=None):
     """The GQA ``drop_in`` on the latent (V = K's first ``head_dim_v`` columns, or ``v`` padded), the
     output cut to ``head_dim_v`` columns; ``append_latent`` goes to the drop-in as ``append_k`` (V is
     K: one cache, appended once), its refusals named ``append_latent``."""
@@ -83,7 +83,7 @@ def flash_multi_latent_attention_decode(
                 dict(is_causal=is_causal, attn_mask=attn_mask, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor,
                      attention_sink=attention_sink, scale=scale, sliding_window_size=sliding_window_size,
                      memory_config=memory_config, program_config=program_config,
-                     compute_kernel_config=compute_kernel_config, return_lse=return_lse), append_latent)
+                     compute_kernel_config=compute_kernel_config, return_lse=return_lse), append_latent=append_latent)
 
 
 def paged_flash_multi_latent_attention_decode(
@@ -131,4 +131,4 @@ def paged_flash_multi_latent_attention_decode(
                 dict(is_causal=is_causal, attn_mask=attn_mask, cur_pos_tensor=cur_pos_tensor,
                      attention_sink=attention_sink, scale=scale, sliding_window_size=sliding_window_size,
                      memory_config=memory_config, program_config=program_config,
-                     compute_kernel_config=compute_kernel_config, return_lse=return_lse), append_latent)
+                     compute_kernel_config=compute_kernel_config, return_lse=return_lse), append_latent=append_latent)
