@@ -684,6 +684,18 @@ MUTATIONS = [
              "",
              "the face's exponents are patched in L1 (attention is right) but never written to the cache in DRAM",
              tests=BFP8_APPEND_SLICE),
+    # The drop-ins' fused append (op/transformer.py, op/mla.py)
+    Mutation("append-dropin-paged-rows-dropped", "ttnn_flashdecode/op/transformer.py",
+             "batch_invariant=batch_invariant, append_k=append_k, append_v=append_v, return_lse=return_lse)\n"
+             "    if not candidates:",
+             "batch_invariant=batch_invariant, return_lse=return_lse)\n    if not candidates:",
+             "the paged drop-in drops append_k / append_v: the cache is not updated and the old rows are attended",
+             tests=("tests/test_fused_append_dropins.py",)),
+    Mutation("append-dropin-latent-dropped", "ttnn_flashdecode/op/mla.py",
+             'keywords = keywords | {"append_k": append_latent}',
+             "keywords = keywords",
+             "the MLA drop-ins drop append_latent silently",
+             tests=("tests/test_fused_append_dropins.py",)),
     Mutation("noc-y-low-byte", "core_noc_y",
              "return word >> 16;",
              "return (word >> 16) & 0xFFu;",

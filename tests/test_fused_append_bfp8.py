@@ -141,3 +141,22 @@ def test_bfp8_refused_append_leaves_the_cache_unchanged():
     v4 = ttnn.Tensor(values, ttnn.bfloat4_b, layout=ttnn.TILE_LAYOUT)
     with pytest.raises(ValueError, match="append_k: not supported with a bfloat4_b cache"):
         attention(q, k4, v4, cur_pos=[5, 100, 255], append_k=new_k, append_v=new_v)
+
+
+def test_bfp8_mla_append_latent_equals_update_then_attend():
+    """MLA on a bfloat8_b latent (V is K, one cache): the row packed and written once."""
+    import ttnn
+
+    rng = np.random.default_rng(16)
+    batch, n_q, head_dim, head_dim_v = 2, 16, 96, 64
+    q = ttnn.Tensor(rng.standard_normal((1, batch, n_q, head_dim), dtype=np.float32).astype(ml_dtypes.bfloat16)
+                    .astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
+    latent = _bfp8(rng.standard_normal((batch, 1, 128, head_dim), dtype=np.float32))
+    new = _edge_rows(rng, (1, 5, 1, head_dim))[:, [1, 3]].copy()  # denormals; one huge value
+    positions = [77, 127]
+    updated = _updated(latent, new, positions)
+    call = dict(cur_pos=positions, q_layout="heads", head_dim_v=head_dim_v, split=2)
+    expected = run_quiet(attention, q, updated, None, **call)
+    out = run_quiet(attention, q, latent, None, append_latent=new, **call)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
+    np.testing.assert_array_equal(_bytes(latent), _bytes(updated))
