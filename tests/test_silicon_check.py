@@ -199,6 +199,7 @@ def test_quick_cases_build_every_compile_time_feature():
         "values_from_keys": any(c.values_from_keys for c in quick), "circular": any("cache_position_modulo" in c for c in calls),
         "accurate_scores": any(c.get("accurate_scores") for c in calls),
         "append": any(c.append for c in quick),
+        "append_bfloat8_b": any(c.append and c.kv_dtype == "bfloat8_b" for c in quick),
     }
     assert all(features.values()), [name for name, present in features.items() if not present]
 
