@@ -77,6 +77,22 @@ constexpr uint32_t append_page(uint32_t j, uint32_t user, uint32_t kv_head, uint
     return ((j * batch + user) * head_tiles + kv_head / kTilePositions) * dim_tiles + d;
 }
 
+// Every piece the writer writes starts at a multiple of its size in its tile (a face row's data;
+// bfloat8_b: its face's exponents, at face * 16), so with the tile itself 16-byte aligned (a page of
+// 2048 or 1088 = 68 x 16 bytes) each write meets the NoC's 16-byte L1 and DRAM write alignment
+// (noc_parameters.h, Wormhole and Blackhole). The emulator does not check NoC alignment: this does.
+constexpr bool append_pieces_aligned(uint32_t tile_bytes) {
+    for (uint32_t row = 0; row < kTilePositions; ++row) {
+        for (uint32_t half = 0; half < 2; ++half) {
+            if (kv_face_row_offset(row, half, tile_bytes) % kAppendWriteBytes != 0) {
+                return false;
+            }
+        }
+    }
+    return tile_bytes % 16 == 0 && kAppendWriteBytes % 16 == 0;
+}
+static_assert(!kAppend || append_pieces_aligned(args::kv_tile_bytes()), "fused append: a write-back piece off 16 bytes");
+
 // One datum of ttnn's bfloat8_b host packing (blockfloat_common convert_u32_to_bfp, Bfp8_b, rounding):
 // float32 bits `bits` under shared exponent `shared` (>= its own): the hidden bit added, shifted
 // right by the exponent difference, rounded to 7 bits half to even and clamped, sign << 7 |
