@@ -33,7 +33,13 @@
 // kCommonAppendBase and kCommonAppendVBase; the reader addresses them with CONST's TensorAccessorArgs
 // (see patch_appended_rows), their own (after LSE's in the chain) only keep the chain's order.
 //
-// bfloat16 caches only (a bfloat8_b row shares its face rows' exponents: refused on the host).
+// bfloat8_b caches (1088-byte tiles: 64 shared exponents, one per face row, then a byte per datum):
+// a row is only its own face rows, so the reader packs it itself instead of step 2's copy: it reads
+// the row's two bfloat16 face rows (their 64-byte chunks) into the stage's scratch and packs each
+// as ttnn's host packer does (pack_bfp8_face_row) into the CB page's data and exponent byte. Step 3
+// then stages each face row's 16 data bytes and its face's 16 exponent bytes (a 16-byte piece the
+// core owns whole: every row of that tile this call appends is patched before it is staged; the
+// other exponents are the ones just read). bfloat4_b is refused on the host.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +75,81 @@ constexpr uint32_t append_page(uint32_t j, uint32_t user, uint32_t kv_head, uint
                                uint32_t dim_tiles, uint32_t d) {
     const uint32_t head_tiles = (kv_heads + kTilePositions - 1) / kTilePositions;
     return ((j * batch + user) * head_tiles + kv_head / kTilePositions) * dim_tiles + d;
+}
+
+// Every piece the writer writes starts at a multiple of its size in its tile (a face row's data;
+// bfloat8_b: its face's exponents, at face * 16), so with the tile itself 16-byte aligned (a page of
+// 2048 or 1088 = 68 x 16 bytes) each write meets the NoC's 16-byte L1 and DRAM write alignment
+// (noc_parameters.h, Wormhole and Blackhole). The emulator does not check NoC alignment: this does.
+constexpr bool append_pieces_aligned(uint32_t tile_bytes) {
+    for (uint32_t row = 0; row < kTilePositions; ++row) {
+        for (uint32_t half = 0; half < 2; ++half) {
+            if (kv_face_row_offset(row, half, tile_bytes) % kAppendWriteBytes != 0) {
+                return false;
+            }
+        }
+    }
+    return tile_bytes % 16 == 0 && kAppendWriteBytes % 16 == 0;
+}
+static_assert(!kAppend || append_pieces_aligned(args::kv_tile_bytes()), "fused append: a write-back piece off 16 bytes");
+
+// One datum of ttnn's bfloat8_b host packing (blockfloat_common convert_u32_to_bfp, Bfp8_b, rounding):
+// float32 bits `bits` under shared exponent `shared` (>= its own): the hidden bit added, shifted
+// right by the exponent difference, rounded to 7 bits half to even and clamped, sign << 7 |
+// magnitude; +-0, a denormal (flushed: ttnn's packer as installed does, checked by
+// tests/test_fused_append_bfp8.py) and a magnitude rounded to 0 give 0.
+inline uint32_t bfp8_datum(uint32_t bits, uint32_t shared) {
+    if ((bits & 0x7F800000u) == 0) {
+        return 0;
+    }
+    const uint32_t diff = shared - ((bits >> 23) & 0xFFu);
+    uint32_t mantissa = diff > 31 ? 0 : ((1u << 23) | (bits & 0x7FFFFFu)) >> diff;
+    const uint32_t rest = mantissa & 0x1FFFFu;
+    mantissa >>= 17;
+    if (rest > 0x10000u || (rest == 0x10000u && (mantissa & 1u) != 0)) {
+        mantissa += 1;
+    }
+    mantissa = mantissa > 127 ? 127 : mantissa;
+    return mantissa == 0 ? 0 : ((bits >> 31) << 7) | mantissa;
+}
+
+// Packs the 16 bfloat16 values at L1 `src` (8 words) as one bfloat8_b face row: its 16 data bytes
+// at L1 `data` (datum 0 in the low byte of word 0) and its shared exponent (the largest exponent
+// field of the 16) into byte `exponent` of the L1 tile at `tile` (a read-modify-write of its word).
+__attribute__((noinline)) void pack_bfp8_face_row(uint32_t src, uint32_t data, uint32_t tile, uint32_t exponent) {
+    uint32_t shared = 0;
+    for (uint32_t i = 0; i < 16; ++i) {
+        const uint32_t e = (l1_word(src, i / 2) >> (16 * (i % 2) + 7)) & 0xFFu;
+        shared = e > shared ? e : shared;
+    }
+    for (uint32_t w = 0; w < 4; ++w) {
+        uint32_t packed = 0;
+        for (uint32_t b = 0; b < 4; ++b) {
+            const uint32_t i = 4 * w + b;
+            const uint32_t bits = ((l1_word(src, i / 2) >> (16 * (i % 2))) & 0xFFFFu) << 16;
+            packed |= bfp8_datum(bits, shared) << (8 * b);
+        }
+        l1_set_word(data, w, packed);
+    }
+    const uint32_t word = l1_word(tile, exponent / 4), shift = 8 * (exponent % 4);
+    l1_set_word(tile, exponent / 4, (word & ~(0xFFu << shift)) | (shared << shift));
+}
+
+// Step 2 for a bfloat8_b cache: row `row` of APPEND page `page` (through `rows_reader`) packed into
+// row `dst_row` of the bfloat8_b tile at L1 `dst`, through the 128-byte L1 `scratch`.
+template <typename Accessor>
+__attribute__((noinline)) void pack_appended_row(const Accessor& rows_reader, uint32_t page, uint32_t row, uint32_t dst,
+                                                 uint32_t dst_row, uint32_t scratch) {
+    const uint64_t source = rows_reader.get_noc_addr(page, 0);
+    for (uint32_t half = 0; half < 2; ++half) {
+        noc_async_read(source + (face_row_offset(row, half) & ~63u), scratch + 64 * half, 64);
+    }
+    noc_async_read_barrier();
+    for (uint32_t half = 0; half < 2; ++half) {
+        pack_bfp8_face_row(scratch + 64 * half + face_row_offset(row, half) % 64,
+                           dst + kv_face_row_offset(dst_row, half, args::kv_tile_bytes()), dst,
+                           ((dst_row / 16) * 2 + half) * 16 + dst_row % 16);
+    }
 }
 
 // One row of an append gather: tile row `row` of APPEND page `page` into row `dst_row` of the L1
@@ -108,11 +189,21 @@ __attribute__((noinline)) void patch_appended_rows(uint32_t cb, const Params& p,
                 continue;
             }
             const uint32_t dst = get_write_ptr(cb) + t * kDimTiles * kv_tile_bytes;
+            if constexpr (kAppendBlockFloat) {
+                for (uint32_t j = 0; j < (span.hi - span.lo + 1) * kDimTiles; ++j) {
+                    const uint32_t position = span.lo + j / kDimTiles, d = j % kDimTiles;
+                    pack_appended_row(rows_reader, append_page(position - first, p.user, kv_head, kAppendBatch,
+                                                               kAppendKvHeads, kDimTiles, d),
+                                      kv_head % kTilePositions, dst + d * kv_tile_bytes, position % kTilePositions,
+                                      stage.scratch());
+                }
+            } else {
             gather(rows_reader, (span.hi - span.lo + 1) * kDimTiles, [&](uint32_t j) {
                 const uint32_t position = span.lo + j / kDimTiles, d = j % kDimTiles;
                 const uint32_t page = append_page(position - first, p.user, kv_head, kAppendBatch, kAppendKvHeads, kDimTiles, d);
                 return AppendRow{page, kv_head % kTilePositions, dst + d * kv_tile_bytes, position % kTilePositions};
             });
+            }
             if (!writer) {
                 continue;
             }
@@ -129,8 +220,13 @@ __attribute__((noinline)) void patch_appended_rows(uint32_t cb, const Params& p,
                                                   args::cache_block_pages(), kDimTiles);
             for (uint32_t k = 0; k < (span.hi - span.lo + 1) * kDimTiles * 2; ++k) {  // (position, dim tile, half)
                 const uint32_t d = k / 2 % kDimTiles;
-                const uint32_t offset = kv_face_row_offset((span.lo + k / (2 * kDimTiles)) % kTilePositions, k % 2, kv_tile_bytes);
+                const uint32_t row = (span.lo + k / (2 * kDimTiles)) % kTilePositions;
+                const uint32_t offset = kv_face_row_offset(row, k % 2, kv_tile_bytes);
                 stage.add(dst + d * kv_tile_bytes + offset, cache.get_noc_addr(page + d, offset));
+                if constexpr (kAppendBlockFloat) {  // the face's 16 exponents
+                    const uint32_t exponents = ((row / 16) * 2 + k % 2) * 16;
+                    stage.add(dst + d * kv_tile_bytes + exponents, cache.get_noc_addr(page + d, exponents));
+                }
             }
         }
     }

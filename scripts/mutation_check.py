@@ -54,6 +54,8 @@ TEST_SLICE = ["tests/test_attention.py::test_attention_seed_shapes[1000]", "test
 APPEND_SLICE = ("tests/test_fused_append.py::test_decode_append_equals_update_then_attend_contiguous",
                 "tests/test_fused_append.py::test_paged_append_through_a_shuffled_page_table",
                 "tests/test_fused_append.py::test_rows_append_spanning_a_tile_edge")
+# The bfloat8_b append's: packing (edge rows) and cache bytes against ttnn's host packer.
+BFP8_APPEND_SLICE = ("tests/test_fused_append_bfp8.py",)
 
 PACKAGE = "ttnn_flashdecode"
 
@@ -735,6 +737,44 @@ MUTATIONS = [
              "the reader keeps the request's write-backs: the writer waits for them forever (or, after the "
              "first request, the reader does), and the cache is never written",
              tests=APPEND_SLICE),
+    # The fused append into bfloat8_b caches (pack_bfp8_face_row: ttnn's host packing, on the reader)
+    Mutation("append-bfp8-exponent-not-updated", "pack_bfp8_face_row",
+             "l1_set_word(tile, exponent / 4, (word & ~(0xFFu << shift)) | (shared << shift));",
+             "",
+             "the new row's data are packed under its shared exponent but the tile keeps the old row's exponent",
+             tests=BFP8_APPEND_SLICE),
+    Mutation("append-bfp8-mantissa-truncated", "bfp8_datum",
+             "if (rest > 0x10000u || (rest == 0x10000u && (mantissa & 1u) != 0)) {",
+             "if (false) {",
+             "mantissas truncated instead of rounded to nearest (ttnn's host packer rounds)",
+             tests=BFP8_APPEND_SLICE),
+    Mutation("append-bfp8-ties-away-from-even", "bfp8_datum",
+             "(rest == 0x10000u && (mantissa & 1u) != 0)",
+             "(rest == 0x10000u)",
+             "a tie rounds up instead of to even",
+             tests=BFP8_APPEND_SLICE),
+    Mutation("append-bfp8-denormals-kept", "bfp8_datum",
+             "if ((bits & 0x7F800000u) == 0) {",
+             "if ((bits & 0x7FFFFFFFu) == 0) {",
+             "a bfloat16 denormal packed with a hidden bit instead of flushed to 0 as ttnn's packer does",
+             tests=BFP8_APPEND_SLICE),
+    Mutation("append-bfp8-exponents-not-written-back", "patch_appended_rows",
+             "stage.add(dst + d * kv_tile_bytes + exponents, cache.get_noc_addr(page + d, exponents));",
+             "",
+             "the face's exponents are patched in L1 (attention is right) but never written to the cache in DRAM",
+             tests=BFP8_APPEND_SLICE),
+    # The drop-ins' fused append (op/transformer.py, op/mla.py)
+    Mutation("append-dropin-paged-rows-dropped", "ttnn_flashdecode/op/transformer.py",
+             "batch_invariant=batch_invariant, append_k=append_k, append_v=append_v, return_lse=return_lse)\n"
+             "    if not candidates:",
+             "batch_invariant=batch_invariant, return_lse=return_lse)\n    if not candidates:",
+             "the paged drop-in drops append_k / append_v: the cache is not updated and the old rows are attended",
+             tests=("tests/test_fused_append_dropins.py",)),
+    Mutation("append-dropin-latent-dropped", "ttnn_flashdecode/op/mla.py",
+             'keywords = keywords | {"append_k": append_latent}',
+             "keywords = keywords",
+             "the MLA drop-ins drop append_latent silently",
+             tests=("tests/test_fused_append_dropins.py",)),
     Mutation("noc-y-low-byte", "core_noc_y",
              "return word >> 16;",
              "return (word >> 16) & 0xFFu;",

@@ -713,7 +713,13 @@ _TYPES = _ERRORS + "test_attention_wrong_types_are_type_errors"
 
 _FIELDS = "test_options_registry.py::test_score_modifiers_refuse_bad_fields_and_combinations"
 
+_APPEND_DROPIN = "test_fused_append_dropins.py::test_dropin_append_refusals_write_nothing"
+
 NO_NUMERIC_BOUNDARY = [
+    NoBoundary("append_k: not supported with share_cache=True", _APPEND_DROPIN,
+               "append_k: not supported with share_cache=True", "a combination"),
+    NoBoundary("append_k: not supported with a paged_cache_geometry view", _APPEND_DROPIN,
+               "append_k: not supported with a paged_cache_geometry view", "a combination"),
     NoBoundary("softcap: expected a finite float", _FIELDS, "softcap: expected a finite float", "a field invariant"),
     NoBoundary("window: expected an int >= 0", _FIELDS, "window: expected an int >= 0", "a field invariant"),
     NoBoundary("attention_chunk: expected an int >= 0", _FIELDS, "attention_chunk: expected an int >= 0",
@@ -967,7 +973,7 @@ def test_refusals_with_no_numeric_bound_of_device_tensors(mock_device):
 
 # ------------------------------------------------------------------- the completeness check
 
-REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/positions.py", "ttnn_flashdecode/op/modifiers/base.py", "ttnn_flashdecode/op/modifiers/softcap.py", "ttnn_flashdecode/op/modifiers/window.py", "ttnn_flashdecode/op/modifiers/chunk.py", "ttnn_flashdecode/op/modifiers/mask.py", "ttnn_flashdecode/op/modifiers/sink.py", "ttnn_flashdecode/op/modifiers/causal.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py")
+REFUSING_MODULES = ("ttnn_flashdecode/op/options.py", "ttnn_flashdecode/op/validate.py", "ttnn_flashdecode/op/positions.py", "ttnn_flashdecode/op/modifiers/base.py", "ttnn_flashdecode/op/modifiers/softcap.py", "ttnn_flashdecode/op/modifiers/window.py", "ttnn_flashdecode/op/modifiers/chunk.py", "ttnn_flashdecode/op/modifiers/mask.py", "ttnn_flashdecode/op/modifiers/sink.py", "ttnn_flashdecode/op/modifiers/causal.py", "ttnn_flashdecode/op/plan.py", "ttnn_flashdecode/op/transformer.py", "ttnn_flashdecode/op/program_config.py")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -78,8 +78,9 @@ def check_append(operands, shape, kind: str) -> AppendRows | None:
     Raises:
         TypeError, ValueError: naming ``append_k`` / ``append_v``: rows of the wrong shape or dtype, a V
             missing (or given when V is K), or a call the fused append does not take (a chunk, a
-            non-causal call, a block-float cache, 16-position blocks, a circular cache, shared
-            page-table rows, device tensors).
+            non-causal call, a bfloat4_b cache, 16-position blocks, a circular cache, shared
+            page-table rows; on the emulator a bfloat16 cache not in numpy or a bfloat8_b cache not a
+            host ttnn.Tensor).
     """
     k_rows, v_rows = _latent_or_k(operands, shape)
     if k_rows is None:
@@ -117,19 +118,21 @@ def _check_call(shape, kind: str, operands) -> None:
     refusals = [
         (shape.kind == "chunk", "a chunk (its K/V is in the cache already): decode and ROWS calls only"),
         (not shape.scores.causal, "a non-causal call (every row sits at the cache's end): causal calls only"),
-        (shape.kv_dtype != "bfloat16", f"a {shape.kv_dtype} cache: bfloat16 caches only in this version"),
+        (shape.kv_dtype not in ("bfloat16", "bfloat8_b"),
+         f"a {shape.kv_dtype} cache: bfloat16 and bfloat8_b caches only in this version"),
         (shape.cache_half_blocks, "a paged cache of 16-position blocks: blocks of a multiple of 32 positions only"),
         (shape.cache_wrap != 0, "a circular cache (cache_position_modulo)"),
         (shape.users_per_table_row != 1, "users sharing a page-table row (users_per_table_row > 1)"),
         (shape.sparse_k != 0, "sparse_indices (a sparse call gathers rows, not the tile the new row is patched "
                               "into): append with a dense call first"),
-        (kind != "device" and not (isinstance(operands.k, np.ndarray) and isinstance(operands.v, np.ndarray)),
-         "host ttnn.Tensor caches: on the emulator the caches are numpy arrays, updated in place"),
+        (kind != "device" and shape.kv_dtype == "bfloat16"
+         and not (isinstance(operands.k, np.ndarray) and isinstance(operands.v, np.ndarray)),
+         "host ttnn.Tensor bfloat16 caches: on the emulator the caches are numpy arrays, updated in place"),
     ]
     for refused, why in refusals:
         if refused:
             raise ValueError(f"append_k: not supported with {why}")
-    for name in ("k", "v") if kind != "device" else ():
+    for name in ("k", "v") if kind != "device" and shape.kv_dtype == "bfloat16" else ():
         cache = getattr(operands, name)
         if not cache.flags.writeable:
             raise ValueError(f"append_k: the {name} cache is read-only (the append updates it in place)")
@@ -175,15 +178,37 @@ def _cache_rows(shape, positions, page_table):
 
 def write_back(operands, inputs, k_pages: np.ndarray, v_pages: np.ndarray | None) -> None:
     """Copies the appended rows the kernels wrote into the emulated K (and V) buffers, ``k_pages`` /
-    ``v_pages``, into the caller's numpy caches (only those rows: the rest of the buffer is the cache
-    as uploaded)."""
+    ``v_pages``, into the caller's caches: numpy bfloat16 caches (only those rows: the rest of the
+    buffer is the cache as uploaded), or host ttnn.Tensor bfloat8_b caches (:func:`_write_block_float`)."""
     shape = inputs.shape
     targets = [(operands.k, k_pages)] + ([] if v_pages is None or operands.v is operands.k else [(operands.v, v_pages)])
     for cache, pages in targets:
+        if shape.kv_dtype != "bfloat16":
+            _write_block_float(cache, pages)
+            continue
         dims = tuple(int(d) for d in cache.shape)
         device = tiles.from_tile_bytes(pages, tiles.padded_shape(dims)).astype(np.float32)
         for _user, index, row, _j in _cache_rows(shape, inputs.positions, inputs.page_table):
             cache[index, :, row, :] = device[index, :, row, :dims[3]].astype(cache.dtype)
+
+
+def _write_block_float(cache, pages: np.ndarray) -> None:
+    """The emulated buffer ``pages`` (the uploaded pages of the host ttnn.Tensor ``cache`` with the
+    kernels' 16-byte writes) into ``cache``'s own host buffer, in place: the caller's tensor (and
+    every tensor sharing its storage, as a device cache would be) holds the appended rows. The
+    buffer, exposed read-only through DLPack, is written through its address.
+
+    Raises:
+        ValueError: the buffer's size differs from the pages' (not the tensor uploaded).
+    """
+    import ctypes
+
+    raw = np.from_dlpack(cache.host_buffer().get_shard(ttnn.MeshCoordinate(0, 0))).view(np.uint8)
+    data = np.ascontiguousarray(pages, np.uint8).reshape(-1)
+    if raw.size < data.size or not raw.flags.c_contiguous:
+        raise ValueError(f"append_k: the {cache.dtype} cache's host buffer ({raw.size} bytes) is not the "
+                         f"{data.size} bytes uploaded")
+    ctypes.memmove(raw.ctypes.data, data.ctypes.data, data.size)
 
 
 def reference_update(cache: np.ndarray, rows: np.ndarray, cur_pos, page_table=None, block_size: int = 0) -> None:

@@ -11,10 +11,23 @@ from ttnn_flashdecode.op.transformer import paged_scaled_dot_product_attention_d
 __all__ = ["flash_multi_latent_attention_decode", "paged_flash_multi_latent_attention_decode"]
 
 
-def _mla(drop_in, q, k, v, head_dim_v, keywords):
+def _mla(drop_in, q, k, v, head_dim_v, keywords, *, append_latent=None):
+    """The GQA ``drop_in`` on the latent (V = K's first ``head_dim_v`` columns, or ``v`` padded), the
+    output cut to ``head_dim_v`` columns; ``append_latent`` goes to the drop-in as ``append_k`` (V is
+    K: one cache, appended once), its refusals named ``append_latent``."""
     if head_dim_v is None:
         raise TypeError("head_dim_v: the MLA call needs V's head_dim (DeepSeek-V3: 512), got None")
-    out = drop_in(q, k, values_for(k, v, head_dim_v), **keywords)
+    if append_latent is not None:
+        if v is not None:
+            raise ValueError("append_latent: expected input_tensor_v None (V is the latent's first head_dim_v "
+                             "columns, one cache); a separate V cache is not appended")
+        keywords = keywords | {"append_k": append_latent}
+    try:
+        out = drop_in(q, k, values_for(k, v, head_dim_v), **keywords)
+    except (TypeError, ValueError) as error:
+        if append_latent is None or not str(error).startswith("append_k:"):
+            raise
+        raise type(error)("append_latent:" + str(error)[len("append_k:"):]) from error
     return keep_value_columns(out, int(head_dim_v))
 
 
@@ -36,6 +49,7 @@ def flash_multi_latent_attention_decode(
     compute_kernel_config=None,
     return_lse: bool = False,
     sparse_indices=None,
+    append_latent=None,
 ):
     """MLA decode with ``ttnn.transformer.flash_multi_latent_attention_decode``'s call.
 
@@ -55,6 +69,10 @@ def flash_multi_latent_attention_decode(
         sparse_indices: this op's extra keyword: DeepSeek-V3.2's sparse decode, int32 ``[b, k]``
             (or ``[b, 1, k]``): each user attends exactly the listed latent rows
             (:func:`ttnn_flashdecode.attention`, ``docs/options.md#sparse_indices``).
+        append_latent: this op's extra keyword: each user's new latent row ``[1, b, nkv, dh]``
+            (ttnn's ``update_cache`` input), written into the cache at its ``cur_pos`` and attended,
+            bit for bit ttnn's update then this call (docs/options.md "append_k, append_v,
+            append_latent"); with ``input_tensor_v`` None only. None (default): no append.
 
     Returns:
         ``[1, b, nh, head_dim_v]``, the kind of Q (``(out, lse)`` with ``return_lse``).
@@ -62,14 +80,15 @@ def flash_multi_latent_attention_decode(
     Raises:
         TypeError: no ``head_dim_v``, or not an int; as the GQA drop-in.
         ValueError: ``head_dim_v`` outside ``1..dh``, a V that is not K's shape with ``head_dim_v``
-            columns; as the GQA drop-in.
+            columns, ``append_latent`` with a V; as the GQA drop-in (its ``append_k`` refusals
+            named ``append_latent``).
     """
     return _mla(scaled_dot_product_attention_decode, input_tensor_q, input_tensor_k, input_tensor_v, head_dim_v,
                 dict(is_causal=is_causal, attn_mask=attn_mask, cur_pos=cur_pos, cur_pos_tensor=cur_pos_tensor,
                      attention_sink=attention_sink, scale=scale, sliding_window_size=sliding_window_size,
                      memory_config=memory_config, program_config=program_config,
                      compute_kernel_config=compute_kernel_config, return_lse=return_lse,
-                     sparse_indices=sparse_indices))
+                     sparse_indices=sparse_indices), append_latent=append_latent)
 
 
 def paged_flash_multi_latent_attention_decode(
@@ -90,6 +109,7 @@ def paged_flash_multi_latent_attention_decode(
     compute_kernel_config=None,
     return_lse: bool = False,
     sparse_indices=None,
+    append_latent=None,
 ):
     """MLA decode on a paged latent cache, with ``ttnn.transformer.paged_flash_multi_latent_attention_decode``'s call.
 
@@ -103,6 +123,8 @@ def paged_flash_multi_latent_attention_decode(
             sliding_window_size, memory_config, program_config, compute_kernel_config, return_lse,
             sparse_indices: as :func:`flash_multi_latent_attention_decode` (each index through the
             page table).
+            append_latent: as :func:`flash_multi_latent_attention_decode` (the append through the
+            page table, ttnn's ``paged_update_cache``).
 
     Returns:
         ``[1, b, nh, head_dim_v]``, the kind of Q (``(out, lse)`` with ``return_lse``).
@@ -118,4 +140,4 @@ def paged_flash_multi_latent_attention_decode(
                      attention_sink=attention_sink, scale=scale, sliding_window_size=sliding_window_size,
                      memory_config=memory_config, program_config=program_config,
                      compute_kernel_config=compute_kernel_config, return_lse=return_lse,
-                     sparse_indices=sparse_indices))
+                     sparse_indices=sparse_indices), append_latent=append_latent)

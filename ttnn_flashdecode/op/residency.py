@@ -83,12 +83,14 @@ STATS_CBS = (CB.M_A, CB.M_B, CB.L, CB.LSUM, CB.C, CB.O, CB.PV, CB.PARTIALS, CB.O
 (with fp32 DST accumulation) they are not re-rounded to bfloat16 on every block, which is what
 keeps long contexts and many split-K partials accurate."""
 
-def append_stage_bytes(rows: int, dim_tiles: int) -> int:
-    """The APPEND_STAGE CB's page (``attention_append.hpp`` "AppendStage"): a 64-byte header, the
-    8-byte DRAM addresses of ``2 * rows * dim_tiles`` face rows (64-aligned; ``rows``: K's and V's),
-    a 64-byte slot each."""
-    entries = 2 * rows * dim_tiles
-    return 64 + 64 + -(-8 * entries // 64) * 64 + 64 * entries  # the first 64: slack to a 64-byte boundary
+def append_stage_bytes(rows: int, dim_tiles: int, block_float: bool = False) -> int:
+    """The APPEND_STAGE CB's page (``attention_append_stage.hpp`` "AppendStage"): a 64-byte header,
+    the 8-byte DRAM addresses of ``2 * rows * dim_tiles`` face rows (64-aligned; ``rows``: K's and
+    V's; ``block_float``, a bfloat8_b cache: twice as many pieces, each face row's data and its
+    face's exponents, and a 128-byte scratch), a 64-byte slot each."""
+    entries = (4 if block_float else 2) * rows * dim_tiles
+    scratch = 128 if block_float else 0
+    return 64 + 64 + -(-8 * entries // 64) * 64 + 64 * entries + scratch  # the first 64: slack to a 64-byte boundary
 
 
 LSE_STAGE_BYTES = 32 * 64 + 64
@@ -262,7 +264,8 @@ def cb_plan(residency: Residency) -> tuple[CbSpec, ...]:
             return CbSpec(int(cb), cb.name, INT32, LSE_STAGE_BYTES, pages)
         if cb == CB.APPEND_STAGE:
             kinds = 1 if residency.values_from_keys else 2  # K's face rows, and V's
-            return CbSpec(int(cb), cb.name, INT32, append_stage_bytes(kinds * residency.append_rows, residency.dim_tiles), pages)
+            return CbSpec(int(cb), cb.name, INT32, append_stage_bytes(kinds * residency.append_rows, residency.dim_tiles,
+                                                                          residency.kv_tile_bytes != 2048), pages)
         if cb in (CB.K, CB.V):
             return CbSpec(int(cb), cb.name, residency.kv_format, residency.kv_tile_bytes, pages)
         if residency.fp32_scores and cb == CB.S:

@@ -8,7 +8,7 @@ rows padded to the tile; bfloat16, or bfloat8_b / bfloat4_b as ttnn accepts them
 nkv, s, dh]`` (``[1, nkv, s, dh]`` with ``share_cache=True``) or paged ``[blocks, nkv,
 block_size, dh]`` with ``page_table_tensor``, in bfloat16, bfloat8_b or bfloat4_b; ``cur_pos`` or
 ``cur_pos_tensor`` (-1: idle slot), ``scale``, ``program_config`` (every field with ttnn's
-meaning: :func:`_program_config_keywords`), ``compute_kernel_config``, ``memory_config``; the
+meaning: :func:`~ttnn_flashdecode.op.program_config.program_config_keywords`), ``compute_kernel_config``, ``memory_config``; the
 output is ``[1, b, nh, dh]``. The kernels read Q and write the output in that layout directly
 (the HEAD_ROWS request flag): no reshape on the way. ``sliding_window_size``, ``attention_sink``
 and ``is_causal=False`` with ``attn_mask`` are taken as ttnn takes them, ttnn's scaling of the sink
@@ -19,18 +19,15 @@ by name, never ignored.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
 import ttnn
 
-from ttnn_flashdecode.op import protocol
-from ttnn_flashdecode.op.operation import DEFAULT_ARCH, attention
-from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.operation import attention
 from ttnn_flashdecode.op.modifiers import causal, window
 from ttnn_flashdecode.op.modifiers.base import is_int
-from ttnn_flashdecode.op.options import resolve_grid
+from ttnn_flashdecode.op.program_config import program_config_keywords
 
 __all__ = ["scaled_dot_product_attention_decode", "paged_scaled_dot_product_attention_decode"]
 
@@ -171,65 +168,6 @@ def _causal_keywords(is_causal, attn_mask, q, scale, sliding_window_size, **posi
     return keywords
 
 
-def _device_grid(q) -> tuple[int, int]:
-    """The compute grid the op runs on: ``q``'s device's, else the emulated device's."""
-    if isinstance(q, ttnn.Tensor) and q.storage_type() == ttnn.StorageType.DEVICE:
-        full = q.device().compute_with_storage_grid_size()
-        return (full.x, full.y)
-    from ttnn_flashdecode.emulator.arch import ArchSpec
-
-    return tuple(ArchSpec.for_name(DEFAULT_ARCH).default_grid)
-
-
-def _program_config_keywords(program_config, q, compute_kernel_config) -> dict:
-    """``program_config`` (a ``ttnn.SDPAProgramConfig`` or None) as :func:`ttnn_flashdecode.attention`
-    keywords, every field with ttnn 0.81's decode meaning:
-
-    * ``compute_with_storage_grid_size`` ``(x, y)``: the program runs on cores ``(0, 0) .. (x - 1,
-      y - 1)``; any grid within the device's (the emulated device's on the emulator).
-    * ``sub_core_grids`` (a ``ttnn.CoreRangeSet``): exactly those cores, as many as the grid above
-      names (ttnn refuses a mismatch too).
-    * ``k_chunk_size`` (positions): the K/V block, a positive multiple of 32; 0 lets the op choose.
-    * ``max_cores_per_head_batch``: most cores (split-K slices) per (user, KV head) request; 0
-      means 1, as in ttnn.
-    * ``exp_approx_mode``: True the LLK's approximate exp in the softmax, False the accurate one,
-      None: ``compute_kernel_config.math_approx_mode`` decides (ttnn's op takes None as True; this
-      op keeps its accurate default).
-    * ``q_chunk_size``, ``max_k_splits``, ``matmul_math_fidelity``, ``segmented_accumulation``:
-      not used by decode, in ttnn either (the last three are ring-joint prefill fields).
-
-    Without a config: the device's whole grid, no per-request cap, the op's block.
-
-    Raises:
-        TypeError: ``program_config`` is neither None nor a ``ttnn.SDPAProgramConfig``.
-        ValueError: a grid beyond the device's, a ``sub_core_grids`` of another size or with cores
-            beyond it, a ``k_chunk_size`` that is not a multiple of 32.
-    """
-    compute = ComputeOptions.from_config(compute_kernel_config)
-    if program_config is None:
-        return dict(compute_kernel_config=compute)
-    if not isinstance(program_config, ttnn.SDPAProgramConfig):
-        raise TypeError(f"program_config: expected a ttnn.SDPAProgramConfig or None, got {type(program_config).__name__}")
-    full = _device_grid(q)
-    size = program_config.compute_with_storage_grid_size
-    sub = program_config.sub_core_grids
-    if sub is None:
-        grid = resolve_grid((size.x, size.y), full, "program_config.compute_with_storage_grid_size")
-    else:  # the grid only counts the cores (ttnn: sub_core_grids.num_cores() == x * y)
-        if sub.num_cores() != size.x * size.y:
-            raise ValueError(f"program_config.sub_core_grids: expected {size.x * size.y} cores (compute_with_storage_"
-                             f"grid_size {size.x}x{size.y}), got {sub.num_cores()}")
-        grid = resolve_grid(sub, full, "program_config.sub_core_grids")
-    chunk = program_config.k_chunk_size
-    if chunk % 32:
-        raise ValueError(f"program_config.k_chunk_size: expected 0 (the op chooses) or a positive multiple of 32 "
-                         f"positions, got {chunk}")
-    if program_config.exp_approx_mode is not None:
-        compute = dataclasses.replace(compute, exp_approx=bool(program_config.exp_approx_mode))
-    max_split = min(max(1, int(program_config.max_cores_per_head_batch)), protocol.MAX_SPLIT)
-    return dict(grid=grid, block_tiles=chunk // 32 or None, max_split=max_split, compute_kernel_config=compute)
-
-
 def scaled_dot_product_attention_decode(
     input_tensor_q,
     input_tensor_k,
@@ -251,6 +189,8 @@ def scaled_dot_product_attention_decode(
     batch_invariant: bool = False,
     return_lse: bool = False,
     sparse_indices=None,
+    append_k=None,
+    append_v=None,
 ):
     """Flash-decode GQA attention with ``ttnn.transformer.scaled_dot_product_attention_decode``'s call.
 
@@ -267,7 +207,7 @@ def scaled_dot_product_attention_decode(
             emulator), or None.
         scale: query scale; default ``1/sqrt(dh)``.
         program_config: ``ttnn.SDPAProgramConfig`` or None: the grid or core set, the K/V block,
-            the cores per request and the exp mode (:func:`_program_config_keywords`).
+            the cores per request and the exp mode (:func:`~ttnn_flashdecode.op.program_config.program_config_keywords`).
         compute_kernel_config: as :func:`ttnn_flashdecode.attention`.
         memory_config: the output's: DRAM interleaved (default) or L1 height-sharded (on a device,
             and on the emulator, which places the shards in its cores' L1).
@@ -295,6 +235,11 @@ def scaled_dot_product_attention_decode(
             ``[1, b, nh]``, each row's natural-log softmax denominator (the sink included), as
             :func:`ttnn_flashdecode.attention` defines it; idle users ``-inf``. Default False.
         sparse_indices: this op's extra keyword: sparse decode, as :func:`ttnn_flashdecode.attention`.
+        append_k, append_v: this op's extra keywords: the KV-cache append fused in, ttnn's
+            ``update_cache`` of each user's new K / V row (``[1, b, nkv, dh]``, the update's input)
+            at its ``cur_pos`` followed by this call, bit for bit (:func:`ttnn_flashdecode.attention`;
+            docs/options.md "append_k, append_v, append_latent"). The caches are updated in place.
+            None (default): no append.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q`` (a device tensor; numpy of its dtype;
@@ -304,7 +249,7 @@ def scaled_dot_product_attention_decode(
     Raises:
         ValueError, TypeError: as :func:`ttnn_flashdecode.attention` (``q_layout="heads"``), and
             Q not 4-D ``[1, b, nh, dh]``, a program config the device cannot run
-            (:func:`_program_config_keywords`), ``share_cache=True`` with K of batch != 1.
+            (:func:`~ttnn_flashdecode.op.program_config.program_config_keywords`), ``share_cache=True`` with K of batch != 1.
     """
     _check_tensor_kinds(input_tensor_q=input_tensor_q, input_tensor_k=input_tensor_k, input_tensor_v=input_tensor_v)
     positions = _causal_keywords(is_causal, attn_mask, input_tensor_q, scale, sliding_window_size,
@@ -313,6 +258,8 @@ def scaled_dot_product_attention_decode(
         raise TypeError("cur_pos, cur_pos_tensor: the decode call needs the users' positions, as a list or an int32 [b] tensor")
     if share_cache is not None and not isinstance(share_cache, (bool, np.bool_)):
         raise TypeError(f"share_cache: expected None or a bool, got {type(share_cache).__name__} {share_cache!r}")
+    if share_cache and (append_k is not None or append_v is not None):
+        raise ValueError("append_k: not supported with share_cache=True (one cache every user reads)")
     shared = _shared_cache_table(input_tensor_q, input_tensor_k) if share_cache else None
     return _heads_attention(input_tensor_q, input_tensor_k, input_tensor_v, program_config=program_config,
                             **positions, scale=scale, page_table_tensor=shared,
@@ -321,6 +268,7 @@ def scaled_dot_product_attention_decode(
                             attention_sink=_ttnn_sink(attention_sink, input_tensor_q, scale),
                             logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
                             batch_invariant=batch_invariant, sparse_indices=sparse_indices,
+                            append_k=append_k, append_v=append_v,
                             return_lse=return_lse)
 
 
@@ -380,6 +328,8 @@ def paged_scaled_dot_product_attention_decode(
     batch_invariant: bool = False,
     return_lse: bool = False,
     sparse_indices=None,
+    append_k=None,
+    append_v=None,
 ):
     """Flash-decode GQA attention on a paged KV cache, with
     ``ttnn.transformer.paged_scaled_dot_product_attention_decode``'s call.
@@ -416,6 +366,9 @@ def paged_scaled_dot_product_attention_decode(
             ``(out, lse)``, ``lse`` float32 ``[1, b, nh]`` (with ``spec_multi_pos_tiles``, Q's
             ``[1, b, Tg * 32]`` rows: one value per candidate row).
         sparse_indices: as :func:`scaled_dot_product_attention_decode` (each index through the page table).
+        append_k, append_v: as :func:`scaled_dot_product_attention_decode`'s: ttnn's
+            ``paged_update_cache`` then this call; refused with ``spec_multi_pos_tiles`` and a
+            ``paged_cache_geometry`` view.
 
     Returns:
         ``[1, b, nh, dh]``, the kind of ``input_tensor_q``; with ``return_lse=True`` ``(out, lse)``.
@@ -429,7 +382,11 @@ def paged_scaled_dot_product_attention_decode(
         raise TypeError("page_table_tensor: the paged decode call needs the page table (int32 [b, blocks_per_user]), got None")
     _check_tensor_kinds(input_tensor_q=input_tensor_q, input_tensor_k=input_tensor_k, input_tensor_v=input_tensor_v,
                         page_table_tensor=page_table_tensor)
-    input_tensor_k = _cache_view(input_tensor_k, paged_cache_geometry, "input_tensor_k")
+    viewed = _cache_view(input_tensor_k, paged_cache_geometry, "input_tensor_k")
+    if viewed is not input_tensor_k and (append_k is not None or append_v is not None):
+        raise ValueError("append_k: not supported with a paged_cache_geometry view (the update goes to the caller's "
+                         "cache, not the view)")
+    input_tensor_k = viewed
     input_tensor_v = _cache_view(input_tensor_v, paged_cache_geometry, "input_tensor_v")
     positions = _causal_keywords(is_causal, attn_mask, input_tensor_q, scale, sliding_window_size,
                                  cur_pos_tensor=cur_pos_tensor)
@@ -448,6 +405,7 @@ def paged_scaled_dot_product_attention_decode(
                            cache_position_modulo=cache_position_modulo, users_per_table_row=max(candidates, 1),
                            logit_softcap=logit_softcap, attention_chunk_size=attention_chunk_size,
                            batch_invariant=batch_invariant, sparse_indices=sparse_indices,
+                           append_k=append_k, append_v=append_v,
                            return_lse=return_lse)
     if not candidates:
         return out
@@ -471,7 +429,7 @@ def _check_tensor_kinds(**tensors) -> None:
 def _heads_attention(q, k, v, *, program_config, compute_kernel_config, **keywords):
     """:func:`ttnn_flashdecode.attention` on Q ``[1, b, nh, dh]`` (``q_layout="heads"``)."""
     _check_tensor_kinds(input_tensor_q=q, input_tensor_k=k, input_tensor_v=v)
-    config = _program_config_keywords(program_config, q, compute_kernel_config)
+    config = program_config_keywords(program_config, q, compute_kernel_config)
     if len(q.shape) != 4 or q.shape[0] != 1 or (len(k.shape) == 4 and q.shape[3] != k.shape[3]):
         raise ValueError(f"input_tensor_q: expected shape [1, b, nh, dh] (dh = the cache's head_dim "
                          f"{k.shape[-1]}), got {list(q.shape)}")

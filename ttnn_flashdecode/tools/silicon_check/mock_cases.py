@@ -155,6 +155,12 @@ CASES = (
          576, 32768, dict(cur_pos=[32767]), values_from_keys=True, sparse_k=2048),
     Case("sparse GQA 16/2 heads, d128, paged block 64, k 100 (not a multiple of 32), an idle slot", 4, 16, 2, 128,
          4096, dict(cur_pos=[100, -1, 2500, 4095]), cache_block_size=64, sparse_k=100),
+    Case("fused append: bfloat8_b paged ROWS 2 across a tile edge, an idle slot, scheduler split", 3, 16, 2, 128, 2048,
+         dict(cur_pos=[32, -1, 2047], rows=2), q_rows_per_user=2, cache_block_size=64, kv_dtype="bfloat8_b",
+         append=True),
+    Case("fused append: MLA append_latent on a bfloat8_b d576 latent (K = V), 128 Q heads, paged, scheduler split", 1,
+         128, 1, 576, 4096, dict(cur_pos=[4000]), cache_block_size=64, kv_dtype="bfloat8_b", values_from_keys=True,
+         append=True),
 )
 
 
@@ -183,6 +189,7 @@ QUICK_CASE_NAMES = (
     "accurate_scores: ROWS 2 across an attention chunk of 64, sinks + softcap 50 + return_lse, paged, "
     "scheduler split",
     "fused append: paged decode, ragged batch with an idle slot, scheduler split",
+    "fused append: bfloat8_b paged ROWS 2 across a tile edge, an idle slot, scheduler split",
 )
 
 
