@@ -222,6 +222,19 @@ def test_a_block_too_big_for_l1_names_what_the_mode_takes():
     assert run_quiet(attention, q, cache, cache, cur_pos=[5], block_tiles=16).shape == q.shape
 
 
+def test_a_block_the_mode_does_not_limit_is_refused_without_blaming_it():
+    """head_dim 448, V = K: 18 tiles is the largest block with float32 S and with bfloat16 S, so a
+    19-tile block is refused with the same words either way, not naming accurate_scores."""
+    q, cache = np.zeros((1, 1, 1, 448), np.float32), np.zeros((1, 1, 1024, 448), np.float32)
+    messages = []
+    for accurate in (False, True):
+        with pytest.raises(ValueError, match=r"block_tiles: expected <= 18 .*got 19") as refused:
+            attention(q, cache, cache, cur_pos=[5], block_tiles=19, accurate_scores=accurate)
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1]
+    assert "accurate_scores" not in messages[1]
+
+
 def test_the_drop_ins_take_the_mode_through_compute_options():
     """ttnn's signature has no such keyword: ``compute_kernel_config=ComputeOptions(accurate_scores=True)``
     carries it, and the drop-in gives attention()'s bits with the mode (scores of std 6, sinks ~30
