@@ -214,6 +214,16 @@ def test_the_compute_options_refuse_the_mode_on_a_bfloat16_dst():
     assert options_for(accurate_scores=None) == options_for()
 
 
+def test_an_explicit_keyword_overrides_the_compute_options():
+    """``accurate_scores=False`` (or True) given explicitly wins over ``ComputeOptions(accurate_scores=...)``,
+    as an explicit ttnn keyword wins over a config's default; ``None`` keeps the config's."""
+    on, off = ComputeOptions(accurate_scores=True), ComputeOptions()
+    assert not options_for(compute_kernel_config=on, accurate_scores=False).compute.accurate_scores
+    assert options_for(compute_kernel_config=off, accurate_scores=True).compute.accurate_scores
+    assert options_for(compute_kernel_config=on, accurate_scores=None).compute.accurate_scores
+    assert options_for(compute_kernel_config=on, accurate_scores=False) == options_for(compute_kernel_config=off)
+
+
 def test_a_block_too_big_for_l1_names_what_the_mode_takes():
     """head_dim 512, V = K: a 16-tile block fits with bfloat16 S, not with float32 S."""
     q, cache = np.zeros((1, 1, 1, 512), np.float32), np.zeros((1, 1, 1024, 512), np.float32)
