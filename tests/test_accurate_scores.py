@@ -214,12 +214,35 @@ def test_the_compute_options_refuse_the_mode_on_a_bfloat16_dst():
     assert options_for(accurate_scores=None) == options_for()
 
 
+def test_an_explicit_keyword_overrides_the_compute_options():
+    """``accurate_scores=False`` (or True) given explicitly wins over ``ComputeOptions(accurate_scores=...)``,
+    as an explicit ttnn keyword wins over a config's default; ``None`` keeps the config's."""
+    on, off = ComputeOptions(accurate_scores=True), ComputeOptions()
+    assert not options_for(compute_kernel_config=on, accurate_scores=False).compute.accurate_scores
+    assert options_for(compute_kernel_config=off, accurate_scores=True).compute.accurate_scores
+    assert options_for(compute_kernel_config=on, accurate_scores=None).compute.accurate_scores
+    assert options_for(compute_kernel_config=on, accurate_scores=False) == options_for(compute_kernel_config=off)
+
+
 def test_a_block_too_big_for_l1_names_what_the_mode_takes():
     """head_dim 512, V = K: a 16-tile block fits with bfloat16 S, not with float32 S."""
     q, cache = np.zeros((1, 1, 1, 512), np.float32), np.zeros((1, 1, 1024, 512), np.float32)
     with pytest.raises(ValueError, match=r"accurate_scores=True keeps CB S in float32.*largest block is 16"):
         attention(q, cache, cache, cur_pos=[5], block_tiles=16, accurate_scores=True)
     assert run_quiet(attention, q, cache, cache, cur_pos=[5], block_tiles=16).shape == q.shape
+
+
+def test_a_block_the_mode_does_not_limit_is_refused_without_blaming_it():
+    """head_dim 448, V = K: 18 tiles is the largest block with float32 S and with bfloat16 S, so a
+    19-tile block is refused with the same words either way, not naming accurate_scores."""
+    q, cache = np.zeros((1, 1, 1, 448), np.float32), np.zeros((1, 1, 1024, 448), np.float32)
+    messages = []
+    for accurate in (False, True):
+        with pytest.raises(ValueError, match=r"block_tiles: expected <= 18 .*got 19") as refused:
+            attention(q, cache, cache, cur_pos=[5], block_tiles=19, accurate_scores=accurate)
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1]
+    assert "accurate_scores" not in messages[1]
 
 
 def test_the_drop_ins_take_the_mode_through_compute_options():

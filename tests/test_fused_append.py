@@ -180,7 +180,8 @@ def test_append_refuses_what_it_does_not_take_by_name():
     q, k, v, new_k, new_v = _case(8)
     with pytest.raises(ValueError, match="append_k: not supported with a chunk"):
         attention(q[:, :, :1], k[:1], v[:1], chunk_start=4, append_k=new_k[:, :1], append_v=new_v[:, :1])
-    with pytest.raises(ValueError, match="append_v: given without append_k"):
+    with pytest.raises(ValueError, match=r"append_v: given without append_k: expected None \(or append_k as well\), "
+                                         r"got ndarray of shape \[1, 3, 2, 64\]"):
         attention(q, k, v, cur_pos=[1, 2, 3], append_v=new_v)
     with pytest.raises(ValueError, match="append_k: the k cache is read-only"):
         k.flags.writeable = False
@@ -204,8 +205,12 @@ def test_mla_append_latent_equals_update_then_attend(n_q, split):
     out = run_quiet(attention, q, latent, None, append_latent=new, **call)
     np.testing.assert_array_equal(out, expected)
     np.testing.assert_array_equal(latent.view(np.uint16), updated.view(np.uint16))
-    with pytest.raises(ValueError, match="append_latent: expected an MLA call"):
+    with pytest.raises(ValueError, match=r"append_latent: expected an MLA call.*append_k and append_v, got a separate V "
+                                         r"\(ndarray, not k itself\)"):
         attention(q, latent, latent[..., :head_dim_v].copy(), append_latent=new, **call)
+    with pytest.raises(ValueError, match=r"append_latent: given with append_k / append_v: expected them None .*got "
+                                         r"append_k ndarray of shape \[1, 2, 1, 96\]"):
+        attention(q, latent, None, append_latent=new, append_k=new, **call)
     with pytest.raises(ValueError, match="append_v: not supported with a separate V of head_dim_v columns"):
         attention(q, latent, latent[..., :head_dim_v].copy(), append_k=new, append_v=new[..., :head_dim_v], **call)
 
@@ -237,3 +242,69 @@ def test_device_append_launches_and_refuses_by_name(mock_device):
         attention(q, k, v, **call | {"append_k": device(rows, ttnn.L1_MEMORY_CONFIG)})
     with pytest.raises(ValueError, match="append_v: expected a device tensor"):
         attention(q, k, v, **call | {"append_v": rows.astype(np.float32)})
+
+
+def _shared_table_case(table, positions, seed=10):
+    """Two users, head_dim 64, 4 blocks of 32 positions each through ``table``: the paged caches
+    (NaN outside the table's blocks) and the rest of the call."""
+    rng = np.random.default_rng(seed)
+    q, k, v, new_k, new_v = _case(seed, batch=2, capacity=128)
+    table = np.asarray(table, np.int32)
+    return q, _paged(rng, k, 32, table), _paged(rng, v, 32, table), new_k, new_v, table
+
+
+def test_append_into_a_block_another_user_attends_is_refused_and_writes_nothing():
+    """Both users' rows land in block 1, which both attend: another core may read that tile in the
+    same call before or after the row lands, so the host refuses it by name, the cache untouched."""
+    q, k, v, new_k, new_v, table = _shared_table_case([[0, 1, 2, 3], [0, 1, 4, 5]], [40, 41])
+    k_before, v_before = k.copy(), v.copy()
+    with pytest.raises(ValueError, match=r"append_k: expected the blocks a user appends into to be read by no other "
+                                         r"user .*got user 0 appending into block 1, which user 1 attends "
+                                         r"\(page_table_tensor\[1\]\[1\]\)"):
+        attention(q, k, v, cur_pos=[40, 41], page_table_tensor=table, append_k=new_k, append_v=new_v)
+    np.testing.assert_array_equal(k.view(np.uint16), k_before.view(np.uint16))
+    np.testing.assert_array_equal(v.view(np.uint16), v_before.view(np.uint16))
+
+
+@pytest.mark.parametrize("table, positions", [
+    ([[0, 1, 2, 3], [0, 4, 5, 6]], [40, 41]),  # a shared prefix block nobody appends into
+    ([[0, 1, 2, 3], [4, 1, 5, 6]], [40, 20]),  # block 1 in user 1's row, past what user 1 attends
+    ([[0, 1, 2, 3], [0, 1, 4, 5]], [40, -1]),  # the other user idle
+])
+def test_append_beside_a_shared_block_nobody_else_reads_is_taken(table, positions):
+    q, k, v, new_k, new_v, table = _shared_table_case(table, positions)
+    _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, positions, table=table, block_size=32)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("layout", ["TILE_LAYOUT", "ROW_MAJOR_LAYOUT"])
+def test_host_ttnn_tensor_rows_equal_the_numpy_rows(dtype, layout):
+    """Host ttnn.Tensor rows (no torch here): the output and the caches are the numpy rows' bit for bit."""
+    import ttnn
+
+    q, k, v, new_k, new_v = _case(11)
+    positions = [5, 100, 255]
+    k_numpy, v_numpy = k.copy(), v.copy()
+    rows_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32  # what the tensor holds
+    expected = run_quiet(attention, q, k_numpy, v_numpy, cur_pos=positions, append_k=new_k.astype(rows_dtype),
+                         append_v=new_v.astype(rows_dtype))
+
+    def host(rows):
+        return ttnn.Tensor(rows, getattr(ttnn, dtype), layout=getattr(ttnn, layout))
+
+    out = run_quiet(attention, q, k, v, cur_pos=positions, append_k=host(new_k), append_v=host(new_v))
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(k.view(np.uint16), k_numpy.view(np.uint16))
+    np.testing.assert_array_equal(v.view(np.uint16), v_numpy.view(np.uint16))
+    assert not np.array_equal(k.view(np.uint16), _case(11)[1].view(np.uint16))  # the rows did land
+
+
+def test_append_v_is_refused_when_v_is_k_even_as_append_k_itself():
+    """V is K (one cache): its rows are appended once, so append_v is refused, also when it is the
+    very object given as append_k."""
+    q, k, _, new_k, _ = _case(12)
+    k_before = k.copy()
+    with pytest.raises(ValueError, match=r"append_v: V is K .*expected None, got ndarray of shape \[1, 3, 2, 64\] "
+                                         r"\(append_k itself\)"):
+        attention(q, k, k, cur_pos=[5, 100, 255], append_k=new_k, append_v=new_k)
+    np.testing.assert_array_equal(k.view(np.uint16), k_before.view(np.uint16))

@@ -135,3 +135,25 @@ def test_matmul_hifi2_vs_hifi4_and_a_row_max_on_wolfpine():
         first, second = r["marginals"]
         assert abs(first - second) <= 4 * 10 / 8, (r["op"], r["marginals"])
         assert r["cycles_per_call"] > 0
+
+
+def test_fpu_timing_help_lists_the_valid_configs(capsys):
+    from ttnn_flashdecode.tools import wolfpine_check
+
+    with pytest.raises(SystemExit) as exited:
+        wolfpine_check.main(["--fpu-timing", "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    for label in ("LoFi fp32 DST", "HiFi2 fp32 DST", "HiFi4 fp32 DST", "LoFi bf16 DST", "HiFi2 bf16 DST",
+                  "HiFi4 bf16 DST"):
+        assert f"'{label}'" in text
+    assert "matmul_tiles" in text  # and the ops --case selects
+
+
+def test_fpu_timing_refuses_an_unknown_config_by_name(capsys):
+    from ttnn_flashdecode.tools import wolfpine_check
+
+    with pytest.raises(SystemExit) as exited:
+        wolfpine_check.main(["--fpu-timing", "--config", "HiFi3"])
+    assert exited.value.code == 2
+    assert "--config: expected a config label or a prefix of one (LoFi fp32 DST, " in capsys.readouterr().err

@@ -21,7 +21,7 @@ import ttnn
 from ttnn_flashdecode.op import tiles
 
 __all__ = ["check_append", "append_named_args", "append_pages", "write_back", "reference_update", "AppendRows",
-           "check_append_accessors"]
+           "check_append_accessors", "check_shared_blocks"]
 
 IDLE = -1
 
@@ -56,7 +56,8 @@ def _rows(tensor, name: str, dims: tuple, kind: str):
                          f"for this cache), got {list(shape)}")
     on_device = isinstance(tensor, ttnn.Tensor) and tensor.storage_type() == ttnn.StorageType.DEVICE
     if on_device != (kind == "device"):
-        raise ValueError(f"{name}: expected a {'device' if kind == 'device' else 'host'} tensor like the cache's")
+        raise ValueError(f"{name}: expected a {'device' if kind == 'device' else 'host'} tensor like the cache's, got a "
+                         f"{'device' if on_device else 'host'} {type(tensor).__name__}")
     if on_device:
         if tensor.dtype != ttnn.bfloat16 or tensor.layout != ttnn.TILE_LAYOUT or tensor.memory_config().is_sharded() \
                 or tensor.memory_config().buffer_type != ttnn.BufferType.DRAM:
@@ -67,37 +68,81 @@ def _rows(tensor, name: str, dims: tuple, kind: str):
         raise ValueError(f"{name}: expected a float32 or bfloat16 array, got dtype {tensor.dtype}")
     if isinstance(tensor, ttnn.Tensor) and tensor.dtype not in (ttnn.bfloat16, ttnn.float32):
         raise ValueError(f"{name}: expected a bfloat16 or float32 tensor (ttnn's update input), got {tensor.dtype}")
-    values = tensor if isinstance(tensor, np.ndarray) else tensor.to_torch().float().numpy()
+    values = tensor if isinstance(tensor, np.ndarray) else _host_values(tensor)
     return np.ascontiguousarray(np.asarray(values, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32))
 
 
-def check_append(operands, shape, kind: str) -> AppendRows | None:
+def _host_values(tensor) -> np.ndarray:
+    """A host ``ttnn.Tensor``'s values as float32, any layout (TILE or ROW_MAJOR) at its logical
+    shape, without torch: as ``op/launch.py``'s ``to_numpy`` reads host tensors."""
+    if tensor.dtype == ttnn.float32:
+        return np.asarray(tensor.to_numpy(), dtype=np.float32)
+    return np.asarray(tensor.to_list(), dtype=np.float32)
+
+
+def check_append(operands, shape, kind: str, *, positions=None, page_table=None,
+                 attended=None) -> AppendRows | None:
     """The call's validated :class:`AppendRows`, or None without ``append_k``; ``shape`` is the call's
-    :class:`~ttnn_flashdecode.op.shape.DecodeShape` (without the append), ``kind`` its inputs' kind.
+    :class:`~ttnn_flashdecode.op.shape.DecodeShape` (without the append), ``kind`` its inputs' kind;
+    ``positions``, ``page_table`` (host-visible ones; None otherwise) and ``attended`` (each user's
+    page-table entries read, as ``op/validate.py`` checks them) for the shared-block check.
 
     Raises:
         TypeError, ValueError: naming ``append_k`` / ``append_v``: rows of the wrong shape or dtype, a V
             missing (or given when V is K), or a call the fused append does not take (a chunk, a
             non-causal call, a bfloat4_b cache, 16-position blocks, a circular cache, shared
-            page-table rows; on the emulator a bfloat16 cache not in numpy or a bfloat8_b cache not a
-            host ttnn.Tensor).
+            page-table rows, a block appended into that another user attends; on the emulator a
+            bfloat16 cache not in numpy or a bfloat8_b cache not a host ttnn.Tensor).
     """
     k_rows, v_rows = _latent_or_k(operands, shape)
     if k_rows is None:
         if v_rows is not None:
-            raise ValueError("append_v: given without append_k")
+            raise ValueError(f"append_v: given without append_k: expected None (or append_k as well), got {_what(v_rows)}")
         return None
     _check_call(shape, kind, operands)
     values_from_keys = shape.values_from_keys
-    if values_from_keys and v_rows is not None and v_rows is not k_rows:
+    if values_from_keys and v_rows is not None:  # the same object as append_k too: one cache takes its rows once
         raise ValueError("append_v: V is K (one cache, e.g. MLA's latent): the rows of append_k are appended once; "
-                         "expected None")
+                         f"expected None, got {_what(v_rows)}" + (" (append_k itself)" if v_rows is k_rows else ""))
     if not values_from_keys and v_rows is None:
         raise ValueError("append_v: expected V's new rows (append_k is given and V is its own cache), got None")
+    if page_table is not None and positions is not None and attended is not None:
+        check_shared_blocks(shape, positions, page_table, attended)
     dims = (shape.rows, shape.batch, shape.n_kv_heads, shape.head_dim)
     k = _rows(k_rows, "append_k" if operands.append_latent is None else "append_latent", dims, kind)
     v = None if values_from_keys else _rows(v_rows, "append_v", dims, kind)
     return AppendRows(k, v, shape.rows)
+
+
+def _what(value) -> str:
+    """``value`` for a refusal's "got": its type and, for an array or tensor, its shape."""
+    shape = getattr(value, "shape", None)
+    return type(value).__name__ + ("" if shape is None else f" of shape {[int(d) for d in shape]}")
+
+
+def check_shared_blocks(shape, positions, page_table, attended) -> None:
+    """Refuses, naming ``append_k``, a paged append into a block another live user's table row
+    references among the entries it attends: that user's core may read the tile in the same call,
+    before or after the row lands (the cache ends right, that user's output may not).
+
+    Args:
+        positions: each user's ``cur_pos`` (-1 idle).
+        page_table: the host-visible table ``[rows, blocks_per_user]`` (one row a user here).
+        attended: per user, the table entries its attention reads (an idle user's: empty).
+    """
+    readers: dict[int, list[tuple[int, int]]] = {}
+    for user, entries in enumerate(attended):
+        for entry in entries:
+            readers.setdefault(int(page_table[user][entry]), []).append((user, int(entry)))
+    for user, block, _row, _j in _cache_rows(shape, positions, page_table):
+        others = [(reader, entry) for reader, entry in readers.get(block, ()) if reader != user]
+        if others:
+            reader, entry = others[0]
+            raise ValueError(
+                f"append_k: expected the blocks a user appends into to be read by no other user in the call (another "
+                f"core may read the tile before or after the new row lands), got user {user} appending into block "
+                f"{block}, which user {reader} attends (page_table_tensor[{reader}][{entry}]): give each user its own "
+                f"last block, or append with ttnn's update first")
 
 
 def _latent_or_k(operands, shape) -> tuple:
@@ -106,10 +151,14 @@ def _latent_or_k(operands, shape) -> tuple:
     if latent is None:
         return operands.append_k, operands.append_v
     if operands.append_k is not None or operands.append_v is not None:
-        raise ValueError("append_latent: given with append_k / append_v; the latent's rows are append_latent alone")
+        given = ", ".join(f"{name} {_what(value)}" for name, value in (("append_k", operands.append_k),
+                                                                       ("append_v", operands.append_v)) if value is not None)
+        raise ValueError("append_latent: given with append_k / append_v: expected them None (the latent's rows are "
+                         f"append_latent alone), got {given}")
     if not shape.values_from_keys:
         raise ValueError("append_latent: expected an MLA call whose V is the latent (v None with head_dim_v, or v is "
-                         "k); a separate V cache takes append_k and append_v")
+                         f"k); a separate V cache takes append_k and append_v, got a separate V ({type(operands.v).__name__}, "
+                         "not k itself)")
     return latent, None
 
 

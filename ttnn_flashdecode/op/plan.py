@@ -94,24 +94,27 @@ def _block_fit(shape: DecodeShape, requested: int | None, sizing: _Sizing) -> in
     if fit == 0:
         where = f"L1 on {arch}" if l1_budget is None else f"the {l1_budget} bytes of L1 the device's allocator leaves for CBs"
         return ValueError(f"head_dim: {shape.head_dim} ({shape.dim_tiles} tiles) does not fit {where} even with block_tiles 1"
-                          + _scores_note(shape, sizing))
+                          + _scores_note(shape, sizing, fit))
     if requested is None:
         return fit
     if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
         return ValueError(f"block_tiles: expected a positive int, got {requested!r}")
     if requested > fit:
         return ValueError(f"block_tiles: expected <= {fit} (the largest that fits {arch} L1 for head_dim {shape.head_dim}), "
-                          f"got {requested}" + _scores_note(shape, sizing))
+                          f"got {requested}" + _scores_note(shape, sizing, fit))
     return fit
 
 
-def _scores_note(shape: DecodeShape, sizing: _Sizing) -> str:
+def _scores_note(shape: DecodeShape, sizing: _Sizing, fit: int) -> str:
     """What ``accurate_scores`` takes of L1, for a refusal by size: its float32 CB S (a block's tiles
-    at 4096 bytes, not 2048) and the largest block without it; "" without the mode."""
+    at 4096 bytes, not 2048) and the largest block without it; "" without the mode, or when the
+    largest block without it is no larger than ``fit`` (the mode is not what limits the block)."""
     if not sizing.fp32_scores:
         return ""
     plain = max_block_tiles(shape.q_rows, shape.dim_tiles, 2048, sizing.arch, fp32_stats=sizing.fp32_stats,
                             budget_bytes=_blocks_budget(shape, sizing.arch, sizing.l1_budget), **shape.cache_fields)
+    if plain <= fit:
+        return ""
     return (f" (accurate_scores=True keeps CB S in float32, 4096 bytes a block tile instead of 2048; without it the "
             f"largest block is {plain})")
 

@@ -174,9 +174,12 @@ def validate_inputs(operands: Operands, options: AttentionOptions) -> Inputs:
                         users_per_table_row=int(options.users_per_table_row), batch_invariant=options.batch_invariant,
                         lse=options.return_lse, values_from_keys=v is k,  # one tensor as both: each block read once
                         sparse_k=0 if sparse is None else sparse.k)
+    attended = None
     if cache.page_table is not None and positions is not None:
-        _check_page_table(cache.page_table, shape, positions if sparse is None else _sparse_reach(sparse, positions))
-    rows = check_append(operands, shape, kind)  # before anything is written: a refused call writes nothing
+        attended = _check_page_table(cache.page_table, shape,
+                                     positions if sparse is None else _sparse_reach(sparse, positions))
+    # before anything is written: a refused call writes nothing
+    rows = check_append(operands, shape, kind, positions=positions, page_table=cache.page_table, attended=attended)
     shape = shape if rows is None else dataclasses.replace(shape, append=rows.rows)
     inputs = dataclasses.replace(_inputs(shape, operands, kind, positions, cache.page_table), append=rows)
     if sparse is None:
@@ -346,18 +349,22 @@ def _kv_dtype(tensor) -> str:
     return _BLOCK_FLOAT.get(tensor.dtype, "bfloat16") if isinstance(tensor, ttnn.Tensor) else "bfloat16"
 
 
-def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> None:
+def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence[int]) -> list[np.ndarray]:
     """Every entry a request will read (the blocks holding its user's positions ``0 .. p``; with a
     sliding window, from the block of the window's first tile; in a circular cache, the slots those
     positions wrap to) names a block of the cache. Entries
     past a user's position, or before its window, are never read and may hold anything (-1 for
     unused, as serving stacks leave them).
 
+    Returns:
+        Each user's table entries read (the fused append's shared-block check, ``op/append.py``).
+
     Raises:
         ValueError: naming the first entry outside ``0 .. cache_blocks - 1``.
     """
     kv = shape.kv_positions(positions)  # an idle slot (-1) reads nothing
     per_user = len(kv) // shape.batch
+    attended = []
     for user in range(shape.batch):
         live = max(kv[user * per_user:(user + 1) * per_user])
         tiles = np.arange(kv_walk.window_first_tile(live, shape.scores.window, rows_per_head=shape.rows,
@@ -365,6 +372,7 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
         first = kv_walk.cache_slot_tile(tiles, shape.cache_wrap_tiles) * 32  # each tile's first slot
         entries = np.unique(np.concatenate([first // shape.cache_block_size, (first + 31) // shape.cache_block_size]))
         table_row = user // shape.users_per_table_row
+        attended.append(entries)
         row = table[table_row, entries]
         bad = np.flatnonzero((row < 0) | (row >= shape.cache_blocks))
         if bad.size:
@@ -372,6 +380,7 @@ def _check_page_table(table: np.ndarray, shape: DecodeShape, positions: Sequence
             raise ValueError(
                 f"page_table_tensor[{table_row}][{entry}]: expected a block of the cache (0..{shape.cache_blocks - 1}; "
                 f"user {user} reads entries {int(entries[0])}..{int(entries[-1])}), got {int(table[table_row, entry])}")
+    return attended
 
 
 def _cache_wrap(value, cache_block_size: int, capacity: int, causal: bool) -> int:

@@ -255,9 +255,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fpu-timing", action="store_true",
                         help="instead: time single FPU / unpack / pack compute API calls on wolfpine (fpu_timing.py) and "
                              "print them beside the device model's cycles; --case then selects ops, --config configs")
-    parser.add_argument("--config", action="append", default=[], help="with --fpu-timing: configs, e.g. 'HiFi2 fp32'")
+    from .fpu_timing import CONFIGS, OPS, config_label
+
+    labels = [config_label(*config) for config in CONFIGS]
+    parser.add_argument("--config", action="append", default=[],
+                        help="with --fpu-timing: configs by label or a prefix of one (default all): "
+                             + ", ".join(repr(label) for label in labels) + "; e.g. 'HiFi2 fp32' "
+                             "(ops for --case: " + ", ".join(op.name for op in OPS) + ")")
     parser.add_argument("--calls", type=int, default=16, help="with --fpu-timing: N (the second program runs 2N calls)")
     args = parser.parse_args(argv)
+    unknown = [c for c in args.config if not any(label.startswith(c) for label in labels)]
+    if unknown:
+        parser.error(f"--config: expected a config label or a prefix of one ({', '.join(labels)}), got {unknown[0]!r}")
     start = time.perf_counter()
     if args.fpu_timing:
         return _fpu_timing_main(args, start)
