@@ -765,9 +765,9 @@ MUTATIONS = [
              tests=BFP8_APPEND_SLICE),
     # The drop-ins' fused append (op/transformer.py, op/mla.py)
     Mutation("append-dropin-paged-rows-dropped", "ttnn_flashdecode/op/transformer.py",
-             "batch_invariant=batch_invariant, append_k=append_k, append_v=append_v, return_lse=return_lse)\n"
+             "append_k=append_k, append_v=append_v,\n                           return_lse=return_lse)\n"
              "    if not candidates:",
-             "batch_invariant=batch_invariant, return_lse=return_lse)\n    if not candidates:",
+             "return_lse=return_lse)\n    if not candidates:",
              "the paged drop-in drops append_k / append_v: the cache is not updated and the old rows are attended",
              tests=("tests/test_fused_append_dropins.py",)),
     Mutation("append-dropin-latent-dropped", "ttnn_flashdecode/op/mla.py",
