@@ -226,14 +226,14 @@ PLANTED_FILE = "attention_softmax.hpp"
 PLANTED_ERRORS = (
     ("recip_tile(0);", 0, "recip_tlie(0);", {"UNPACK", "MATH", "PACK"}),  # misspelled LLK call
     ("exp_tile_init<kExpApprox>();", 0, "exp_tile_init<APPROX>();", {"UNPACK"}),  # MATH/PACK-only name
-    ("exp_tile<kExpApprox>(0);", 0, "MATH((exp_tile<kExpApprox, 7>(0)));", {"MATH"}),  # 7 is no bool
-    ("exp_tile<kExpApprox>(0);", 1, "MATH((sfpi::dst_reg[0] = sfpi::vFloat(1.0f) / sfpi::vFloat(2.0f)));",
+    ("live_exp_tile(0);", 0, "MATH((exp_tile<kExpApprox, 7>(0)));", {"MATH"}),  # 7 is no bool
+    ("live_exp_tile(0);", 1, "MATH((sfpi::dst_reg[0] = sfpi::vFloat(1.0f) / sfpi::vFloat(2.0f)));",
      {"MATH"}),  # the SFPU has no vector division
     ("exp_tile_init<kExpApprox>();", 1, "MATH((sfpi::dst_reg[0] = sfpi::vFloat(1.0f) + sfpi::vInt(1)));",
      {"MATH"}),  # SFPI vector types do not mix without as<>() / convert<>()
 )
 #: Blackhole-only SFPI: an error on Wormhole's MATH thread, none on Blackhole's.
-PLANTED_WORMHOLE_ERROR = ("binary_max_tile(0, 1, 0);", 0,
+PLANTED_WORMHOLE_ERROR = ("live_max_tile(0, 1, 0);", 0,
                           "MATH((sfpi::dst_reg[0] = sfpi::approx_recip(sfpi::vFloat(sfpi::dst_reg[0]))));")
 
 
