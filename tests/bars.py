@@ -69,6 +69,20 @@ def bf16(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16)
 
 
+def one_hot_scores(rng, lanes_scores, head_dim=64):
+    """Q (one decode row, one KV head, ``lanes`` Q heads) and K whose scores, scaled by 0.5 (the
+    callers' ``scale``), are exactly ``lanes_scores`` [lanes, capacity]; V standard normal. Returns
+    bfloat16 (q, k, v)."""
+    lanes, capacity = lanes_scores.shape
+    q = np.zeros((1, 1, 1, lanes * head_dim), np.float32)
+    k = rng.standard_normal((1, 1, capacity, head_dim), dtype=np.float32)
+    for lane in range(lanes):
+        q[0, 0, 0, lane * head_dim + lane] = 1.0
+        k[0, 0, :, lane] = 2.0 * lanes_scores[lane]
+    v = rng.standard_normal((1, 1, capacity, head_dim), dtype=np.float32)
+    return bf16(q), bf16(k), bf16(v)
+
+
 def poison_outside(cache, user, first, last, seed) -> None:
     """NaN / +-Inf in every slot of ``cache[user]`` outside positions ``first .. last``."""
     for span in (cache[user, :, :first], cache[user, :, last + 1:]):

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import ttnn
 
-from bars import MAX_RELATIVE_L2, assert_close, bf16, run_quiet
+from bars import MAX_RELATIVE_L2, assert_close, bf16, one_hot_scores, run_quiet
 from ttnn_flashdecode import attention
 from ttnn_flashdecode.op import protocol, tiles
 from ttnn_flashdecode.op.options import options_for
@@ -73,17 +73,6 @@ def test_larger_scores_and_sinks_far_below_or_among_the_scores(std, sink):
     assert _error(True, q, k, v, **keywords) <= MAX_RELATIVE_L2
 
 
-def _one_hot(rng, lanes_scores, head_dim=64):
-    """Q (one decode row, one KV head, ``lanes`` Q heads) and K whose scaled (0.5) scores are exactly
-    ``lanes_scores`` [lanes, capacity] (tests/test_attention_sink.py's construction)."""
-    lanes, capacity = lanes_scores.shape
-    q = np.zeros((1, 1, 1, lanes * head_dim), np.float32)
-    k = rng.standard_normal((1, 1, capacity, head_dim), dtype=np.float32)
-    for lane in range(lanes):
-        q[0, 0, 0, lane * head_dim + lane] = 1.0
-        k[0, 0, :, lane] = 2.0 * lanes_scores[lane]
-    v = rng.standard_normal((1, 1, capacity, head_dim), dtype=np.float32)
-    return bf16(q), bf16(k), bf16(v)
 
 
 @pytest.mark.parametrize("position", [0, 31, 32, 300])
@@ -93,7 +82,7 @@ def test_all_negative_scores_under_a_sink_at_tile_edges(position):
     column; a tile's last; the next tile's first)."""
     rng = np.random.default_rng(position)
     scores = rng.uniform(-40, -20, size=(8, 512))
-    q, k, v = _one_hot(rng, scores)
+    q, k, v = one_hot_scores(rng, scores)
     sinks = rng.uniform(-16, -14, size=8).round()
     keywords = dict(cur_pos=[position], scale=0.5, attention_sink=sinks)
     for split in (1, 2) if position > 32 else (1,):

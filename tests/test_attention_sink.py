@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import ttnn
 
-from bars import assert_close
+from bars import assert_close, one_hot_scores
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op.reference import attention_reference
 from ttnn_flashdecode.transformer import paged_scaled_dot_product_attention_decode, scaled_dot_product_attention_decode
@@ -69,17 +69,6 @@ def test_rows_and_chunks_take_their_heads_sinks(kind, split):
     assert_close(out, attention_reference(q, k, v, attention_sink=sinks, **kinds), f"{kind} split={split}")
 
 
-def _one_hot(rng, lanes_scores, head_dim=64):
-    """Q (one decode row, one KV head, ``lanes`` Q heads) and K whose scaled (0.5) scores are
-    exactly ``lanes_scores`` [lanes, capacity] (tests/test_attention_adversarial.py's construction)."""
-    lanes, capacity = lanes_scores.shape
-    q = np.zeros((1, 1, 1, lanes * head_dim), np.float32)
-    k = rng.standard_normal((1, 1, capacity, head_dim), dtype=np.float32)
-    for lane in range(lanes):
-        q[0, 0, 0, lane * head_dim + lane] = 1.0
-        k[0, 0, :, lane] = 2.0 * lanes_scores[lane]
-    v = rng.standard_normal((1, 1, capacity, head_dim), dtype=np.float32)
-    return _bf16(q), _bf16(k), _bf16(v)
 
 
 @pytest.mark.parametrize("split", [1, 3])
@@ -98,7 +87,7 @@ def test_sink_dominating_or_vanishing_stays_finite_and_accurate(pattern, split):
                   "sink-far-below": ((-10, 10), (-1010, -990)),
                   "sink-between": ((-10, 10), (-2, 8))}[pattern]
     scores = rng.integers(2 * band[0], 2 * band[1] + 1, size=(lanes, capacity)) / 2.0
-    q, k, v = _one_hot(rng, scores)
+    q, k, v = one_hot_scores(rng, scores)
     sinks = rng.integers(sink[0], sink[1] + 1, size=lanes).astype(np.float64)
     out = attention(q, k, v, cur_pos=[position], scale=0.5, attention_sink=sinks, split=split, block_tiles=1)
     want = attention_reference(q, k, v, cur_pos=[position], scale=0.5, attention_sink=sinks)
