@@ -167,3 +167,28 @@ def test_device_model_prices_todays_kernels_from_the_emulators_counts():
     for row in vt.run():
         if row.published.kind == "gqa":
             assert row.ours_us <= row.published.ttnn_us, row.published
+
+
+def test_versus_ttnn_also_models_the_softmax_exp_ttnn_ran():
+    # ttnn's decode kernel pins the approximate exp for half tiles (<= 16 Q heads per KV head: #57161's 4),
+    # and MLA's 128 heads take exp_approx_mode's default, an assumption the row says it makes.
+    gqa = next(p for p in vt.PUBLISHED if p.source == "tt-metal #57161")
+    mla = next(p for p in vt.PUBLISHED if p.kind == "mla")
+    assert vt.ttnn_exp_approx(gqa) == (True, "pinned: half tile (<= 16 Q heads per KV head)")
+    assert vt.ttnn_exp_approx(mla)[0] and "[U" in vt.ttnn_exp_approx(mla)[1]
+    assert vt.with_ttnn_exp(gqa).config.exp_approx and not gqa.config.exp_approx  # ours us keeps the accurate exp
+    rows = vt.run()
+    for row in rows:
+        assert row.roofline_us <= row.same_exp_us <= row.ours_us * (1 + 1e-9), row.published
+    # issue 35's bar for bfloat4_b (>= 85 % of peak at B=8 32k), at the exp ttnn ran
+    (bfp4,) = [r for r in rows if r.published.kv_dtype == "bfloat4_b" and r.published.position == 32768]
+    assert bfp4.same_exp_fraction_of_peak >= 0.85 and bfp4.same_exp_bound == "request rate"
+
+
+def test_mla_rows_are_bound_by_rounding_the_state_at_every_later_block():
+    from ttnn_flashdecode.tools.device_model import report
+
+    mla = max((p for p in vt.PUBLISHED if p.kind == "mla"), key=lambda p: p.position)
+    split = report.mla_rescale_split(mla)
+    assert split["later_block"] > 4 * split["tile"]  # a rescale costs several tiles' own work
+    assert 0.5 < split["rounding"] / split["later_block"] < 1.0

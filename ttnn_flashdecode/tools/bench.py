@@ -476,6 +476,8 @@ def _versus_ttnn(args, started) -> int:
     print()
     print(report.format_kernel_work(report.kernel_work_rows()))
     print()
+    print(report.format_mla_rescale())
+    print()
     print(report.format_seed())
     print()
     print(report.format_55760())

@@ -12,7 +12,7 @@ import dataclasses
 from ttnn_flashdecode.tools.device_model import kernel_model as km, llk_costs as llk, versus_ttnn as vt
 
 __all__ = ["kernel_work_rows", "format_kernel_work", "format_seed", "format_55760", "WORK_SHOWN", "format_fpu_timing",
-           "FPU_TIMING_LEGEND"]
+           "FPU_TIMING_LEGEND", "mla_rescale_split", "format_mla_rescale", "STATE_ROUNDING_CALLS"]
 
 WORK_SHOWN = {  # the published rows whose gap the kernel work addresses: (source, dtype, position)
     ("tt-metal #57161", "bfloat4_b", 32768), ("tt-metal #57161", "bfloat8_b", 32768),
@@ -79,6 +79,36 @@ def format_seed(cfg: llk.ComputeConfig = llk.ComputeConfig()) -> str:
         f"(+{s['totals']['pack']:.0f});\n  circular-buffer waits, which this model does not price. These are "
         "hypotheses, not fitted.")
     return "\n".join(lines)
+
+
+STATE_ROUNDING_CALLS = ("add_binary_tile", "add_binary_tile_init", "mul_unary_tile", "binop_with_scalar_tile_init",
+                        "sub_binary_tile", "sub_binary_tile_init")
+"""The calls of a later block that round the running state to TF32 (``attention_softmax.hpp``
+``round_state_to_tf32``: Veltkamp's split, 2x then x 4096.5 then two subtractions, per state tile);
+the rescale itself is FPU work (``mul_tiles``, ``add_reuse_dest_tiles``)."""
+
+
+def mla_rescale_split(pub: vt.Published) -> dict[str, float]:
+    """Math-thread cycles per row tile of one live tile and of one LATER block's rescale on ``pub``
+    (an MLA row, its compute config), and the share of that rescale spent rounding the state to TF32."""
+    model = km.cm.calibrate(32, pub.head_dim // 32)
+    block = km._unit_cycles(model, pub.config, km.KernelWork(), 0.0, 1.0)
+    tile, _ = km.tile_and_block_totals(model, pub.config)
+    later = sum(r["fpu"] + r["sfpu"] + r["front"] for r in block.values())
+    rounding = sum(r["fpu"] + r["sfpu"] + r["front"] for n, r in block.items() if n in STATE_ROUNDING_CALLS)
+    return {"tile": tile["math"], "later_block": later, "rounding": rounding}
+
+
+def format_mla_rescale(published=vt.PUBLISHED) -> str:
+    """Why MLA's rows are SFPU-bound: a later block's rescale of the 4-row-tile float32 state against
+    one live tile's own work, and how much of it is the state's TF32 rounding."""
+    pub = max((p for p in published if p.kind == "mla"), key=lambda p: p.position)
+    split = mla_rescale_split(pub)
+    return (f"MLA ({pub.source}, {pub.config.fidelity} fp32 DST), per row tile, MODELLED: one live tile's own calls "
+            f"{split['tile']:.0f} cycles; one LATER block's rescale of the state {split['later_block']:.0f}, of which "
+            f"rounding it to TF32 (round_state_to_tf32) {split['rounding']:.0f} ({split['rounding'] / split['later_block']:.0%}).\n"
+            "  With 2-tile blocks (what L1 leaves beside 4 row tiles of 18-tile-wide float32 state) a slice pays that "
+            "rescale\n  every 2 tiles: fewer SFPU passes per rounded tile, or larger blocks, is the kernel work MLA needs.")
 
 
 def format_55760() -> str:

@@ -10,6 +10,17 @@ and #56929 give the decode *position* p, so p + 1 positions are live. Paged cach
 #56929; block 32 = one tile per page) read the same pages as a contiguous cache, one request per
 tile, so they are modelled as one. Where a source leaves a compute-config field out, the row says
 what was assumed ([U]).
+
+ttnn's softmax exp, read from the kernels the ttnn 0.81 wheel ships: ``sub_exp_block_bcast_cols_inplace``
+(``transformer/sdpa/device/kernels/compute/compute_common.hpp``, which the decode kernel includes) takes the
+APPROXIMATE exp whenever ``EXP_APPROX_MODE`` is set or its vector mode is not RC, and the decode kernel
+(``sdpa_decode/device/kernels/compute/sdpa_flash_decode.cpp``) runs vector mode R ("half tile") for at most
+16 Q heads per KV head. So #57161 and #56985 (4 heads a group) and FlashDecode.md (8) ran the approximate
+exp whatever their program config said; with more heads (MLA's 128) the mode is the program config's
+``exp_approx_mode``, whose default the decode factory makes ``true`` (tt-metal
+``sdpa_decode_program_factory.cpp``; #56929's config is not in the corpus [U]). tt-metal #51927 and
+PR #56925 say the same of the softmax exp. Each row is therefore modelled twice: at the op's default
+(accurate exp) and with the exp ttnn ran (``exp_approx=True``, an existing option of ours).
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from ttnn_flashdecode.tools import cost_model as cm
 from ttnn_flashdecode.tools.device_model import hardware, kernel_model as km, llk_costs as llk
 
 __all__ = ["Published", "PUBLISHED", "VersusRow", "run", "format_table", "legend", "to_json", "estimate_mla", "closes_gap",
-           "MLA_LATENT", "MLA_VALUE"]
+           "MLA_LATENT", "MLA_VALUE", "ttnn_exp_approx", "with_ttnn_exp", "HALF_TILE_MAX_HEADS"]
 
 MLA_LATENT, MLA_VALUE = 576, 512
 """DeepSeek-V3's MLA: the latent's 576 columns (512 + 64 RoPE), V its first 512."""
@@ -81,6 +92,22 @@ def _published() -> tuple[Published, ...]:
 PUBLISHED = _published()
 """Every published ttnn row of issue 35 item 2."""
 
+HALF_TILE_MAX_HEADS = 16
+"""Q heads per KV head up to which ttnn's decode kernel runs half tiles (vector mode R) and so the
+approximate softmax exp whatever its config (``use_half_tile``; module docstring)."""
+
+
+def ttnn_exp_approx(pub: Published) -> tuple[bool, str]:
+    """Whether ttnn's softmax exp was the approximate one on ``pub``'s run, and why (module docstring)."""
+    if pub.q_heads // pub.kv_heads <= HALF_TILE_MAX_HEADS:
+        return True, "pinned: half tile (<= 16 Q heads per KV head)"
+    return True, "exp_approx_mode's default (true) [U: the program config is not stated]"
+
+
+def with_ttnn_exp(pub: Published) -> Published:
+    """``pub`` with OUR exp set to the one ttnn ran (:func:`ttnn_exp_approx`)."""
+    return dataclasses.replace(pub, config=dataclasses.replace(pub.config, exp_approx=ttnn_exp_approx(pub)[0]))
+
 
 @dataclasses.dataclass(frozen=True)
 class VersusRow:
@@ -93,6 +120,12 @@ class VersusRow:
     bound: str
     bound_with_work: str
     dram_efficiency: float
+    same_exp_us: float = 0.0  # ours with the softmax exp ttnn ran (:func:`with_ttnn_exp`)
+    same_exp_bound: str = ""
+
+    @property
+    def same_exp_fraction_of_peak(self) -> float:
+        return self.roofline_us / self.same_exp_us
 
     @property
     def ours_fraction_of_peak(self) -> float:
@@ -176,7 +209,9 @@ def run(published=PUBLISHED) -> list[VersusRow]:
     for pub in published:
         time_s, roof_s, bound, eff = _ours(pub, km.KernelWork())
         work_s, _, work_bound, _ = _ours(pub, WORK)
-        rows.append(VersusRow(pub, time_s * 1e6, work_s * 1e6, roof_s * 1e6, bound, work_bound, eff))
+        same_s, _, same_bound, _ = _ours(with_ttnn_exp(pub), km.KernelWork())
+        rows.append(VersusRow(pub, time_s * 1e6, work_s * 1e6, roof_s * 1e6, bound, work_bound, eff,
+                              same_s * 1e6, same_bound))
     return rows
 
 
@@ -187,7 +222,7 @@ def format_table(rows) -> str:
     """The rows as a fixed-width table."""
     header = (f"{'source':<29}{'dev':<6}{'kind':<5}{'B':>3}{'Q/KV':>8}{'d':>5}{'pos':>7} {'kv':<5}{'cfg':<6}"
               f"{'ttnn us':>9}{'ours us':>9}{'ours/ttnn':>10}{'roof us':>9}{'ttnn %pk':>9}{'ours %pk':>9}  {'bound':<13}"
-              f"{'open us':>9}  {'bound':<12}")
+              f"{'open us':>9}  {'bound':<12}{'same-exp us':>12}{'%pk':>5}  {'bound':<12}")
     lines = [header, "-" * len(header)]
     for r in rows:
         p = r.published
@@ -195,7 +230,8 @@ def format_table(rows) -> str:
             f"{p.source:<29}{p.device:<6}{p.kind:<5}{p.batch:>3}{f'{p.q_heads}/{p.kv_heads}':>8}{p.head_dim:>5}"
             f"{p.position:>7} {_SHORT[p.kv_dtype]:<5}{p.config.fidelity:<6}{p.ttnn_us:>9.1f}{r.ours_us:>9.1f}"
             f"{r.ours_us / p.ttnn_us:>10.2f}{r.roofline_us:>9.1f}{r.ttnn_fraction_of_peak:>9.0%}"
-            f"{r.ours_fraction_of_peak:>9.0%}  {r.bound:<13}{r.ours_with_work_us:>9.1f}  {r.bound_with_work:<12}")
+            f"{r.ours_fraction_of_peak:>9.0%}  {r.bound:<13}{r.ours_with_work_us:>9.1f}  {r.bound_with_work:<12}"
+            f"{r.same_exp_us:>12.1f}{r.same_exp_fraction_of_peak:>5.0%}  {r.same_exp_bound:<12}")
     return "\n".join(lines)
 
 
@@ -210,6 +246,11 @@ def legend(rows) -> str:
         "  NoC, tt-metal #55898), FPU / SFPU / pack (the compute thread setting the pace), combine (split-K tree).",
         "  open: the same with issue 35 item 3's kernel work not built yet (two reconfigs a block, a half-height",
         "  Q tile); today's kernels already run the SFPU on live faces and read K/V over both NoCs (emulator-measured).",
+        "  same-exp: today's kernels with the softmax exp ttnn ran on that row (exp_approx=True, an existing option):",
+        "  ttnn's decode kernel pins the approximate exp for <= 16 Q heads per KV head (half tiles) whatever its",
+        "  config, and defaults exp_approx_mode to true otherwise (the wheel's sdpa_flash_decode.cpp and",
+        "  compute_common.hpp; sdpa_decode_program_factory.cpp; tt-metal #51927). ours us and open us keep our",
+        "  default, the accurate exp.",
     ]
     lines.append("  Not modelled: the per-launch fixed cost (program start on every core), part of ttnn's device\n"
                  "  duration; the seed's line has a ~32 us intercept at kv 0, partly host-side: rows under ~100 us\n"
@@ -255,7 +296,10 @@ def to_json(rows) -> list[dict]:
                "ttnn_fraction_of_peak": round(r.ttnn_fraction_of_peak, 4),
                "ours_with_kernel_work_us": round(r.ours_with_work_us, 2), "bound_with_kernel_work": r.bound_with_work,
                "dram_efficiency": round(r.dram_efficiency, 3), "math_fidelity": p.config.fidelity,
-               "fp32_dest_acc_en": p.config.fp32_dest, "exp_approx_mode": p.config.exp_approx, "note": p.note}
+               "fp32_dest_acc_en": p.config.fp32_dest, "exp_approx_mode": p.config.exp_approx, "note": p.note,
+               "ours_same_exp_us": round(r.same_exp_us, 2), "bound_same_exp": r.same_exp_bound,
+               "ours_same_exp_fraction_of_peak": round(r.same_exp_fraction_of_peak, 4),
+               "ttnn_softmax_exp": "approximate, " + ttnn_exp_approx(p)[1]}
         if p.kind == "mla":
             row["head_dim_v"] = MLA_VALUE
         out.append(row)
