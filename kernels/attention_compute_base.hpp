@@ -73,12 +73,11 @@ constexpr uint32_t kDimChunk = kDimTiles < kDstTiles ? kDimTiles : kDstTiles;
 // source register, which holds TF32 and truncates. Truncated once a block, O's elements and L each
 // lose their own share (by their mantissas), so the old blocks' weights drift apart block by block
 // (measured: rel-L2 1.28e-2 after 117 two-tile blocks). Rounded to TF32 (nearest) before they are
-// packed (round_state_to_tf32), the next read is exact and what is left is unbiased.
+// packed (round_state_to_tf32, in place), the next read is exact and what is left is unbiased.
 constexpr bool kRoundState = DST_ACCUM_MODE;
 // Dim tiles per DST acquire when O is rescaled by C: one fewer than kDimChunk when the SFPU rescale
-// (times_correction) or the TF32 rounding would otherwise have no DST tile left for scratch.
-constexpr uint32_t kRescaleChunk =
-    (kRowScalingOnSfpu || kRoundState) && kDimChunk == kDstTiles ? kDimChunk - 1 : kDimChunk;
+// (times_correction, C in DST tile `count`) would otherwise have no DST tile left for C.
+constexpr uint32_t kRescaleChunk = kRowScalingOnSfpu && kDimChunk == kDstTiles ? kDimChunk - 1 : kDimChunk;
 static_assert(kDstTiles >= 2, "the running-max step holds two tiles in DST");
 static_assert(kRowSumGroups >= 1 && kRowSumGroups <= kDstTiles, "row sums: one DST tile per group");
 static_assert(kRowTiles == 1 || kMaskUsers == 0, "an attention mask's rows are one row tile's: one row tile per request");

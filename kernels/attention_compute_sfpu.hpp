@@ -21,6 +21,7 @@
 #include "api/compute/compute_kernel_api.h"
 #include "api/compute/eltwise_binary_sfpu.h"
 #include "api/compute/eltwise_unary/binop_with_scalar.h"
+#include "api/compute/eltwise_unary/bitwise.h"
 #include "api/compute/eltwise_unary/exp.h"
 #include "api/compute/eltwise_unary/recip.h"
 #include "attention_args.hpp"
@@ -66,6 +67,31 @@ void live_sub_tiles(uint32_t idst0, uint32_t idst1, uint32_t odst) {
 void live_mul_tiles(uint32_t idst0, uint32_t idst1, uint32_t odst) {
     MATH((SFPU_BINARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_sfpu_binary_mul,
                            (APPROX, ckernel::BinaryOp::MUL, 8, DST_ACCUM_MODE), idst0, idst1, odst, kLiveFaces)));
+}
+
+// DST tiles [first, first + count) rounded from fp32 to TF32 (10 stored mantissa bits), to nearest,
+// ties away from zero, on the datums' bits: + 0x1000 (half of TF32's last place; a carry rounds the
+// magnitude up, through the exponent), then the 13 low bits cleared. Two SFPU passes, no scratch
+// tile. SFPLOAD / SFPSTORE in INT32 mode (the I32 data layout of the LLK's int32 add and bitwise
+// AND) move fp32 DST datums unconverted (tt-isa-documentation, SFPLOAD: MOD0_FMT_INT32 reads as
+// MOD0_FMT_FP32), so the integer ops see IEEE bits, whose sign-magnitude form makes the one add right
+// for either sign. Needs fp32 DST (a bf16 DST has no low bits to round). Why round: SrcA and SrcB hold
+// TF32 and truncate an fp32 CB's datums as they read them; rounded first, the read is exact and what
+// is left is unbiased. The same LLK calls as add_unary_tile_int32 and bitwise_and_tile<Int32>, with
+// kLiveFaces; each pass's init before it (binop_with_scalar_tile_init, bitwise_and_tile_init).
+constexpr uint32_t kTf32HalfUlp = 0x1000u;
+constexpr uint32_t kTf32KeptBits = 0xFFFFE000u;
+void live_round_to_tf32(uint32_t first, uint32_t count) {
+    binop_with_scalar_tile_init();
+    for (uint32_t i = first; i < first + count; ++i) {
+        MATH(SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_add_int32, (APPROX, 8), i, kLiveFaces, kTf32HalfUlp));
+    }
+    bitwise_and_tile_init();
+    for (uint32_t i = first; i < first + count; ++i) {
+        MATH(SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_sfpu_unary_bitwise,
+                             (APPROX, ckernel::sfpu::UnaryBitwiseOp::AND, DataFormat::Int32, 8), i, kLiveFaces,
+                             kTf32KeptBits));
+    }
 }
 
 }  // namespace

@@ -100,21 +100,13 @@ bool add_attn_mask(uint32_t t) {
 // S (the row max, S - M, a mask add) takes it through SrcA, which holds TF32 and truncates: each
 // weight exp(S - M) would lose up to an ulp of |S| (1.6% at |S| ~ 20), all in one direction, which a
 // dominant sink does not normalise away. Rounded to TF32 to nearest here, the read is exact and
-// what is left is unbiased: Veltkamp's split on DST tile 0 (DST tile 1 the scratch), c = 8193 S made
-// as 2S * 4096.5 (one rounding), S' = c - (c - S), each step one fp32 SFPU operation.
+// what is left is unbiased: live_round_to_tf32 on DST tile 0.
 constexpr bool kAccurateScores = args::accurate_scores() != 0;
 static_assert(!kAccurateScores || DST_ACCUM_MODE, "accurate_scores needs fp32 DST: a bf16 DST has rounded S already");
 
 bool round_scores_to_tf32() {
     if constexpr (kAccurateScores) {
-        constexpr uint32_t kHalfSplitter = 0x45800400;  // 4096.5f
-        add_binary_tile_init();
-        live_add_tiles(0, 0, 1);
-        binop_with_scalar_tile_init();
-        live_mul_scalar_tile(1, kHalfSplitter);
-        sub_binary_tile_init();
-        live_sub_tiles(1, 0, 0);
-        live_sub_tiles(1, 0, 0);
+        live_round_to_tf32(0, 1);
         return true;
     }
     return false;

@@ -113,22 +113,10 @@ void times_correction(uint32_t cb, uint32_t count) {
     }
 }
 
-// Rounds DST tiles [0, count) to TF32, to nearest (kRoundState; else nothing), DST tile `count` the
-// scratch: Veltkamp's split c = 8193 x, x' = c - (c - x) keeps 24 - 13 = 11 significant bits, each
-// step one fp32 SFPU operation rounded to nearest (SFPMAD). 8193 x is made as 2x * 4096.5, one rounding.
+// Rounds DST tiles [0, count) to TF32, to nearest (kRoundState; else nothing): live_round_to_tf32.
 void round_state_to_tf32(uint32_t count) {
     if constexpr (kRoundState) {
-        constexpr uint32_t kHalfSplitter = 0x45800400;  // 4096.5f
-        const uint32_t scratch = count;
-        for (uint32_t i = 0; i < count; ++i) {
-            add_binary_tile_init();
-            live_add_tiles(i, i, scratch);
-            binop_with_scalar_tile_init();
-            live_mul_scalar_tile(scratch, kHalfSplitter);
-            sub_binary_tile_init();
-            live_sub_tiles(scratch, i, i);
-            live_sub_tiles(scratch, i, i);
-        }
+        live_round_to_tf32(0, count);
     }
 }
 

@@ -315,10 +315,16 @@ MUTATIONS = [
              "O and L are packed unrounded: the next block's SrcB read truncates them to TF32, each element by "
              "its own mantissa, and the old blocks' weights drift apart block by block",
              tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased_and_accurate",)),
-    Mutation("state-rounding-scratch-collides", "round_state_to_tf32",
-             "        const uint32_t scratch = count;",
-             "        const uint32_t scratch = 0;",
-             "the TF32 rounding's scratch is DST tile 0, the first state tile of the chunk: 8193 x overwrites x",
+    Mutation("tf32-rounding-truncates", "kTf32HalfUlp",
+             "constexpr uint32_t kTf32HalfUlp = 0x1000u;",
+             "constexpr uint32_t kTf32HalfUlp = 0x0u;",
+             "the TF32 rounding adds nothing before it clears the 13 low bits: it truncates, and the state drifts "
+             "block by block as if it were not rounded",
+             tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased_and_accurate",)),
+    Mutation("tf32-rounding-first-tile-only", "live_round_to_tf32",
+             "    for (uint32_t i = first; i < first + count; ++i) {\n        MATH(SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_add_int32,",
+             "    for (uint32_t i = first; i < first + 1; ++i) {\n        MATH(SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_add_int32,",
+             "only a chunk's first state tile gets the half-ulp add: the others are truncated by the AND and drift",
              tests=("tests/test_attention_adversarial.py::test_many_rescales_leave_the_output_unbiased_and_accurate",)),
     # L1-sharded tensors on the emulator (issue 20): a height-sharded Q is read from the cores' L1.
     Mutation("sharded-bank-halves-swapped", "ttnn_flashdecode/emulator/include/api/tensor/tensor_accessor_args.h",
@@ -793,10 +799,12 @@ MUTATIONS = [
              "the float32 scores are packed unrounded: every read through SrcA truncates them to TF32, so each "
              "weight exp(S - M) is biased low by up to an ulp of |S|",
              tests=(_USERS_CASE,)),
-    Mutation("accurate-scores-rounding-scratch-collides", "round_scores_to_tf32",
-             "live_add_tiles(0, 0, 1);",
-             "live_add_tiles(0, 0, 0);",
-             "the score rounding's 8193 S lands on DST tile 0, the score itself, and the split reads a stale scratch",
+    Mutation("accurate-scores-rounding-truncates", "round_scores_to_tf32",
+             "        live_round_to_tf32(0, 1);\n        return true;",
+             "        bitwise_and_tile_init();\n        MATH(SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, "
+             "calculate_sfpu_unary_bitwise, (APPROX, ckernel::sfpu::UnaryBitwiseOp::AND, DataFormat::Int32, 8), 0, "
+             "kLiveFaces, kTf32KeptBits));\n        return true;",
+             "the scores are truncated to TF32 (the AND without the half-ulp add): each weight biased low again",
              tests=(_USERS_CASE,)),
     Mutation("accurate-scores-rounded-after-the-tail-mask", "apply_score_modifiers",
              "reconfigured |= round_scores_to_tf32();\n    reconfigured |= add_tail_mask(p, tile, qs, own);",

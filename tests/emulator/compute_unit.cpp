@@ -19,6 +19,7 @@
 #include "api/compute/eltwise_binary.h"
 #include "api/compute/eltwise_binary_sfpu.h"
 #include "api/compute/eltwise_unary/binop_with_scalar.h"
+#include "api/compute/eltwise_unary/bitwise.h"
 #include "api/compute/eltwise_unary/exp.h"
 #include "api/compute/eltwise_unary/recip.h"
 #include "api/compute/matmul.h"
@@ -34,7 +35,7 @@ extern emu::ComputeConfig config;
 extern std::map<std::string, int> counts;
 }  // namespace fake
 
-using emu::DataFormat;
+using CbFormat = emu::DataFormat;  // a CB's format (the global DataFormat is the LLK's)
 using Tile = std::vector<double>;  // 32x32, (r, c) row-major
 
 constexpr bool FP32 = DST_ACCUM_MODE;
@@ -49,12 +50,12 @@ static float bf16r(double v) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return std::bit_cast<float>(u & 0xffff0000u);
 }
-static std::vector<uint8_t> to_bytes(const Tile& t, DataFormat f) {
-    std::vector<uint8_t> b(f == DataFormat::Float32 ? 4096 : 2048);
+static std::vector<uint8_t> to_bytes(const Tile& t, CbFormat f) {
+    std::vector<uint8_t> b(f == CbFormat::Float32 ? 4096 : 2048);
     for (uint32_t r = 0; r < 32; ++r)
         for (uint32_t c = 0; c < 32; ++c) {
             float v = static_cast<float>(t[r * 32 + c]);
-            if (f == DataFormat::Float32) {
+            if (f == CbFormat::Float32) {
                 std::memcpy(&b[4 * eidx(r, c)], &v, 4);
             } else {
                 uint16_t h = static_cast<uint16_t>(std::bit_cast<uint32_t>(bf16r(v)) >> 16);
@@ -63,11 +64,11 @@ static std::vector<uint8_t> to_bytes(const Tile& t, DataFormat f) {
         }
     return b;
 }
-static Tile from_bytes(const std::vector<uint8_t>& b, DataFormat f) {
+static Tile from_bytes(const std::vector<uint8_t>& b, CbFormat f) {
     Tile t(1024);
     for (uint32_t r = 0; r < 32; ++r)
         for (uint32_t c = 0; c < 32; ++c) {
-            if (f == DataFormat::Float32) {
+            if (f == CbFormat::Float32) {
                 float v;
                 std::memcpy(&v, &b[4 * eidx(r, c)], 4);
                 t[r * 32 + c] = v;
@@ -86,9 +87,9 @@ static Tile rand_tile(double lo, double hi) {
     for (auto& v : t) v = bf16r(d(rng));  // exactly representable in bf16
     return t;
 }
-static void push(uint32_t cb, const Tile& t, DataFormat f) { fake::host_push(cb, to_bytes(t, f).data()); }
-static Tile pop(uint32_t cb, DataFormat f) {
-    std::vector<uint8_t> b(f == DataFormat::Float32 ? 4096 : 2048);
+static void push(uint32_t cb, const Tile& t, CbFormat f) { fake::host_push(cb, to_bytes(t, f).data()); }
+static Tile pop(uint32_t cb, CbFormat f) {
+    std::vector<uint8_t> b(f == CbFormat::Float32 ? 4096 : 2048);
     fake::host_pop(cb, b.data());
     return from_bytes(b, f);
 }
@@ -107,18 +108,18 @@ static void close(const Tile& got, const Tile& want, const Tile& scale, double r
     }
 }
 // Standard setup: c_0, c_1 inputs (bf16), c_2 scaler/extra input, c_16 output (fp32 so DST is seen).
-static void setup(DataFormat in = DataFormat::Float16_b, DataFormat out = DataFormat::Float32) {
+static void setup(CbFormat in = CbFormat::Float16_b, CbFormat out = CbFormat::Float32) {
     fake::reset();
     fake::config = emu::ComputeConfig{FP32, false, false, 4};
     fake::setup_cb(0, in, 4);
     fake::setup_cb(1, in, 4);
     fake::setup_cb(2, in, 4);
-    fake::setup_cb(3, DataFormat::Float32, 4);
+    fake::setup_cb(3, CbFormat::Float32, 4);
     fake::setup_cb(16, out, 4);
     emu::compute::compute_thread_begin();
 }
 // Packs DST tile `idst` of the current math section to c_16 and returns it.
-static Tile commit_pack(uint32_t idst = 0, DataFormat out = DataFormat::Float32) {
+static Tile commit_pack(uint32_t idst = 0, CbFormat out = CbFormat::Float32) {
     tile_regs_commit();
     tile_regs_wait();
     cb_reserve_back(16, 1);
@@ -157,7 +158,7 @@ int main() {
          [] {
              setup();
              Tile a = rand_tile(-3, 3);
-             push(0, a, DataFormat::Float16_b);
+             push(0, a, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 0, 16);
              copy_init(0);
              cb_wait_front(0, 1);
@@ -171,8 +172,8 @@ int main() {
              for (uint32_t tr : {0u, 1u}) {
                  setup();
                  Tile a = rand_tile(-1, 1), b = rand_tile(-1, 1);
-                 push(0, a, DataFormat::Float16_b);
-                 push(1, b, DataFormat::Float16_b);
+                 push(0, a, CbFormat::Float16_b);
+                 push(1, b, CbFormat::Float16_b);
                  compute_kernel_hw_startup<SrcOrder::Reverse>(0, 1, 16);
                  matmul_init(0, 1, tr);
                  cb_wait_front(0, 1);
@@ -197,9 +198,9 @@ int main() {
              for (auto pool : {PoolType::MAX, PoolType::SUM}) {
                  setup();
                  Tile a = rand_tile(-4, 4);
-                 push(0, a, DataFormat::Float16_b);
+                 push(0, a, CbFormat::Float16_b);
                  double sv = pool == PoolType::SUM ? 0.5 : 1.0;
-                 push(2, scaler_tile(sv), DataFormat::Float16_b);
+                 push(2, scaler_tile(sv), CbFormat::Float16_b);
                  compute_kernel_hw_startup(0, 2, 16);
                  cb_wait_front(0, 1);
                  cb_wait_front(2, 1);
@@ -253,8 +254,8 @@ int main() {
              for (auto& op : ops) {
                  setup();
                  Tile a = rand_tile(-2, 2), b = rand_tile(-2, 2);
-                 push(0, a, DataFormat::Float16_b);
-                 push(1, b, DataFormat::Float16_b);
+                 push(0, a, CbFormat::Float16_b);
+                 push(1, b, CbFormat::Float16_b);
                  compute_kernel_hw_startup(0, 1, 16);
                  op.init();
                  cb_wait_front(0, 1);
@@ -277,8 +278,8 @@ int main() {
          [] {
              setup();
              Tile x = rand_tile(-2, 2), y = rand_tile(-2, 2);
-             push(0, x, DataFormat::Float16_b);
-             push(1, y, DataFormat::Float16_b);
+             push(0, x, CbFormat::Float16_b);
+             push(1, y, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 1, 16);
              cb_wait_front(0, 1);
              cb_wait_front(1, 1);
@@ -323,7 +324,7 @@ int main() {
                      x[n] = p.x;
                      want[n++] = FP32 ? p.fp32 : p.bf16;
                  }
-                 push(0, x, DataFormat::Float16_b);
+                 push(0, x, CbFormat::Float16_b);
                  compute_kernel_hw_startup(0, 0, 16);
                  cb_wait_front(0, 1);
                  tile_regs_acquire();
@@ -350,9 +351,9 @@ int main() {
          [] {
              setup();
              Tile x = rand_tile(-4, 1), y = rand_tile(0.5, 4), z = rand_tile(-2, 2);
-             push(0, x, DataFormat::Float16_b);
-             push(1, y, DataFormat::Float16_b);
-             push(2, z, DataFormat::Float16_b);
+             push(0, x, CbFormat::Float16_b);
+             push(1, y, CbFormat::Float16_b);
+             push(2, z, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 0, 16);
              cb_wait_front(0, 1);
              cb_wait_front(1, 1);
@@ -411,8 +412,8 @@ int main() {
              // mul_binary_tile is one fp32 multiply, then the store (bf16 DST truncates).
              setup();
              Tile x = rand_tile(-3, 3), y = rand_tile(0.25, 4);
-             push(0, x, DataFormat::Float16_b);
-             push(1, y, DataFormat::Float16_b);
+             push(0, x, CbFormat::Float16_b);
+             push(1, y, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 1, 16);
              cb_wait_front(0, 1);
              cb_wait_front(1, 1);
@@ -439,12 +440,12 @@ int main() {
         {"sfpu_sub_and_the_tf32_split",
          [] {
              // sub_binary_tile is one fp32 subtraction, then the store. With it, add_binary_tile and
-             // mul_unary_tile, Veltkamp's split (c = 2x * 4096.5, c - (c - x): attention_compute.cpp
-             // round_state_to_tf32) rounds x * y, 16 significant bits, to TF32's 11, to nearest.
+             // mul_unary_tile, Veltkamp's split (c = 2x * 4096.5, c - (c - x)) rounds x * y, 16
+             // significant bits, to TF32's 11, to nearest: the fp32 SFPU ops chained, each rounding once.
              setup();
              Tile x = rand_tile(-3, 3), y = rand_tile(0.25, 4);
-             push(0, x, DataFormat::Float16_b);
-             push(1, y, DataFormat::Float16_b);
+             push(0, x, CbFormat::Float16_b);
+             push(1, y, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 1, 16);
              cb_wait_front(0, 1);
              cb_wait_front(1, 1);
@@ -485,6 +486,45 @@ int main() {
              }
              require(rounded_away > 100, "tf32 split: never rounds up (truncation, not rounding)");
          }},
+        {"sfpu_integer_ops_round_fp32_bits_to_tf32",
+         [] {
+             // add_unary_tile_int32 and bitwise_and_tile<Int32> act on a 32-bit DST datum's bits (the I32
+             // layout moves them unconverted): + 0x1000 then & ~0x1fff is the kernels' TF32 rounding
+             // (attention_compute_sfpu.hpp live_round_to_tf32), to nearest, ties away from zero, for
+             // either sign, a carry rounding up through the exponent. A 16-bit DST is refused.
+             if (!FP32) return;
+             setup();
+             Tile x = rand_tile(-3, 3), y = rand_tile(0.25, 4);
+             push(0, x, CbFormat::Float16_b);
+             push(1, y, CbFormat::Float16_b);
+             compute_kernel_hw_startup(0, 1, 16);
+             cb_wait_front(0, 1);
+             cb_wait_front(1, 1);
+             tile_regs_acquire();
+             copy_init(0);
+             copy_tile(0, 0, 0);
+             copy_init(1);
+             copy_tile(1, 0, 1);
+             mul_binary_tile_init();
+             mul_binary_tile(0, 1, 0);
+             binop_with_scalar_tile_init();
+             add_unary_tile_int32(0, 0x1000u);
+             bitwise_and_tile_init();
+             bitwise_and_tile<DataFormat::Int32>(0, 0xffffe000u);
+             Tile got = commit_pack();
+             int rounded_away = 0;
+             for (int i = 0; i < 1024; ++i) {
+                 const float product = static_cast<float>(x[i]) * static_cast<float>(y[i]);
+                 const uint32_t p = std::bit_cast<uint32_t>(product);
+                 const uint32_t want = (p + 0x1000u) & 0xffffe000u;
+                 require(std::bit_cast<uint32_t>(static_cast<float>(got[i])) == want,
+                         "tf32 rounding: not (bits + 0x1000) & ~0x1fff");
+                 const double half_ulp = std::ldexp(1.0, std::ilogb(product) - 11);
+                 require(std::fabs(got[i] - product) <= half_ulp, "tf32 rounding: not the nearest TF32 value");
+                 rounded_away += std::fabs(got[i]) > std::fabs(product);
+             }
+             require(rounded_away > 100, "tf32 rounding: never rounds up (truncation, not rounding)");
+         }},
         {"sfpu_row_vector_mode_through_the_llk_calls",
          [] {
              // VectorMode::R through the LLK's SFPU call layer (SFPU_UNARY_CALL / SFPU_BINARY_CALL, which
@@ -492,7 +532,7 @@ int main() {
              // computed, faces 2 and 3 keep what DST held.
              setup();
              Tile x = rand_tile(-3, 3);
-             push(0, x, DataFormat::Float16_b);
+             push(0, x, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 1, 16);
              cb_wait_front(0, 1);
              tile_regs_acquire();
@@ -518,7 +558,7 @@ int main() {
              setup();
              Tile a(1024);
              for (int i = 0; i < 1024; ++i) a[i] = 1.0 + i * 1e-4;
-             fake::host_push(3, to_bytes(a, DataFormat::Float32).data());
+             fake::host_push(3, to_bytes(a, CbFormat::Float32).data());
              compute_kernel_hw_startup(3, 3, 16);
              copy_init(3);
              cb_wait_front(3, 1);
@@ -534,7 +574,7 @@ int main() {
         {"refuse_dst_index_over_capacity",
          [] {
              setup();
-             push(0, rand_tile(0, 1), DataFormat::Float16_b);
+             push(0, rand_tile(0, 1), CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 0, 16);
              copy_init(0);
              cb_wait_front(0, 1);
@@ -546,8 +586,8 @@ int main() {
         {"refuse_stale_init_matmul_after_add_init",
          [] {
              setup();
-             push(0, rand_tile(0, 1), DataFormat::Float16_b);
-             push(1, rand_tile(0, 1), DataFormat::Float16_b);
+             push(0, rand_tile(0, 1), CbFormat::Float16_b);
+             push(1, rand_tile(0, 1), CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 1, 16);
              add_init(0, 1);
              cb_wait_front(0, 1);
@@ -559,8 +599,8 @@ int main() {
         {"refuse_init_for_other_cb",
          [] {
              setup();
-             push(0, rand_tile(0, 1), DataFormat::Float16_b);
-             push(1, rand_tile(0, 1), DataFormat::Float16_b);
+             push(0, rand_tile(0, 1), CbFormat::Float16_b);
+             push(1, rand_tile(0, 1), CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 1, 16);
              copy_init(0);
              cb_wait_front(1, 1);
@@ -570,8 +610,8 @@ int main() {
         {"refuse_missing_reduce_uninit",
          [] {
              setup();
-             push(0, rand_tile(0, 1), DataFormat::Float16_b);
-             push(2, scaler_tile(1.0), DataFormat::Float16_b);
+             push(0, rand_tile(0, 1), CbFormat::Float16_b);
+             push(2, scaler_tile(1.0), CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 2, 16);
              reduce_init<PoolType::MAX, ReduceDim::REDUCE_ROW>(0, 2, 16);
              cb_wait_front(0, 1);
@@ -583,7 +623,7 @@ int main() {
         {"refuse_pack_outside_wait_release",
          [] {
              setup();
-             push(0, rand_tile(0, 1), DataFormat::Float16_b);
+             push(0, rand_tile(0, 1), CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 0, 16);
              copy_init(0);
              cb_wait_front(0, 1);
@@ -595,7 +635,7 @@ int main() {
         {"refuse_math_outside_acquire",
          [] {
              setup();
-             push(0, rand_tile(0, 1), DataFormat::Float16_b);
+             push(0, rand_tile(0, 1), CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 0, 16);
              copy_init(0);
              cb_wait_front(0, 1);
@@ -609,7 +649,7 @@ int main() {
         {"refuse_sfpu_without_or_stale_init",
          [] {
              setup();
-             push(0, rand_tile(0, 1), DataFormat::Float16_b);
+             push(0, rand_tile(0, 1), CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 0, 16);
              copy_init(0);
              cb_wait_front(0, 1);
@@ -627,8 +667,8 @@ int main() {
          [] {
              setup();
              Tile a = rand_tile(0, 1);
-             fake::host_push(3, to_bytes(a, DataFormat::Float32).data());
-             push(0, a, DataFormat::Float16_b);
+             fake::host_push(3, to_bytes(a, CbFormat::Float32).data());
+             push(0, a, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 0, 16);
              copy_init(0);
              cb_wait_front(3, 1);
@@ -666,8 +706,8 @@ int main() {
                  {255, 0x4, 0x6, inf, NAN},
                  {254, 0x7, 0x3, std::ldexp(7.0, 127 - 2), std::ldexp(3.0, 127 - 2)},
              };
-             for (DataFormat f : {DataFormat::Bfp8_b, DataFormat::Bfp4_b}) {
-                 const bool is8 = f == DataFormat::Bfp8_b;
+             for (CbFormat f : {CbFormat::Bfp8_b, CbFormat::Bfp4_b}) {
+                 const bool is8 = f == CbFormat::Bfp8_b;
                  const auto& rows = is8 ? bfp8 : bfp4;
                  std::vector<uint8_t> page(is8 ? 1088 : 576, 0);
                  for (size_t r = 0; r < rows.size(); ++r) {
@@ -702,9 +742,9 @@ int main() {
          }},
         {"refuse_block_float_format_mismatch_and_pack",
          [] {
-             setup(DataFormat::Float16_b, DataFormat::Bfp4_b);
-             fake::setup_cb(4, DataFormat::Bfp4_b, 2);
-             fake::setup_cb(5, static_cast<DataFormat>(8), 2);  // Int32: a dataflow-only format
+             setup(CbFormat::Float16_b, CbFormat::Bfp4_b);
+             fake::setup_cb(4, CbFormat::Bfp4_b, 2);
+             fake::setup_cb(5, static_cast<CbFormat>(8), 2);  // Int32: a dataflow-only format
              std::vector<uint8_t> page(4096, 0);
              fake::host_push(4, page.data());
              fake::host_push(5, page.data());
@@ -728,10 +768,10 @@ int main() {
         {"refuse_bad_scaler_layout",
          [] {
              setup();
-             push(0, rand_tile(0, 1), DataFormat::Float16_b);
+             push(0, rand_tile(0, 1), CbFormat::Float16_b);
              Tile s = scaler_tile(1.0);
              s[5 * 32 + 3] = 1.0;  // a datum outside row 0 of its face
-             push(2, s, DataFormat::Float16_b);
+             push(2, s, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 2, 16);
              reduce_init<PoolType::SUM, ReduceDim::REDUCE_ROW>(0, 2, 16);
              cb_wait_front(0, 1);
@@ -744,8 +784,8 @@ int main() {
          [] {
              setup();
              Tile a = rand_tile(1, 2), b = rand_tile(1, 2);
-             push(0, a, DataFormat::Float16_b);
-             push(1, b, DataFormat::Float16_b);
+             push(0, a, CbFormat::Float16_b);
+             push(1, b, CbFormat::Float16_b);
              compute_kernel_hw_startup<SrcOrder::Reverse>(0, 1, 16);
              matmul_init(0, 1);
              cb_wait_front(0, 1);
@@ -765,19 +805,19 @@ int main() {
          }},
         {"pack_rounds_to_nearest_even",
          [] {
-             setup(DataFormat::Float16_b, DataFormat::Float16_b);
+             setup(CbFormat::Float16_b, CbFormat::Float16_b);
              Tile a(1024, 1.0), b(1024, 0.0);
              // 1 + 2^-8 is a bf16 tie between 1 and 1+2^-7: RNE gives 1; in bf16 DST the FPU already rounds.
              for (int i = 0; i < 1024; ++i) b[i] = std::ldexp(1.0, -8);
-             push(0, a, DataFormat::Float16_b);
-             push(1, b, DataFormat::Float16_b);
+             push(0, a, CbFormat::Float16_b);
+             push(1, b, CbFormat::Float16_b);
              compute_kernel_hw_startup(0, 1, 16);
              add_init(0, 1);
              cb_wait_front(0, 1);
              cb_wait_front(1, 1);
              tile_regs_acquire();
              add_tiles(0, 1, 0, 0, 0);
-             Tile got = commit_pack(0, DataFormat::Float16_b);
+             Tile got = commit_pack(0, CbFormat::Float16_b);
              require(got[0] == 1.0, "RNE tie to even");
          }},
     };

@@ -5,6 +5,11 @@
 
 #include <cstdint>
 
+// tt::DataFormat, at global scope as the compute kernels see it (tensix_types.h); only the codes the
+// compute API's integer SFPU ops take as a template argument here (the CB formats the engine
+// unpacks and packs are emu::DataFormat).
+enum class DataFormat : std::uint8_t { Int32 = 8, UInt16 = 9, UInt32 = 24 };
+
 namespace ckernel {
 
 enum class VectorMode : std::uint8_t { None = 0, R = 1, C = 2, RC = 4, RC_custom = 6, Invalid = 0xFF };

@@ -49,6 +49,24 @@ inline void calculate_binop_with_scalar(std::uint32_t idst, VectorMode mode, std
     emu::compute::mul_unary_tile(is_fp32_dest_acc_en, idst, param, emu_mode(mode));
 }
 
+// ckernel_sfpu_binop_with_unary.h calculate_add_int32 (add_unary_tile_int32's functor): DST datum + an
+// int32 scalar, on the datum's 32 bits as a two's complement integer.
+template <bool APPROXIMATION_MODE, int ITERATIONS>
+inline void calculate_add_int32(std::uint32_t idst, VectorMode mode, std::uint32_t scalar) {
+    static_assert(ITERATIONS == 8, "the emulator models whole faces (8 iterations)");
+    emu::compute::add_int32_scalar_tile(idst, scalar, emu_mode(mode));
+}
+
+// ckernel_sfpu_bitwise.h (bitwise_and_tile's functor): DST datum AND a 32-bit scalar, Int32 layout.
+enum class UnaryBitwiseOp : std::uint8_t { AND = 0, OR = 1, XOR = 2 };
+template <bool APPROXIMATION_MODE, UnaryBitwiseOp BITWISE_OP, DataFormat DATA_FORMAT = DataFormat::Int32,
+          int ITERATIONS = 8>
+inline void calculate_sfpu_unary_bitwise(std::uint32_t idst, VectorMode mode, std::uint32_t value) {
+    static_assert(BITWISE_OP == UnaryBitwiseOp::AND && DATA_FORMAT == DataFormat::Int32 && ITERATIONS == 8,
+                  "the emulator models the Int32 bitwise AND only");
+    emu::compute::bitwise_and_scalar_tile(idst, value, emu_mode(mode));
+}
+
 template <bool APPROXIMATION_MODE, BinaryOp BINOP, int ITERATIONS, bool is_fp32_dest_acc_en,
           DstRoundingMode dst_rounding_mode = DstRoundingMode::Default>
 inline void calculate_sfpu_binary(std::uint32_t idst0, std::uint32_t idst1, std::uint32_t odst, VectorMode mode) {

@@ -153,7 +153,7 @@ struct FpuCfg {
     RDim dim = RDim::Row;
 };
 
-enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd, BinarySub, BinaryMul };
+enum class SfpuKind : uint8_t { None, Exp, Recip, BinaryMax, Tanh, BinopScalar, Log, BinaryAdd, BinarySub, BinaryMul, BitwiseAnd };
 
 struct SfpuCfg {
     SfpuKind kind = SfpuKind::None;
@@ -1241,6 +1241,47 @@ void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32
             dst_put(s, idst, i, sfpu_store(x * param));
         }
     }
+}
+
+namespace {
+// One integer SFPU pass on a 32-bit DST's datums as raw bits (`op` on the uint32 bits; a datum the
+// packer cleared reads as +0.0). The I32 layout's SFPLOAD / SFPSTORE convert nothing
+// (tt-isa-documentation SFPLOAD / SFPSTORE, MOD0_FMT_INT32), so subnormals and NaNs pass as bits.
+template <typename Op>
+void sfpu_int_pass(const char* api, SfpuKind kind, const char* init, uint32_t idst, VecMode mode, Op op) {
+    enter(api);
+    if (!eng().fp32) failf(api, "a 16-bit DST: the emulator models the integer SFPU ops on a 32-bit DST only");
+    require_sfpu(api, kind, true, init);
+    check_idst(api, idst);
+    Section& s = math_section(api);
+    for (uint32_t face : sfpu_faces(api, mode)) {
+        for (uint32_t k = 0; k < kFaceElems; ++k) {
+            uint32_t i = face * kFaceElems + k;
+            uint32_t bits = dst_cleared(s, idst, i) ? 0u : f2u(dst_get(s, idst, i));
+            dst_put(s, idst, i, u2f(op(bits)));
+        }
+    }
+}
+}  // namespace
+
+// calculate_add_int32: one SFPIADD a datum (two's complement, wrapping).
+void add_int32_scalar_tile(uint32_t idst, uint32_t scalar, VecMode mode) {
+    sfpu_int_pass("add_unary_tile_int32", SfpuKind::BinopScalar, "binop_with_scalar_tile_init()", idst, mode, [scalar](uint32_t bits) { return bits + scalar; });
+}
+
+void bitwise_and_tile_init() {
+    const char* api = "bitwise_and_tile_init";
+    enter(api);
+    SfpuCfg c;
+    c.kind = SfpuKind::BitwiseAnd;
+    c.desc = "bitwise_and_tile_init()";
+    eng().sfpu = c;
+}
+
+// calculate_sfpu_unary_bitwise<.., AND, Int32>: one SFPAND a datum.
+void bitwise_and_scalar_tile(uint32_t idst, uint32_t value, VecMode mode) {
+    sfpu_int_pass("bitwise_and_tile", SfpuKind::BitwiseAnd, "bitwise_and_tile_init()", idst, mode,
+                  [value](uint32_t bits) { return bits & value; });
 }
 
 // The LLK's accurate log, log_tile<fast_and_approx=false> (ckernel_sfpu_log.h calculate_log, Norbert

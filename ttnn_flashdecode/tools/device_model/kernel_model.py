@@ -79,10 +79,11 @@ class KernelWork:
         return max(planned, self.min_block_tiles)
 
 
-ROUND_SCORES_CALLS = {"add_binary_tile_init": 1, "add_binary_tile": 1, "binop_with_scalar_tile_init": 1,
-                      "mul_unary_tile": 1, "sub_binary_tile_init": 1, "sub_binary_tile": 2, "matmul_init": 1}
+ROUND_SCORES_CALLS = {"binop_with_scalar_tile_init": 1, "add_unary_tile_int32": 1, "bitwise_and_tile_init": 1,
+                      "bitwise_and_tile": 1, "matmul_init": 1}
 """The compute calls ``accurate_scores`` adds per live position tile (``attention_scores.hpp``
-``round_scores_to_tf32``, Veltkamp's split in four SFPU operations, then matmul's re-init)."""
+``round_scores_to_tf32``: ``live_round_to_tf32``'s two integer SFPU passes on the score's bits, then
+matmul's re-init)."""
 
 PER_LIVE_TILE_CALL = "sub_tiles_bcast_cols"
 """The compute call made exactly once per live position tile (``probabilities``' S - M): the call

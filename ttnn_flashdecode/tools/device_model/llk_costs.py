@@ -87,6 +87,8 @@ SFPU_INSTRS_PER_ITERATION = {
     "log": 14,                # ckernel_sfpu_log.h polynomial [U: rough count]
     "binary": 5,              # two SFPLOADs, one op (2-cycle latency), SFPSTORE
     "unary_scalar": 4,        # SFPLOAD, SFPMUL with a loaded constant, SFPSTORE
+    "unary_int": 3,           # ckernel_sfpu_binop_with_unary.h calculate_add_int32 / ckernel_sfpu_bitwise.h:
+                              # SFPLOAD (I32), SFPIADD or SFPAND with the hoisted scalar, SFPSTORE
     "mask": 6,                # loads of value and mask, condition, move, store
 }
 """SFPU instructions (cycles, with dependent-latency stalls) per 32-datum iteration, counted in the LLK sources."""
@@ -116,7 +118,8 @@ STARTUP_CYCLES = 500
 """``compute_kernel_hw_startup``, once per core [U]."""
 
 SFPU_APIS = ("exp_tile", "recip_tile", "tanh_tile", "log_tile", "binary_max_tile", "add_binary_tile",
-             "sub_binary_tile", "mul_binary_tile", "mul_unary_tile", "mask_tile")
+             "sub_binary_tile", "mul_binary_tile", "mul_unary_tile", "mask_tile", "add_unary_tile_int32",
+             "bitwise_and_tile")
 """Compute API calls that run on the SFPU (the rest of the tile ops run on the FPU)."""
 
 
@@ -180,7 +183,8 @@ def _exp(cfg: ComputeConfig, faces: int) -> OpCost:
 
 _SFPU_KIND = {"recip_tile": None, "tanh_tile": "tanh", "log_tile": "log", "binary_max_tile": "binary",
               "add_binary_tile": "binary", "sub_binary_tile": "binary", "mul_binary_tile": "binary",
-              "mul_unary_tile": "unary_scalar", "mask_tile": "mask"}
+              "mul_unary_tile": "unary_scalar", "mask_tile": "mask", "add_unary_tile_int32": "unary_int",
+              "bitwise_and_tile": "unary_int"}
 _FPU_ELTWISE = ("add_tiles", "sub_tiles", "add_reuse_dest_tiles", "copy_tile", "unary_bcast", "sub_tiles_bcast")
 _FPU_MUL = ("mul_tiles",)
 

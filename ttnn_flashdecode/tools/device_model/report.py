@@ -81,11 +81,11 @@ def format_seed(cfg: llk.ComputeConfig = llk.ComputeConfig()) -> str:
     return "\n".join(lines)
 
 
-STATE_ROUNDING_CALLS = ("add_binary_tile", "add_binary_tile_init", "mul_unary_tile", "binop_with_scalar_tile_init",
-                        "sub_binary_tile", "sub_binary_tile_init")
+STATE_ROUNDING_CALLS = ("add_unary_tile_int32", "binop_with_scalar_tile_init", "bitwise_and_tile",
+                        "bitwise_and_tile_init")
 """The calls of a later block that round the running state to TF32 (``attention_softmax.hpp``
-``round_state_to_tf32``: Veltkamp's split, 2x then x 4096.5 then two subtractions, per state tile);
-the rescale itself is FPU work (``mul_tiles``, ``add_reuse_dest_tiles``)."""
+``round_state_to_tf32``: ``live_round_to_tf32``, an integer add and an AND on each state tile's
+bits); the rescale itself is FPU work (``mul_tiles``, ``add_reuse_dest_tiles``)."""
 
 
 def mla_rescale_split(pub: vt.Published) -> dict[str, float]:

@@ -108,6 +108,12 @@ void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mod
 float tanh_poly_llk(float x);
 void binop_with_scalar_tile_init();
 void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits, VecMode mode);
+// The integer SFPU ops on a 32-bit DST's raw datum bits (SFPLOAD / SFPSTORE INT32 move them
+// unconverted): + an int32 scalar (add_unary_tile_int32, after binop_with_scalar_tile_init) and AND a
+// 32-bit scalar (bitwise_and_tile<Int32>, after bitwise_and_tile_init). A 16-bit DST is refused.
+void add_int32_scalar_tile(uint32_t idst, uint32_t scalar, VecMode mode);
+void bitwise_and_tile_init();
+void bitwise_and_scalar_tile(uint32_t idst, uint32_t value, VecMode mode);
 // The LSE stage's SFPU passes: log (compute_kernel_api.h log_tile; fast_and_approx refused) and the
 // binary SFPU add of two DST tiles (eltwise_binary_sfpu.h). The `mode` of the SFPU calls whose public
 // API fixes VectorMode::RC (tanh, log, mul_unary, the binary ops) is the LLK call's (SFPU_UNARY_CALL /
