@@ -39,17 +39,32 @@ constexpr uint32_t kLseSlotBytes = 64;
 // Word of a float32 tile holding row `row`, column 0 (faces of 16x16, rows 0..15 in faces 0 and 1).
 constexpr uint32_t fp32_column0_word(uint32_t row) { return (row / 16u) * 512u + (row % 16u) * 16u; }
 
+// Bytes of a `pages`-page send that go on this kernel's NoC; the rest go on the other one. A
+// partial of several pages (pass 2) is its combine level's NoC transfer, which one NoC's link
+// bounds, so with both data-movement kernels in DM_DYNAMIC_NOC (attention_dataflow.hpp) its first
+// half of pages goes on each NoC; one page (pass 1's max) stays on one.
+constexpr uint32_t own_noc_bytes(uint32_t pages, uint32_t page_bytes) {
+    return noc_mode == DM_DYNAMIC_NOC && pages > 1 ? (pages + 1) / 2 * page_bytes : pages * page_bytes;
+}
+
 // `pages` pages of `from` (this slice's subtree max or its partial) into this slice's slot of its
 // parent's inbox `inbox`, then raises the parent's kSemArrived + slot. Every core has the same CB
 // layout and pushes / pops its inboxes only in whole cycles, so the parent's inbox starts where
-// this core's `inbox` write pointer sits (this kernel never moves it).
+// this core's `inbox` write pointer sits (this kernel never moves it). The bytes own_noc_bytes leaves
+// go on the other NoC, to the same address (Wormhole and Blackhole translate coordinates: NOC_0_X is
+// the identity, noc_nonblocking_api.h); the semaphore rises after both NoCs' write barriers.
 void send_to_parent(const Params& p, uint32_t combine_rounds, uint32_t from, uint32_t inbox, uint32_t pages) {
-    const uint32_t bytes = pages * get_tile_size(from);
+    const uint32_t bytes = pages * get_tile_size(from), own = own_noc_bytes(pages, get_tile_size(from));
     cb_wait_front(from, pages);
     noc_semaphore_wait_min(semaphore(kSemInboxReady), combine_rounds);
     const uint32_t slot = get_write_ptr(inbox) + p.tree_slot() * bytes;
     const uint32_t parent = p.split_first_core + p.tree_parent();
-    noc_async_write(get_read_ptr(from), core_noc_addr(parent, slot), bytes);
+    const uint64_t destination = core_noc_addr(parent, slot);
+    noc_async_write(get_read_ptr(from), destination, own);
+    if (own < bytes) {
+        noc_async_write(get_read_ptr(from) + own, destination + own, bytes - own, 1 - noc_index);
+        noc_async_write_barrier(1 - noc_index);
+    }
     noc_async_write_barrier();
     noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived + p.tree_slot())), 1);
     noc_async_atomic_barrier();  // the increment has landed before the next one (or kernel exit)
@@ -135,7 +150,10 @@ void kernel_main() {
             DeviceZoneScopedN("fd-writer-partial");
             for (uint32_t round = 0; round < kRowTiles; ++round) {  // the combine, a round per Q row tile
                 ++combine_rounds;
-                send_to_parent(p, combine_rounds, kCbMaxOut, kCbMaxInbox, 1);                       // pass 1
+                {
+                    DeviceZoneScopedN("fd-writer-max-up");
+                    send_to_parent(p, combine_rounds, kCbMaxOut, kCbMaxInbox, 1);  // pass 1
+                }
                 send_to_parent(p, combine_rounds, kCbOutbox, kCbPartials, partial_pages(kDimTiles));  // pass 2
             }
             continue;

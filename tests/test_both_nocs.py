@@ -175,3 +175,44 @@ def test_every_dram_bank_hears_both_nocs():
     for bank, reads in per_bank.items():
         share = reads[1] / (reads[0] + reads[1])
         assert 0.3 <= share <= 0.7, f"bank {bank}: reads per NoC {reads}"
+
+
+PARTIAL_ZONE = "fd-writer-partial"
+
+
+def _partial_bytes_per_noc(report) -> dict[int, int]:
+    """NoC -> bytes of the split-K partials the writers sent up the combine tree (pass 2)."""
+    written = {0: 0, 1: 0}
+    for stats in report.cores.values():
+        for key, count in stats.zone_noc_write_bytes.items():
+            zone, noc = key.rsplit("/", 1)
+            if zone == PARTIAL_ZONE:
+                written[int(noc)] += count
+    return written
+
+
+@pytest.mark.parametrize("head_dim, heads, layout", [(128, 8, None), (576, 32, "heads")], ids=["gqa-d128", "mla-d576"])
+def test_split_k_partials_go_up_the_tree_on_both_nocs(monkeypatch, head_dim, heads, layout):
+    """A combine level's transfer is a child's partial (dim tiles + 1 float32 pages a row tile): its first
+    half of pages on the writer's NoC, the rest on the other, so one link carries ~half (GQA d128: 3 of 5
+    pages, MLA's 576: 10 of 19). Bit for bit the one-NoC program's output."""
+    rng = np.random.default_rng(6)
+    keywords = dict(q_layout=layout, head_dim_v=512) if layout else {}
+    q = _bf16(rng, (1, 1, heads, head_dim) if layout else (1, 1, 1, heads * head_dim))
+    k = _bf16(rng, (1, 1, 4096, head_dim))
+    v = None if layout else _bf16(rng, (1, 1, 4096, head_dim))
+    call = lambda: np.asarray(run_quiet(attention, q, k, v, cur_pos=[4000], split=5, **keywords))
+    plan_module.program_for.cache_clear()
+    out = call()
+    split_written = _partial_bytes_per_noc(last_report())
+    with monkeypatch.context() as patch:
+        patch.setattr(program_factory, "data_movement_config", _one_noc_config)
+        plan_module.program_for.cache_clear()
+        one_noc = call()
+        one_noc_written = _partial_bytes_per_noc(last_report())
+    plan_module.program_for.cache_clear()
+    pages = head_dim // 32 + 1
+    assert max(split_written.values()) / sum(split_written.values()) == pytest.approx(-(-pages // 2) / pages)
+    assert min(one_noc_written.values()) == 0 and sum(one_noc_written.values()) == sum(split_written.values())
+    print(f"\npartials d{head_dim}: bytes per NoC {split_written} (one-NoC program: {one_noc_written})")
+    _assert_same_bits(out, one_noc, f"split-K partials d{head_dim}")

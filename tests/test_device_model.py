@@ -156,6 +156,8 @@ def test_device_model_prices_todays_kernels_from_the_emulators_counts():
     narrow, wide = cm.calibrate(4, 4), cm.calibrate(32, 4)
     assert set(km.measured_sfpu_faces(narrow).values()) == {2} and set(km.measured_sfpu_faces(wide).values()) == {4}
     assert km.measured_nocs(narrow) == 2 and 0.4 <= narrow.noc1_read_share <= 0.6
+    assert narrow.partial_busiest_noc_share == pytest.approx(3 / 5)  # d128: a partial's 5 pages, 3 on the busier NoC
+    assert wide.partial_busiest_noc_share == pytest.approx(3 / 5)
     assert 0.0 < km.measured_reconfig_share(narrow) < 1.0
     cfg = llk.ComputeConfig("HiFi2")
     exp_narrow = km.call_costs(["exp_tile"], cfg, 4, model=narrow)["exp_tile"]

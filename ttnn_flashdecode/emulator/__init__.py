@@ -385,12 +385,14 @@ class CoreStats:
     #: NoC (0, 1) -> read requests issued on it (one per ``noc_async_read*`` call);
     #: ``noc_read_request_bytes`` their bytes, ``noc_write_requests`` the writes'; ``zone_noc_reads``: ``"zone/noc"`` -> read
     #: requests issued with that DeviceZoneScopedN as the innermost open zone; ``dram_bank_noc_reads``:
-    #: ``"bank/noc"`` -> DRAM read requests to that bank on that NoC
+    #: ``"bank/noc"`` -> DRAM read requests to that bank on that NoC; ``zone_noc_write_bytes``:
+    #: ``"zone/noc"`` -> bytes written on that NoC with that zone innermost
     noc_read_requests: dict[int, int] = dataclasses.field(default_factory=dict)
     noc_read_request_bytes: dict[int, int] = dataclasses.field(default_factory=dict)
     noc_write_requests: dict[int, int] = dataclasses.field(default_factory=dict)
     zone_noc_reads: dict[str, int] = dataclasses.field(default_factory=dict)
     dram_bank_noc_reads: dict[str, int] = dataclasses.field(default_factory=dict)
+    zone_noc_write_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def sfpu_faces(self) -> dict[str, int]:
@@ -428,7 +430,8 @@ class CoreStats:
             self.zones[k] = self.zones.get(k, 0) + v
         for mine, theirs in ((self.zone_calls, o.zone_calls), (self.work, o.work), (self.noc_read_requests, o.noc_read_requests),
                              (self.noc_read_request_bytes, o.noc_read_request_bytes), (self.noc_write_requests, o.noc_write_requests),
-                             (self.zone_noc_reads, o.zone_noc_reads), (self.dram_bank_noc_reads, o.dram_bank_noc_reads)):
+                             (self.zone_noc_reads, o.zone_noc_reads), (self.dram_bank_noc_reads, o.dram_bank_noc_reads),
+                             (self.zone_noc_write_bytes, o.zone_noc_write_bytes)):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
 
@@ -829,7 +832,8 @@ class Emulator:
                 c["dram_read"], c["dram_write"], c["l1_read"], c["l1_write"], dict(c["calls"]), dict(c["zones"]),
                 dict(c["zone_calls"]), dict(c["work"]), noc_read_requests=dict(enumerate(c["noc_reads"])),
                 noc_read_request_bytes=dict(enumerate(c["noc_read_bytes"])), noc_write_requests=dict(enumerate(c["noc_writes"])),
-                zone_noc_reads=dict(c["zone_noc_reads"]), dram_bank_noc_reads=dict(c["bank_noc_reads"]))
+                zone_noc_reads=dict(c["zone_noc_reads"]), dram_bank_noc_reads=dict(c["bank_noc_reads"]),
+                zone_noc_write_bytes=dict(c["zone_noc_write_bytes"]))
         program_hash = getattr(program, "custom_program_hash", None)
         return RunReport(cores=cores, wall_s=d["wall_s"], setup_s=setup, log=list(d["log"]),
                          program_hash=None if program_hash is None else int(program_hash), runtime_args_sha256=digest,

@@ -78,6 +78,10 @@ class CallModel:
         noc1_read_share: NoC 1's share of the K/V read requests the calibration runs issued (the
             reader's ``fd-reader-kv`` zone, ``CoreStats.zone_noc_reads``; a share, not a per-feature
             fit: which NoC a K/V page takes follows its page index, not the features).
+        partial_busiest_noc_share: the share of a split-K partial's bytes (the writer's
+            ``fd-writer-partial`` zone, ``CoreStats.zone_noc_write_bytes``) that its busier NoC
+            carries: 1.0 on one NoC, ~0.5 when the writer splits it over both; a combine level's
+            transfer takes that share of the partial over one link.
     """
 
     q_rows: int
@@ -90,6 +94,7 @@ class CallModel:
     sfpu_faces_per_call: Mapping[str, float] = dataclasses.field(default_factory=dict)
     reconfig_share: float = 1.0
     noc1_read_share: float = 0.0
+    partial_busiest_noc_share: float = 1.0
 
     def core_calls(self, features: np.ndarray) -> list[dict[str, int]]:
         """Per core, compute API name -> calls, for ``features`` ``[cores, len(FEATURES)]``."""
@@ -152,6 +157,7 @@ class CallModel:
             sfpu_faces_per_call={k: float(v) for k, v in data.get("sfpu_faces_per_call", {}).items()},
             reconfig_share=float(data.get("reconfig_share", 1.0)),
             noc1_read_share=float(data.get("noc1_read_share", 0.0)),
+            partial_busiest_noc_share=float(data.get("partial_busiest_noc_share", 1.0)),
         )
 
 
@@ -300,7 +306,7 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
         numpy.linalg.LinAlgError: the calibration runs do not determine every feature.
     """
     kernel_hash = _kernel_hash()
-    cache = _cache_dir() / f"calls-v4-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"  # v4: with the SFPU faces, reconfig and K/V NoC shares
+    cache = _cache_dir() / f"calls-v5-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"  # v5: + the partials' NoC split
     if use_cache and cache.exists():
         return CallModel.from_json(json.loads(cache.read_text()))
     shape = Shape(f"calibration q{q_rows} d{dim_tiles}", q_rows, 1, 32 * dim_tiles)
@@ -321,8 +327,10 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
     keys = sorted({k for s in stats for k in s.zone_calls})
     zone_calls = {k: _fit(features, np.array([s.zone_calls.get(k, 0) for s in stats]), k) for k in keys}
     reads = [sum(s.zone_noc_reads.get(f"fd-reader-kv/{n}", 0) for s in stats) for n in (0, 1)]
+    partials = [sum(s.zone_noc_write_bytes.get(f"fd-writer-partial/{n}", 0) for s in stats) for n in (0, 1)]
     model = CallModel(q_rows, dim_tiles, True, calls, counters, kernel_hash, zone_calls, _faces_per_call(stats),
-                      _reconfig_share(stats), reads[1] / max(1, sum(reads)))
+                      _reconfig_share(stats), reads[1] / max(1, sum(reads)),
+                      max(partials) / sum(partials) if sum(partials) else 1.0)
     if use_cache:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".tmp{os.getpid()}")

@@ -165,7 +165,7 @@ class _Terms:
     nbytes: dict
     link: float  # NoC link bytes per second
     stats_bytes: int
-    partial_bytes: int
+    partial_bytes: int  # of a partial, on its busier NoC (CallModel.partial_busiest_noc_share)
     per_call: float  # seconds per weighted compute call
 
 
@@ -192,7 +192,8 @@ def _core_terms(plan, kv_positions, block_tiles, model: CallModel, seed_model: C
                   fill_s=_first_block_s(plan, kv_positions, block_tiles, model, dev) * kv_scale,
                   core_dram_s=nbytes["dram_read_bytes"] / dev.core_dram_bytes_per_s, nbytes=nbytes,
                   link=dev.link_bytes_per_s, stats_bytes=stats_bytes,
-                  partial_bytes=protocol.partial_pages(model.dim_tiles) * stats_bytes, per_call=per_call)
+                  partial_bytes=round(protocol.partial_pages(model.dim_tiles) * stats_bytes * model.partial_busiest_noc_share),
+                  per_call=per_call)
 
 
 def _up_the_tree(core, children, begin: list[float], step_s: float, message_s: float, base_s, end_s) -> list[float]:

@@ -200,6 +200,7 @@ struct Kernel {
     uint8_t noc = 0, noc_mode = 0;  // NOC_INDEX, NOC_MODE (dataflow kernels; DM_DEDICATED_NOC = 0)
     uint64_t noc_reads[2] = {}, noc_read_bytes[2] = {}, noc_writes[2] = {};  // requests and bytes per NoC
     std::map<std::pair<const char*, int>, uint64_t> zone_noc_reads;  // (innermost zone, NoC) -> reads
+    std::map<std::pair<const char*, int>, uint64_t> zone_noc_write_bytes;  // (innermost zone, NoC) -> bytes written
     std::map<std::pair<int, int>, uint64_t> bank_noc_reads;  // (DRAM bank, NoC) -> reads
 };
 
@@ -672,7 +673,7 @@ std::string build_report(RunState& R, double wall_s) {
     for (auto& c : R.cores) {
         uint64_t dr = 0, dw = 0, lr = 0, lw = 0;
         std::map<std::string, uint64_t> calls, zones, zone_calls, work;  // zone_calls key: "zone/api"
-        std::map<std::string, uint64_t> zone_noc_reads, bank_noc_reads;  // "zone/noc", "bank/noc"
+        std::map<std::string, uint64_t> zone_noc_reads, bank_noc_reads, zone_noc_write_bytes;  // "zone/noc", "bank/noc"
         uint64_t noc_reads[2] = {}, noc_read_bytes[2] = {}, noc_writes[2] = {};
         for (auto* k : c->k) {
             if (!k) continue;
@@ -680,6 +681,8 @@ std::string build_report(RunState& R, double wall_s) {
             for (int n = 0; n < 2; ++n)
                 noc_reads[n] += k->noc_reads[n], noc_read_bytes[n] += k->noc_read_bytes[n], noc_writes[n] += k->noc_writes[n];
             for (auto& [z, v] : k->zone_noc_reads) zone_noc_reads[std::string(z.first) + "/" + std::to_string(z.second)] += v;
+            for (auto& [z, v] : k->zone_noc_write_bytes)
+                zone_noc_write_bytes[std::string(z.first) + "/" + std::to_string(z.second)] += v;
             for (auto& [b, v] : k->bank_noc_reads) bank_noc_reads[std::to_string(b.first) + "/" + std::to_string(b.second)] += v;
             for (auto& [n, v] : k->calls) calls[n] += v;
             for (auto& [n, v] : k->zones) zones[n] += v;
@@ -706,6 +709,9 @@ std::string build_report(RunState& R, double wall_s) {
         o += "},\"zone_noc_reads\":{";
         f2 = true;
         for (auto& [n, v] : zone_noc_reads) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
+        o += "},\"zone_noc_write_bytes\":{";
+        f2 = true;
+        for (auto& [n, v] : zone_noc_write_bytes) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
         o += "},\"bank_noc_reads\":{";
         f2 = true;
         for (auto& [n, v] : bank_noc_reads) o += (f2 ? "" : ",") + ("\"" + json_escape(n) + "\":" + std::to_string(v)), f2 = false;
@@ -1037,6 +1043,7 @@ void noc_write(uint32_t src, uint64_t dst, uint32_t size, uint8_t noc) {
     }
     const uint64_t id = ++k.transfers_issued;
     ++k.noc_writes[noc];
+    if (!k.zone_stack.empty()) k.zone_noc_write_bytes[{k.zone_stack.back(), int(noc)}] += size;
     k.writes_in_flight.push_back(Transfer{id, false, false, size, k.core->l1 + src, t.ptr,
                                           noc_xy_addr_of(*k.core, src), dst, k.core, t.core, noc});
     k.core->in_flight.push_back(InFlight{src, src + size, Touch::kWriteSrc, &k, id, noc});

@@ -159,7 +159,8 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     row tiles (the op serves all of them in one request). The op's planner gives the block size and
     each user's split ``p`` (its slices cut the user's live tiles evenly); a slice's work is its
     tiles, its later blocks' rescales (:func:`_slice_pace_s`), plus one max and one sum step (with
-    its partial's NoC transfer) per combine level, and its fixed costs (start-up, normalise) once.
+    its partial's NoC transfer: the share its busier NoC carries, measured) per combine level, and
+    its fixed costs (start-up, normalise) once.
     DRAM: the latent read once (values from keys), at the request-rate efficiency of its page size.
     """
     dev = hardware.device_v2(pub.device)
@@ -175,7 +176,8 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     per_child = sum(model.weighted_zone_per_feature(z, weights)["partials_combined"]
                     for z in ("fd-compute-max", "fd-compute-sum")) * row_tiles / dev.clock_hz
     link = dev.base.link_bytes_per_s
-    partial = protocol.partial_pages(dim_tiles) * cm.stats_page_bytes(cm.TILE_BYTES, True) * row_tiles
+    partial = (protocol.partial_pages(dim_tiles) * cm.stats_page_bytes(cm.TILE_BYTES, True) * row_tiles
+               * model.partial_busiest_noc_share)  # on its busier NoC (the writer splits it over both)
     level = per_child + partial / link
     tiles = -(-pub.live_positions // 32)
     split = max(plan.split_count(r) for r in range(plan.requests))
