@@ -389,6 +389,12 @@ constexpr uint32_t kPageTableChunkEntries = 256;
 // an idle request (output 0, LSE -inf). bfloat16 caches only (a block-float face row shares its
 // exponent with the tile's other positions). The reader's half: attention_sparse.hpp.
 
+// Sparse decode: the reader rewrites word r of the POSITIONS page (the CB's page holds at least
+// kMaxRequestsPerCore words) to request r's virtual cur_pos, n - 1 (r: its index in its core's work
+// row), once every request of the core has taken its own cur_pos from the page; compute reads it
+// there (a user's KV heads may have lists, and counts, of their own).
+constexpr uint32_t sparse_count_word(uint32_t r) { return r; }
+
 // Circular cache (ttnn's cache_position_modulo, named compile-time arg cache_wrap_tiles = modulo /
 // 32, 0 for none): position tile `tile` lives in the cache's slot tile tile % wrap_tiles, so a
 // sliding-window layer keeps only its last modulo positions. Windows, masks and positions stay

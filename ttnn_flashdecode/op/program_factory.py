@@ -188,7 +188,17 @@ class Plan:
                 *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
                 ("row_tile_users", int(r.row_tile_users)), ("accurate_scores", int(r.fp32_scores)),
-                *append_named_args(self.shape), ("sparse_k", r.sparse_k), ("live_row_faces", self.shape.live_row_faces)]
+                *append_named_args(self.shape), ("sparse_k", r.sparse_k), *self.sparse_args,
+                ("live_row_faces", self.shape.live_row_faces)]
+
+    @property
+    def sparse_args(self) -> list[tuple[str, int]]:
+        """Named compile-time args of sparse decode's lists (``attention_sparse.hpp``): lists per user
+        (0: a dense call; 1: one for every KV head; n_kv_heads: one per KV head) and the GQA ratio that
+        finds a request's KV head (1 unless the lists are per KV head)."""
+        shape = self.shape
+        lists = shape.sparse_heads if shape.sparse_k else 0
+        return [("sparse_lists", lists), ("sparse_gqa", shape.gqa_ratio if lists > 1 else 1)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:
