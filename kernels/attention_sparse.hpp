@@ -1,7 +1,8 @@
-// Sparse decode, the reader's half (attention_protocol.hpp "Sparse decode"): a user's index list
-// (the SPARSE operand, in the MASK operand's slot: a sparse call has no attention mask) read into
-// the reader's own SPARSE CB page, compacted, and the cache rows it names gathered, face row by face
-// row, into dense virtual position tiles of CB K (and V). Included by attention_reader.cpp only.
+// Sparse decode, the reader's half (attention_protocol.hpp "Sparse decode"): a request's index list
+// (its user's, or its (user, KV head)'s; the SPARSE operand, in the MASK operand's slot: a sparse
+// call has no attention mask) read into the reader's own SPARSE CB page, compacted, and the cache
+// rows it names gathered, face row by face row (bfloat8_b: with their exponent bytes), into dense
+// virtual position tiles of CB K (and V). Included by attention_reader.cpp only.
 #pragma once
 
 #include <cstdint>
