@@ -64,7 +64,7 @@ constexpr uint32_t kSparseReadAlign = NOC_DRAM_READ_ALIGNMENT_BYTES;
 constexpr uint32_t kSparseReadAlign = kFaceRowBytes;
 #endif
 static_assert(kSparseReadAlign % kFaceRowBytes == 0, "a face row is a whole number of read alignments");
-static_assert(kSparseTileBytes == 2048 || kSparseTileBytes == 1088, "sparse decode: a bfloat16 or bfloat8_b cache");
+static_assert(!kSparse || kSparseTileBytes == 2048 || kSparseTileBytes == 1088, "sparse decode: a bfloat16 or bfloat8_b cache");
 
 // A cache row and a virtual row need no landing when they agree modulo kSparsePhases (1: always).
 constexpr uint32_t kSparsePhases = kSparseReadAlign / kSparseRowBytes;
