@@ -21,9 +21,8 @@ in :data:`OPERANDS` order (``protocol.CommonArg``), then, for a split program, t
 table of its cores; a split program also has the semaphores of ``protocol.semaphore_ids`` (five
 handshakes, one arrival per inbox slot).
 
-Limits relied on: a core serves at most 21 requests (its work row's bound); tt-metal's
-``max_runtime_args = 341`` uint32 per kernel (unique + common, TT_FACTS §3) bounds the common args.
-"""
+Limits relied on: a core serves at most 21 requests (its work row's bound); tt-metal's ``max_runtime_args =
+341`` uint32 per kernel (unique + common, TT_FACTS §3) bounds the common args."""
 
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ import ttnn
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.append import append_named_args
+from ttnn_flashdecode.op.sparse import sparse_named_args
 from ttnn_flashdecode.op.grid import core_range_set, grid_cores, grid_size, grid_text, is_rectangle
 from ttnn_flashdecode.op.paths import kernel_dir, named_args_used
 from ttnn_flashdecode.op.protocol import Operand, Request
@@ -188,17 +188,7 @@ class Plan:
                 *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
                 ("row_tile_users", int(r.row_tile_users)), ("accurate_scores", int(r.fp32_scores)),
-                *append_named_args(self.shape), ("sparse_k", r.sparse_k), *self.sparse_args,
-                ("live_row_faces", self.shape.live_row_faces)]
-
-    @property
-    def sparse_args(self) -> list[tuple[str, int]]:
-        """Named compile-time args of sparse decode's lists (``attention_sparse.hpp``): lists per user
-        (0: a dense call; 1: one for every KV head; n_kv_heads: one per KV head) and the GQA ratio that
-        finds a request's KV head (1 unless the lists are per KV head)."""
-        shape = self.shape
-        lists = shape.sparse_heads if shape.sparse_k else 0
-        return [("sparse_lists", lists), ("sparse_gqa", shape.gqa_ratio if lists > 1 else 1)]
+                *append_named_args(self.shape), *sparse_named_args(self.shape), ("live_row_faces", self.shape.live_row_faces)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:

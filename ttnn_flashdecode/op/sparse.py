@@ -93,6 +93,14 @@ def _at(heads: int, b: int, h: int, j: int) -> str:
     return f"[{b}][{j}]" if heads == 1 else f"[{b}][{h}][{j}]"
 
 
+def sparse_named_args(shape) -> list[tuple[str, int]]:
+    """Named compile-time args of sparse decode (``attention_sparse.hpp``): entries per list (0: a
+    dense call), lists per user (0: dense; 1: one for every KV head; n_kv_heads: one per KV head) and
+    the GQA ratio that finds a request's KV head (1 unless the lists are per KV head)."""
+    lists = shape.sparse_heads if shape.sparse_k else 0
+    return [("sparse_k", shape.sparse_k), ("sparse_lists", lists), ("sparse_gqa", shape.gqa_ratio if lists > 1 else 1)]
+
+
 def live_entries(values: np.ndarray, cur_pos: Sequence[int]) -> list[np.ndarray]:
     """Per user, its list's live entries in list order (``0 <= index <= cur_pos``): what the reader
     keeps, the virtual sequence the kernels attend. ``values``: ``[batch, k]`` (or ``[batch, 1,
