@@ -115,7 +115,7 @@ inline uint32_t bfp8_datum(uint32_t bits, uint32_t shared) {
 
 // Packs the 16 bfloat16 values at L1 `src` (8 words) as one bfloat8_b face row: its 16 data bytes
 // at L1 `data` (datum 0 in the low byte of word 0) and its shared exponent (the largest exponent
-// field of the 16) into byte `exponent` of the L1 tile at `tile` (a read-modify-write of its word).
+// field of the 16) into byte `exponent` of the L1 tile at `tile` (l1_set_byte).
 __attribute__((noinline)) void pack_bfp8_face_row(uint32_t src, uint32_t data, uint32_t tile, uint32_t exponent) {
     uint32_t shared = 0;
     for (uint32_t i = 0; i < 16; ++i) {
@@ -131,8 +131,7 @@ __attribute__((noinline)) void pack_bfp8_face_row(uint32_t src, uint32_t data, u
         }
         l1_set_word(data, w, packed);
     }
-    const uint32_t word = l1_word(tile, exponent / 4), shift = 8 * (exponent % 4);
-    l1_set_word(tile, exponent / 4, (word & ~(0xFFu << shift)) | (shared << shift));
+    l1_set_byte(tile + exponent, shared);
 }
 
 // Step 2 for a bfloat8_b cache: row `row` of APPEND page `page` (through `rows_reader`) packed into

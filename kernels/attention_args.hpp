@@ -80,6 +80,11 @@ template <int = 0> constexpr uint32_t append_kv_heads() { return get_named_compi
 template <int = 0> constexpr uint32_t append_batch() { return get_named_compile_time_arg_val("append_batch"); }
 // Entries per sparse index list, 0 for a dense call (attention_protocol.hpp "Sparse decode").
 template <int = 0> constexpr uint32_t sparse_k() { return get_named_compile_time_arg_val("sparse_k"); }
+// Sparse decode's index lists per user: 0 for a dense call, 1 (one list for every KV head) or
+// n_kv_heads (a list per KV head); and the Q heads per KV head (a request's KV head is its first Q
+// head / sparse_gqa).
+template <int = 0> constexpr uint32_t sparse_lists() { return get_named_compile_time_arg_val("sparse_lists"); }
+template <int = 0> constexpr uint32_t sparse_gqa() { return get_named_compile_time_arg_val("sparse_gqa"); }
 // Faces of a row tile holding live stage rows: 2 when every request's stage rows are rows 0..15 of
 // their row tile (the SFPU then runs on faces 0 and 1, VectorMode::R), else 4 (attention_compute_sfpu.hpp).
 template <int = 0> constexpr uint32_t live_row_faces() { return get_named_compile_time_arg_val("live_row_faces"); }

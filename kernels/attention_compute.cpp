@@ -194,7 +194,7 @@ void kernel_main() {
             continue;  // refused (the host refuses it first); all three kernels skip it alike
         }
         // The same value the reader read (UNPACK reads it and shares it with MATH and PACK).
-        p.kv_positions = request_kv_positions(p);
+        p.kv_positions = request_kv_positions(p, r);
         attend(p);
     }
     cb_pop_front(kCbPositions, 1);

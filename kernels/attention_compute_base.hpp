@@ -65,6 +65,8 @@ constexpr bool kLse = args::lse() != 0;
 // Values from keys (attention_protocol.hpp "Values from keys", MLA's latent): V is the K block
 // already in L1, so P . V reads CB K and K stays until the last row tile's P . V; CB V is unused.
 constexpr bool kValuesFromKeys = args::values_from_keys() != 0;
+// Sparse decode (attention_protocol.hpp "Sparse decode"): a request's count is the reader's.
+constexpr bool kSparse = args::sparse_lists() != 0;
 constexpr uint32_t kCbValues = kValuesFromKeys ? kCbK : kCbV;
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // Dim tiles per DST acquire when a step produces one tile per dim tile (PV, O updates, OUT).
@@ -215,8 +217,12 @@ uint32_t row_kv_positions(const Params& p, uint32_t row) {
 }
 
 // The request's kv_positions: with row-tile users the largest of its row tiles' (what the reader
-// reads and the slices split), else its own entry's.
-uint32_t request_kv_positions(const Params& p) {
+// reads and the slices split); sparse decode, the virtual count the reader left in word
+// sparse_count_word(r) (r: the request's index in the work row); else its own entry's.
+uint32_t request_kv_positions(const Params& p, uint32_t r) {
+    if constexpr (kSparse) {
+        return p.kv_positions_at(static_cast<int32_t>(read_tile_value(kCbPositions, 0, sparse_count_word(r))));
+    }
     uint32_t most = 0;
     for (uint32_t row = 0; row < (kRowTileUsers ? kRowTiles : 1); ++row) {
         const uint32_t own = p.kv_positions_at(static_cast<int32_t>(read_tile_value(kCbPositions, 0, row_tile_user(p.user, row, kRowTileUsers))));

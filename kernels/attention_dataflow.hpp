@@ -62,6 +62,14 @@ inline void l1_set_word(uint32_t addr, uint32_t index, uint32_t value) {
 #endif
 }
 
+// Byte `addr` of L1 (any alignment), read and written through its word (a read-modify-write:
+// block-float exponents are one byte each).
+inline uint32_t l1_byte(uint32_t addr) { return (l1_word(addr & ~3u, 0) >> (8 * (addr % 4))) & 0xFFu; }
+inline void l1_set_byte(uint32_t addr, uint32_t value) {
+    const uint32_t word = l1_word(addr & ~3u, 0), shift = 8 * (addr % 4);
+    l1_set_word(addr & ~3u, 0, (word & ~(0xFFu << shift)) | ((value & 0xFFu) << shift));
+}
+
 // NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
 // split program hold the table).
 __attribute__((noinline)) inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {

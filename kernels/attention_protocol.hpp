@@ -375,19 +375,27 @@ constexpr uint32_t clamp_mask_word(uint32_t word) {
 constexpr uint32_t kPageTableChunkEntries = 256;
 
 // Sparse decode (DeepSeek-V3.2's top-k attention; named compile-time arg sparse_k = k, 0 for a
-// dense call): the SPARSE operand, int32 ROW_MAJOR [batch, k], one page per user, takes the MASK
+// dense call): the SPARSE operand, int32 ROW_MAJOR [batch, k] (one page per user) or [batch *
+// n_kv_heads, k] (a page per (user, KV head): named args sparse_lists, sparse_gqa), takes the MASK
 // operand's slot (TensorAccessorArgs and common arg kCommonMaskBase: a sparse call has no
 // attention mask). Each user attends exactly the cache positions its list names, as a gather then
 // softmax: a position listed twice counts twice; -1 is padding; an entry past the user's cur_pos
 // is dropped (the host refuses one it can see). The reader reads the list into CB SPARSE,
 // compacts the live entries (sparse_index_live) to its front and counts them, n <= k; the request
 // is then a dense request over a VIRTUAL sequence of n positions: virtual position j is cache
-// position list[j] (through the page table when paged), gathered as two 32-byte face rows per dim
-// tile into row j % 32 of virtual tile j / 32 of CB K (and V). The reader writes n - 1 into the
-// user's word of the POSITIONS page before it hands the page to compute, so compute (live tiles,
-// tail mask, split-K slices) sees a decode request at position n - 1 and needs no change; n = 0 is
-// an idle request (output 0, LSE -inf). bfloat16 caches only (a block-float face row shares its
-// exponent with the tile's other positions). The reader's half: attention_sparse.hpp.
+// position list[j] (through the page table when paged), gathered as two face rows per dim tile
+// (bfloat8_b: and their two exponent bytes) into row j % 32 of virtual tile j / 32 of CB K (and
+// V). The reader writes n - 1 into word sparse_count_word(r) of the POSITIONS page before it hands
+// the page to compute, so compute (live tiles, tail mask, split-K slices) sees a decode request at
+// position n - 1; n = 0 is an idle request (output 0, LSE -inf). bfloat16 and bfloat8_b caches
+// (bfloat4_b's 8-byte face row data is under the NoC's L1 alignment). The reader's half:
+// attention_sparse.hpp.
+
+// Sparse decode: the reader rewrites word r of the POSITIONS page (the CB's page holds at least
+// kMaxRequestsPerCore words) to request r's virtual cur_pos, n - 1 (r: its index in its core's work
+// row), once every request of the core has taken its own cur_pos from the page; compute reads it
+// there (a user's KV heads may have lists, and counts, of their own).
+constexpr uint32_t sparse_count_word(uint32_t r) { return r; }
 
 // Circular cache (ttnn's cache_position_modulo, named compile-time arg cache_wrap_tiles = modulo /
 // 32, 0 for none): position tile `tile` lives in the cache's slot tile tile % wrap_tiles, so a

@@ -84,8 +84,8 @@ constexpr uint32_t kInboxSlots = args::inbox_slots();
 constexpr uint32_t kInboxPages = kInboxSlots * partial_pages(kDimTiles);
 // V is K (attention_protocol.hpp "Values from keys"): each block is read once, into CB K only.
 constexpr bool kValuesFromKeys = args::values_from_keys() != 0;
-static_assert(!kSparse || (kKvTileBytes == kTileBytes && kCacheWrapTiles == 0 && !kWindowed && kMaskUsers == 0 && !kRowTileUsers),
-              "sparse decode: a bfloat16 cache, no circular cache, window, chunk, attention mask or row-tile users");
+static_assert(!kSparse || (kKvTileBytes != 576 && kCacheWrapTiles == 0 && !kWindowed && kMaskUsers == 0 && !kRowTileUsers),
+              "sparse decode: a bfloat16 or bfloat8_b cache, no circular cache, window, chunk, attention mask or row-tile users");
 
 // Reads this core's work row into a reserved page of `cb` (the caller pushes it or keeps it) and
 // returns the page's L1 address.
@@ -626,10 +626,10 @@ void fetch_request_max(const Params& p, uint32_t combine_rounds) {
     cb_push_back(kCbMaxGlobal, 1);
 }
 
-// Sparse decode: each request's live count n from its user's list (cur_pos from the POSITIONS
-// page at `page`, all read before any is rewritten), into kv_positions[r], and n - 1 into the
-// user's POSITIONS word for compute (attention_protocol.hpp "Sparse decode"; a user's requests
-// share its list, so they write the same word alike). Returns true, having read nothing, on slices
+// Sparse decode: each request's live count n from its list (its user's, or its (user, KV head)'s:
+// sparse_list_page; cur_pos from the POSITIONS page at `page`, every request's taken before any
+// word is rewritten), into kv_positions[r], and n - 1 into POSITIONS word sparse_count_word(r) for
+// compute (attention_protocol.hpp "Sparse decode"). Returns true, having read nothing, on slices
 // 1.. of a split request (a core's only request): they copy the compacted list from their parent
 // in the combine tree, as Q (sparse_list_from_parent), and hand the POSITIONS page on then.
 bool sparse_virtual_positions(uint32_t row, uint32_t requests, uint32_t page, uint32_t* kv_positions) {
@@ -642,8 +642,8 @@ bool sparse_virtual_positions(uint32_t row, uint32_t requests, uint32_t page, ui
         if (p.split() && !p.reducer()) {
             return true;
         }
-        kv_positions[r] = list.load(p.user, list.last_of(r));
-        l1_set_word(page, p.user, kv_positions[r] - 1);
+        kv_positions[r] = list.load(sparse_list_page(p), list.last_of(r));
+        l1_set_word(page, sparse_count_word(r), kv_positions[r] - 1);
     }
     return false;
 }
@@ -651,13 +651,14 @@ bool sparse_virtual_positions(uint32_t row, uint32_t requests, uint32_t page, ui
 // Sparse decode, slices 1.. of a split request, once the parent has raised kSemQueryReady: its
 // compacted list and state (CB SPARSE, at the same address on every core) copied from the parent's
 // L1, so a request reads its list from DRAM once; then the POSITIONS page (held back by
-// read_positions) rewritten and handed to compute. Returns the request's virtual kv_positions.
-uint32_t sparse_list_from_parent(const Params& p, uint32_t parent) {
+// read_positions) rewritten (request r's word) and handed to compute. Returns the request's
+// virtual kv_positions.
+uint32_t sparse_list_from_parent(uint32_t r, uint32_t parent) {
     const uint32_t page = get_write_ptr(kCbSparse);
     noc_async_read(core_noc_addr(parent, page), page, kSparsePageBytes);
     noc_async_read_barrier();
     const uint32_t count = l1_word(page, SparseList::kStateCount);
-    l1_set_word(get_write_ptr(kCbPositions), p.user, count - 1);
+    l1_set_word(get_write_ptr(kCbPositions), sparse_count_word(r), count - 1);
     cb_push_back(kCbPositions, 1);
     return count;
 }
@@ -776,7 +777,7 @@ void kernel_main() {
             const uint32_t parent = p.split_first_core + p.tree_parent();
             noc_semaphore_wait_min(semaphore(kSemQueryReady), split_items);
             if constexpr (kSparse) {
-                p.kv_positions = sparse_list_from_parent(p, parent);
+                p.kv_positions = sparse_list_from_parent(r, parent);
             }
             noc_async_read(core_noc_addr(parent, stage_base), stage, kRowTiles * kDimTiles * kTileBytes);
             noc_async_read(core_noc_addr(parent, const_base), pages, 2 * kTileBytes);
@@ -791,7 +792,7 @@ void kernel_main() {
         cb_push_back(kCbConst, kConstPages);
 
         if constexpr (kSparse) {
-            SparseList().load(p.user, SparseList().last_of(r));  // this request's list in L1 (read again only if another replaced it)
+            SparseList().load(sparse_list_page(p), SparseList().last_of(r));  // this request's list in L1 (read again only if another replaced it)
         }
         stream_kv(p, k_reader, v_reader, table_page);
 

@@ -204,7 +204,9 @@ def test_bench_weights_llk_v2_prices_the_compute_config(tmp_path, capsys):
 
 def test_bench_sparse_prints_measured_bytes_and_modelled_times(capsys):
     """``bench --sparse``: top-2048 of 32k measured on the emulator within 1.10x of the listed rows'
-    minimum; the model says MODELLED and puts the sparse call below the dense one at 32k and 128k."""
+    minimum on bfloat16, within 1.80x on bfloat8_b (measured 1.741x: its exponents come 32 bytes at a
+    time, tests/test_sparse_formats.py); the model says MODELLED and puts the sparse call below the
+    dense one at 32k and 128k."""
     from ttnn_flashdecode.tools import sparse_bench
 
     assert cli.main(["bench", "--sparse"]) == 0
@@ -213,5 +215,6 @@ def test_bench_sparse_prints_measured_bytes_and_modelled_times(capsys):
     rows = sparse_bench.model()
     assert [r.context for r in rows] == [32768, 131072]
     assert all(r.sparse_s < r.dense_s for r in rows) and rows[1].dense_s > 3 * rows[0].dense_s
-    ratio = float(out.split("\n")[2].split()[-1])
-    assert ratio <= 1.10
+    lines = out.split("\n")
+    assert lines[2].split()[0] == "bfloat16" and float(lines[2].split()[-1]) <= 1.10
+    assert lines[3].split()[0] == "bfloat8_b" and float(lines[3].split()[-1]) <= 1.80

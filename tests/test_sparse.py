@@ -153,7 +153,11 @@ def test_sparse_program_depends_on_k_not_the_values():
     (dict(indices=np.array([[5, 121], [1, 2]], np.int32)), r"sparse_indices\[0\]\[1\]: expected -1 or a position <= cur_pos\[0\] = 120"),
     (dict(indices=np.array([[5, -2], [1, 2]], np.int32)), r"sparse_indices\[0\]\[1\]: expected -1 \(padding\)"),
     (dict(indices=np.zeros((2, 129), np.int32)), "sparse_indices: expected k <= the cache's capacity 128"),
-    (dict(indices=np.zeros((2, 2, 4), np.int32)), "per-KV-head lists"),
+    (dict(indices=np.zeros((2, 3, 4), np.int32)),
+     r"sparse_indices: expected shape \[2, k\], \[2, 1, k\] \(one list per user\) or \[2, 2, k\] \(one per KV head\), "
+     r"got \[2, 3, 4\]"),
+    (dict(indices=np.array([[[5, 6], [1, 121]], [[1, 2], [3, 4]]], np.int32)),
+     r"sparse_indices\[0\]\[1\]\[1\]: expected -1 or a position <= cur_pos\[0\] = 120"),
     (dict(indices=np.zeros((2, 4), np.int64)), "sparse_indices: expected an int32 array"),
     (dict(indices=np.zeros((3, 4), np.int32)), r"sparse_indices: expected shape \[2, k\]"),
     (dict(rows=1), "rows / chunk_start: with sparse_indices, expected a decode call"),
@@ -168,13 +172,13 @@ def test_sparse_refuses_by_name(change, message):
         attention(q, k, k, cur_pos=[120, 127], sparse_indices=indices, **change)
 
 
-def test_sparse_refuses_block_float_cache():
+def test_sparse_refuses_a_bfloat4_b_cache():
     import ttnn
 
     rng = np.random.default_rng(9)
     q = rng.standard_normal((1, 1, 1, 64), dtype=np.float32)
-    k = ttnn.Tensor(rng.standard_normal((1, 1, 64, 64)).astype(np.float32), ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT)
-    with pytest.raises(ValueError, match="k: with sparse_indices, expected a bfloat16 cache"):
+    k = ttnn.Tensor(rng.standard_normal((1, 1, 64, 64)).astype(np.float32), ttnn.bfloat4_b, layout=ttnn.TILE_LAYOUT)
+    with pytest.raises(ValueError, match="k: with sparse_indices, expected a bfloat16 or bfloat8_b cache .*got bfloat4_b"):
         attention(q, k, k, cur_pos=[10], sparse_indices=np.zeros((1, 4), np.int32))
 
 

@@ -95,8 +95,8 @@ def _operand_pages(operands: Operands, inputs: Inputs, options: AttentionOptions
         pages["page_table"] = inputs.page_table.astype("<i4")
     if inputs.mask is not None:  # [mask_users, 1, n_q_heads, capacity] in tiles
         pages["mask"] = tiles.to_tile_bytes(inputs.mask[:, None])
-    if inputs.sparse is not None:  # int32 ROW_MAJOR, a page per user: its list (the MASK operand's slot)
-        pages["mask"] = inputs.sparse.values
+    if inputs.sparse is not None:  # int32 ROW_MAJOR, a page per list (the MASK operand's slot): user-major
+        pages["mask"] = inputs.sparse.values.reshape(-1, inputs.sparse.k)
     if shape.lse:  # float32 ROW_MAJOR, a page of n_q_heads values per output row
         pages["lse"] = np.full((shape.lse_shape[-2], shape.n_q_heads), np.nan, dtype="<f4")
     if inputs.append is not None:  # the fused append's new rows (op/append.py)

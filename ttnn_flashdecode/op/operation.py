@@ -133,7 +133,8 @@ def attention(
         append_latent: MLA (V is K's columns): the latent's new rows, as ``append_k``.
         sparse_indices: sparse decode (DeepSeek-V3.2): int32 ``[batch, k]`` (or ``[batch, 1, k]``),
             each user attends exactly the listed positions (a multiset, any order; ``-1`` padding;
-            past ``cur_pos``: refused on the host, dropped on device). ``docs/options.md#sparse_indices``.
+            past ``cur_pos``: refused on the host, dropped on device); ``[batch, n_kv_heads, k]``: a
+            list per KV head. A bfloat16 or bfloat8_b cache. ``docs/options.md#sparse_indices``.
 
     Returns:
         The shape and kind of ``q`` (a device tensor in ``memory_config``, a host ``ttnn.Tensor`` in

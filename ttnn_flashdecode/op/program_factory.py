@@ -21,9 +21,8 @@ in :data:`OPERANDS` order (``protocol.CommonArg``), then, for a split program, t
 table of its cores; a split program also has the semaphores of ``protocol.semaphore_ids`` (five
 handshakes, one arrival per inbox slot).
 
-Limits relied on: a core serves at most 21 requests (its work row's bound); tt-metal's
-``max_runtime_args = 341`` uint32 per kernel (unique + common, TT_FACTS §3) bounds the common args.
-"""
+Limits relied on: a core serves at most 21 requests (its work row's bound); tt-metal's ``max_runtime_args =
+341`` uint32 per kernel (unique + common, TT_FACTS §3) bounds the common args."""
 
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ import ttnn
 
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.append import append_named_args
+from ttnn_flashdecode.op.sparse import sparse_named_args
 from ttnn_flashdecode.op.grid import core_range_set, grid_cores, grid_size, grid_text, is_rectangle
 from ttnn_flashdecode.op.paths import kernel_dir, named_args_used
 from ttnn_flashdecode.op.protocol import Operand, Request
@@ -188,7 +188,7 @@ class Plan:
                 *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
                 ("row_tile_users", int(r.row_tile_users)), ("accurate_scores", int(r.fp32_scores)),
-                *append_named_args(self.shape), ("sparse_k", r.sparse_k), ("live_row_faces", self.shape.live_row_faces)]
+                *append_named_args(self.shape), *sparse_named_args(self.shape), ("live_row_faces", self.shape.live_row_faces)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:

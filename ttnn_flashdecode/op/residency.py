@@ -192,9 +192,11 @@ class Residency:
 
     @property
     def positions_page_bytes(self) -> int:
-        """Bytes of the POSITIONS CB's one page: :attr:`positions_bytes` rounded up to
-        :data:`POSITIONS_PAGE_ALIGNMENT`."""
-        return -(-self.positions_bytes // POSITIONS_PAGE_ALIGNMENT) * POSITIONS_PAGE_ALIGNMENT
+        """Bytes of the POSITIONS CB's one page: :attr:`positions_bytes` (a sparse call: at least a
+        word per request of a core, where the reader leaves each request's count for compute,
+        ``attention_protocol.hpp`` sparse_count_word) rounded up to :data:`POSITIONS_PAGE_ALIGNMENT`."""
+        words = max(self.positions_bytes, 4 * MAX_REQUESTS_PER_CORE) if self.sparse_k else self.positions_bytes
+        return -(-words // POSITIONS_PAGE_ALIGNMENT) * POSITIONS_PAGE_ALIGNMENT
 
 
 @dataclasses.dataclass(frozen=True)

@@ -93,6 +93,8 @@ class DecodeShape:
             the reader reads each K/V block once, into CB K, and P . V reads it there; no CB V
             (``attention_protocol.hpp`` "Values from keys").
         append: rows of a fused cache append per user (``append_k``; ``op/append.py``), 0 for none.
+        sparse_k: entries per sparse index list (``sparse_indices``; ``op/sparse.py``), 0 for a dense call.
+        sparse_heads: sparse index lists per user: 1 (every KV head alike) or ``n_kv_heads``.
         layout: the planner's choice of requests (:class:`RequestLayout`; the default, one request
             per 32 Q heads of a KV group, until :func:`~ttnn_flashdecode.op.plan.plan_program`
             widens it). ``row_tiles`` and ``row_tile_users`` read it.
@@ -122,6 +124,7 @@ class DecodeShape:
     layout: RequestLayout = RequestLayout()
     append: int = 0
     sparse_k: int = 0
+    sparse_heads: int = 1
 
     @property
     def row_tiles(self) -> int:
@@ -170,11 +173,13 @@ class DecodeShape:
                 raise ValueError(f"paged cache: blocks of 16 positions take a bfloat16 cache, got {self.kv_dtype}")
         if self.kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
-        if self.sparse_k and not (self.kind == "decode" and self.kv_dtype == "bfloat16" and not self.cache_wrap
+        if self.sparse_k and not (self.kind == "decode" and self.kv_dtype in ("bfloat16", "bfloat8_b")
+                                  and self.sparse_heads in (1, self.n_kv_heads) and not self.cache_wrap
                                   and not self.scores.windowed and not self.scores.mask_users and self.scores.causal
                                   and not self.row_tile_users and 0 < self.sparse_k <= self.capacity):
-            raise ValueError(f"sparse_k: expected a causal bfloat16 decode call without a window, chunk, mask, circular "
-                             f"cache or row-tile users, and 1 <= k <= capacity {self.capacity}, got k {self.sparse_k} "
+            raise ValueError(f"sparse_k: expected a causal bfloat16 or bfloat8_b decode call without a window, chunk, "
+                             f"mask, circular cache or row-tile users, 1 or n_kv_heads lists per user, and 1 <= k <= "
+                             f"capacity {self.capacity}, got k {self.sparse_k} "
                              f"in {self}")
         ratio = self.n_q_heads // self.n_kv_heads if self.n_kv_heads > 0 else 1
         if ratio > protocol.MAX_Q_ROWS and (ratio % protocol.MAX_Q_ROWS or self.kind != "decode"):

@@ -173,7 +173,7 @@ def validate_inputs(operands: Operands, options: AttentionOptions) -> Inputs:
                         kv_dtype=cache.kv_dtype, q_layout=options.q_layout, scores=scores, cache_wrap=cache.cache_wrap,
                         users_per_table_row=int(options.users_per_table_row), batch_invariant=options.batch_invariant,
                         lse=options.return_lse, values_from_keys=v is k,  # one tensor as both: each block read once
-                        sparse_k=0 if sparse is None else sparse.k)
+                        sparse_k=0 if sparse is None else sparse.k, sparse_heads=1 if sparse is None else sparse.heads)
     attended = None
     if cache.page_table is not None and positions is not None:
         attended = _check_page_table(cache.page_table, shape,
@@ -184,18 +184,18 @@ def validate_inputs(operands: Operands, options: AttentionOptions) -> Inputs:
     inputs = dataclasses.replace(_inputs(shape, operands, kind, positions, cache.page_table), append=rows)
     if sparse is None:
         return inputs
-    # A device list takes the MASK operand's slot (a sparse call has no mask): a page per user.
+    # A device list takes the MASK operand's slot (a sparse call has no mask): a page per list.
     tensor = sparse.tensor if sparse.tensor is None or len(sparse.tensor.shape) == 2 else \
-        ttnn.reshape(sparse.tensor, ttnn.Shape([shape.batch, sparse.k]))
+        ttnn.reshape(sparse.tensor, ttnn.Shape([shape.batch * sparse.heads, sparse.k]))
     return dataclasses.replace(inputs, sparse=sparse, mask_tensor=tensor)
 
 
 def _sparse_reach(sparse: SparseLists, positions):
-    """A sparse call's page-table check: each user reads entries up to its list's largest
-    position (all of them when the host cannot see the list; -1: none)."""
+    """A sparse call's page-table check: each user reads entries up to its lists' largest
+    position (all of them when the host cannot see the lists; -1: none)."""
     if sparse.values is None:
         return positions
-    return [int(max(row.max(), -1)) if p != IDLE else IDLE for row, p in zip(sparse.values, positions)]
+    return [int(max(lists.max(), -1)) if p != IDLE else IDLE for lists, p in zip(sparse.values, positions)]
 
 
 def _inputs(shape: DecodeShape, operands: Operands, kind: str, positions, page_table) -> Inputs:

@@ -1,11 +1,15 @@
 """``python -m ttnn_flashdecode bench --sparse``: DeepSeek-V3.2's sparse MLA decode (issue 37), top-k
 latent rows per user against the dense MLA call over the whole context.
 
-**Measured** (:func:`measure`): one user, 128 Q heads on a bfloat16 576-column latent (V its first
-512), ``k`` listed rows (unsorted, spread over the whole context) out of ``context``, run through
-:func:`ttnn_flashdecode.attention` with ``sparse_indices=`` on the emulator. Bytes are the
-emulator's exact DRAM counts (reads + writes). The minimum: the ``k`` listed latent ROWS once (1152
-bytes each: not their tiles), Q once, the 512-wide output once.
+**Measured** (:func:`measure`): one user, 128 Q heads on a bfloat16 (or bfloat8_b) 576-column
+latent (V its first 512), ``k`` listed rows (unsorted, spread over the whole context) out of
+``context``, run through :func:`ttnn_flashdecode.attention` with ``sparse_indices=`` on the
+emulator. Bytes are the emulator's exact DRAM counts (reads + writes). The minimum: the ``k`` listed
+latent ROWS once (not their tiles: 1152 bytes each in bfloat16; in bfloat8_b 576 data bytes and
+the row's 36 exponent bytes, two per dim tile), Q once, the 512-wide output once. bfloat8_b's
+excess is the exponents' read granularity: a row's two exponent bytes per dim tile come in one
+32-byte read (Wormhole's DRAM read alignment; the emulator runs Wormhole's path), and a 16-byte
+data row whose virtual row cannot be paired with its parity lands through a 32-byte read.
 
 **Modelled** (:func:`model`; nothing here ran on a card): per call ``max(DRAM time, the busiest
 core's FPU time)`` as ``bench --mla`` models the dense call (:mod:`~ttnn_flashdecode.tools.mla_bench`:
@@ -37,7 +41,9 @@ TOP_K = 2048
 NOC_REQUESTS_PER_US = 200
 """Assumed NoC read requests one reader core issues per microsecond (5 ns each): an ASSUMPTION for the
 model, not a figure measured on a card."""
-ROW_BYTES = mla_bench.LATENT * 2
+ROW_BYTES = {"bfloat16": mla_bench.LATENT * 2, "bfloat8_b": mla_bench.LATENT + 2 * (mla_bench.LATENT // 32)}
+"""A latent row's bytes in the cache: bfloat16 its 576 values; bfloat8_b a byte per value and its two
+face rows' exponent bytes per dim tile."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,30 +56,41 @@ class SparseRow:
     dram_read_bytes: int
     dram_write_bytes: int
     min_bytes: int
+    dtype: str = "bfloat16"
 
     @property
     def ratio(self) -> float:
         return (self.dram_read_bytes + self.dram_write_bytes) / self.min_bytes
 
 
-def min_bytes(k: int, heads: int = mla_bench.HEADS, batch: int = 1) -> int:
-    """The least DRAM traffic of a sparse MLA call: ``k`` latent rows once, Q once, the output once."""
-    return batch * (k * ROW_BYTES + heads * mla_bench.LATENT * 2 + heads * mla_bench.VALUE * 2)
+def min_bytes(k: int, heads: int = mla_bench.HEADS, batch: int = 1, dtype: str = "bfloat16") -> int:
+    """The least DRAM traffic of a sparse MLA call: ``k`` latent rows once (:data:`ROW_BYTES` of the
+    cache's ``dtype``), Q once, the output once."""
+    return batch * (k * ROW_BYTES[dtype] + heads * mla_bench.LATENT * 2 + heads * mla_bench.VALUE * 2)
 
 
-def measure(k: int = TOP_K, context: int = 32768, heads: int = mla_bench.HEADS, seed: int = 0) -> SparseRow:
-    """One emulated sparse call (see the module docstring)."""
+def measure(k: int = TOP_K, context: int = 32768, heads: int = mla_bench.HEADS, seed: int = 0,
+            dtype: str = "bfloat16") -> SparseRow:
+    """One emulated sparse call (see the module docstring); ``dtype`` the latent's, ``"bfloat16"`` or
+    ``"bfloat8_b"`` (a host ttnn.Tensor packed by ttnn)."""
     from ttnn_flashdecode import attention, last_report
 
     rng = np.random.default_rng(seed)
     latent = rng.standard_normal((1, 1, context, mla_bench.LATENT)).astype(np.float32)
+    if dtype != "bfloat16":  # ttnn's own packing, which needs tt-metal's context (mocked without a card)
+        import ttnn
+
+        from ttnn_flashdecode import ensure_host_context
+
+        ensure_host_context()
+        latent = ttnn.Tensor(latent, getattr(ttnn, dtype), layout=ttnn.TILE_LAYOUT)
     q = rng.standard_normal((1, 1, heads, mla_bench.LATENT)).astype(np.float32)
     indices = rng.permutation(context)[:k].astype(np.int32)[None]
     attention(q, latent, None, cur_pos=[context - 1], q_layout="heads", head_dim_v=mla_bench.VALUE,
               sparse_indices=indices)
     report = last_report()
     return SparseRow(k, context, sum(report.plan.split_counts), report.total_dram_read_bytes,
-                     report.total_dram_write_bytes, min_bytes(k, heads))
+                     report.total_dram_write_bytes, min_bytes(k, heads, dtype=dtype), dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,10 +130,11 @@ def model(contexts: Sequence[int] = (32768, 131072), k: int = TOP_K, heads: int 
 
 
 def format_rows(measured: Sequence[SparseRow], modelled: Sequence[SparseModelRow]) -> str:
-    lines = [f"{'k':>5} {'context':>7} {'cores':>5} {'read':>12} {'written':>10} {'minimum':>12} {'ratio':>6}"]
+    lines = [f"{'cache':>9} {'k':>5} {'context':>7} {'cores':>5} {'read':>12} {'written':>10} {'minimum':>12} "
+             f"{'ratio':>6}"]
     for r in measured:
-        lines.append(f"{r.k:>5} {r.context:>7} {r.cores:>5} {r.dram_read_bytes:>12} {r.dram_write_bytes:>10} "
-                     f"{r.min_bytes:>12} {r.ratio:>6.3f}")
+        lines.append(f"{r.dtype:>9} {r.k:>5} {r.context:>7} {r.cores:>5} {r.dram_read_bytes:>12} "
+                     f"{r.dram_write_bytes:>10} {r.min_bytes:>12} {r.ratio:>6.3f}")
     lines.append("MEASURED above (emulator DRAM bytes); MODELLED below (no card):")
     lines.append(f"{'context':>7} {'k':>5} {'dense us':>9} {'sparse us':>9} {'dram':>7} {'fpu':>7} {'noc':>7} {'speedup':>7}")
     for r in modelled:
@@ -128,15 +146,16 @@ def format_rows(measured: Sequence[SparseRow], modelled: Sequence[SparseModelRow
 
 def legend() -> str:
     return ("MEASURED: emulator DRAM bytes, one user, 128 heads; ratio = (read + written) / minimum (the k listed "
-            "latent rows once, Q once, the 512-wide output once). MODELLED: max(DRAM, FPU, NoC requests) per call "
+            "latent rows once, Q once, the 512-wide output once; bfloat8_b rows: data and exponent bytes, the "
+            "exponents read 32 bytes at a time). MODELLED (bfloat16): max(DRAM, FPU, NoC requests) per call "
             f"on n150, the NoC term at an ASSUMED {NOC_REQUESTS_PER_US} face-row reads per us per core; the dense "
             "row is bench --mla's split call. Nothing here ran on a card.")
 
 
 def report(json_path: str | None, started: float) -> int:
-    """``bench --sparse``: the measured row (k = 2048 of 32k) and the modelled rows (32k, 128k), printed
-    (and written to ``json_path`` as JSON); returns 0."""
-    measured = [measure()]
+    """``bench --sparse``: the measured rows (k = 2048 of 32k, bfloat16 and bfloat8_b) and the modelled
+    rows (32k, 128k), printed (and written to ``json_path`` as JSON); returns 0."""
+    measured = [measure(), measure(dtype="bfloat8_b")]
     modelled = model()
     print("ttnn_flashdecode bench --sparse -- DeepSeek-V3.2 sparse MLA decode: bytes MEASURED on the emulator; "
           "device times MODELLED, NOT MEASURED")

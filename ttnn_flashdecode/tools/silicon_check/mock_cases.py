@@ -47,6 +47,7 @@ class Case:
     values_from_keys: bool = False  # one cache tensor as K and V (MLA's latent: the reader reads no V)
     append: bool = False  # the fused cache append: append_k / append_v (append_latent with values_from_keys)
     sparse_k: int = 0  # sparse decode: a device int32 [b, k] index list per user (unsorted, padded with -1)
+    sparse_heads: int = 1  # sparse decode's lists per user: n_kv_heads for [b, n_kv_heads, k] (a list per KV head)
 
 
 #: Every request kind and both split paths (issue 11's list), at the shapes users run.
@@ -155,6 +156,11 @@ CASES = (
          576, 32768, dict(cur_pos=[32767]), values_from_keys=True, sparse_k=2048),
     Case("sparse GQA 16/2 heads, d128, paged block 64, k 100 (not a multiple of 32), an idle slot", 4, 16, 2, 128,
          4096, dict(cur_pos=[100, -1, 2500, 4095]), cache_block_size=64, sparse_k=100),
+    Case("sparse bfloat8_b MLA: top-512 of an 8k d576 latent (K = V), 128 Q heads, paged, scheduler split", 1, 128, 1,
+         576, 8192, dict(cur_pos=[8000]), cache_block_size=64, kv_dtype="bfloat8_b", values_from_keys=True,
+         sparse_k=512),
+    Case("sparse lists per KV head: GQA 16/2 heads, d128, bfloat8_b, k 100, an idle slot", 3, 16, 2, 128, 2048,
+         dict(cur_pos=[90, -1, 2047]), kv_dtype="bfloat8_b", sparse_k=100, sparse_heads=2),
     Case("fused append: bfloat8_b paged ROWS 2 across a tile edge, an idle slot, scheduler split", 3, 16, 2, 128, 2048,
          dict(cur_pos=[32, -1, 2047], rows=2), q_rows_per_user=2, cache_block_size=64, kv_dtype="bfloat8_b",
          append=True),
@@ -184,6 +190,8 @@ QUICK_CASE_NAMES = (
     "drop-in paged: softcap 30 + chunk 2048, bf16 DST, Q height-sharded",
     "MLA DeepSeek-V3: 128 Q heads on one d576 latent (K = V), paged bfloat8_b, scheduler split",
     "MLA DeepSeek-V3.2 sparse: top-2048 of a 32k d576 latent (K = V), 128 Q heads, scheduler split",
+    "sparse bfloat8_b MLA: top-512 of an 8k d576 latent (K = V), 128 Q heads, paged, scheduler split",
+    "sparse lists per KV head: GQA 16/2 heads, d128, bfloat8_b, k 100, an idle slot",
     "spec verify (spec_multi_pos_tiles): 2 sequences x 4 candidates of 32 heads on one KV head, one scan per "
     "sequence (row-tile users), paged, sinks + return_lse, an idle candidate, scheduler split",
     "accurate_scores: ROWS 2 across an attention chunk of 64, sinks + softcap 50 + return_lse, paged, "
@@ -237,11 +245,13 @@ def run_case(device, case: Case, rng: np.random.Generator):
     if case.append:  # ttnn's update input [P, b, nkv, dh], bfloat16 TILE in DRAM
         rows = _tensor(device, rng.standard_normal((call.get("rows", 1), case.batch, case.n_kv_heads, case.head_dim)))
         call.update(append_latent=rows) if case.values_from_keys else call.update(append_k=rows, append_v=rows)
-    if case.sparse_k:  # unsorted positions of each user's 0..cur_pos, the rest -1
-        lists = np.full((case.batch, case.sparse_k), -1, np.int32)
+    if case.sparse_k:  # unsorted positions of each user's 0..cur_pos, the rest -1 (a list per KV head: its own)
+        lists = np.full((case.batch, case.sparse_heads, case.sparse_k), -1, np.int32)
         for user, position in enumerate(call["cur_pos"]):
-            live = rng.permutation(position + 1)[:case.sparse_k - 1]
-            lists[user, :len(live)] = live
+            for head in range(case.sparse_heads):
+                live = rng.permutation(position + 1)[:case.sparse_k - 1 - head]
+                lists[user, head, :len(live)] = live
+        lists = lists if case.sparse_heads > 1 else lists[:, 0]
         call["sparse_indices"] = ttnn.Tensor(lists, ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT, device=device,
                                              mem_config=ttnn.DRAM_MEMORY_CONFIG)
     if case.drop_in:
