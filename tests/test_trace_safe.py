@@ -42,14 +42,40 @@ def _bf16(rng, shape, scale=1.0):
     return (scale * rng.standard_normal(shape, dtype=np.float32)).astype(ml_dtypes.bfloat16)
 
 
-def _assert_close(got, want, label):
+def _assert_close(got, want, label, floor=0.0):
+    """The bar: PCC >= 0.9999 and rel-L2 <= max(1e-2, 1.25 * ``floor``), ``floor`` the rel-L2 a kernel
+    rounding S, P and the output to bfloat16 has on these inputs (:func:`_bf16_rounding_floor`)."""
     got = np.asarray(got, dtype=np.float64)
     assert np.isfinite(got).all(), f"{label}: non-finite output"
     live = np.abs(want).sum(axis=-1) > 0  # idle users' rows are exactly zero in the reference
     assert np.array_equal(got[~live], want[~live]), f"{label}: an idle slot's rows are not zero"
     if live.any():
         figures = pcc(got[live], want[live]), relative_l2(got[live], want[live])
-        assert figures[0] >= MIN_PCC and figures[1] <= MAX_RELATIVE_L2, f"{label}: PCC {figures[0]:.6f}, rel-L2 {figures[1]:.2e}"
+        bar = max(MAX_RELATIVE_L2, 1.25 * floor)
+        assert figures[0] >= MIN_PCC and figures[1] <= bar, (
+            f"{label}: PCC {figures[0]:.6f}, rel-L2 {figures[1]:.2e} (bar {bar:.2e})")
+
+
+def _bf16_rounding_floor(q, k, v, cur_pos):
+    """rel-L2 against the float64 reference of decode with only the roundings the default kernel keeps
+    on purpose: Q * scale, each score S and each P = exp(S - max) rounded to bfloat16 (the bfloat16 CBs
+    QS, S and the P.V operand), and the output. The Replay cache's 3x history makes the scores 3x
+    larger, where S's bfloat16 ulp alone costs ~1% (docs/accuracy.md; ``accurate_scores`` is the cure):
+    no correct kernel with a bfloat16 score CB beats this floor on average, and a wrong mask, position
+    or correction moves whole rows, far past 1.25x of it."""
+    bf = lambda x: np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    want = attention_reference(q, k, v, cur_pos=cur_pos)
+    sim = np.zeros_like(want)
+    group = N_Q // N_KV
+    for b, position in enumerate(cur_pos):
+        for h in range(N_Q if position >= 0 else 0):
+            qs = bf(q[0, 0, b, h * HEAD_DIM:(h + 1) * HEAD_DIM] / np.sqrt(HEAD_DIM))
+            scores = bf(k[b, h // group, :position + 1] @ qs)
+            p = bf(np.exp(scores - scores.max()))
+            sim[0, 0, b, h * HEAD_DIM:(h + 1) * HEAD_DIM] = bf(p @ v[b, h // group, :position + 1] / p.sum())
+    live = np.abs(want).sum(axis=-1) > 0
+    return relative_l2(sim[live], want[live]) if live.any() else 0.0
 
 
 class Replay:
@@ -128,6 +154,7 @@ class Replay:
         reference_positions = [min(p, CAPACITY - 1) if p >= 0 else IDLE for p in positions]
         want = attention_reference(q, self.k, self.v, cur_pos=reference_positions,
                                    rows=self.rows if self.shape.kind == "rows" else None)
+        self.floor = _bf16_rounding_floor(q, self.k, self.v, reference_positions) if self.shape.kind == "decode" else 0.0
         return out, want, report
 
     def _paged(self, positions):
@@ -178,7 +205,8 @@ def test_replay_same_program_over_tokens_matches_float64(kind, rows, split, bloc
                 replay.write_token(user, position - rows + 1 + r)
         out, want, report = replay.step(positions)
         assert report.errors == []
-        _assert_close(out, want, f"{kind} split={split} block {block_size} token {token} positions {positions}")
+        _assert_close(out, want, f"{kind} split={split} block {block_size} token {token} positions {positions}",
+                      replay.floor)
 
 
 def test_replay_clamps_and_reports_positions_the_host_never_saw():
@@ -186,7 +214,7 @@ def test_replay_clamps_and_reports_positions_the_host_never_saw():
     its last position; below -1 -> idle; both named in the run report; nothing read outside."""
     replay = Replay(split=3, seed=7)
     out, want, report = replay.step([CAPACITY + 7, 100, -9, 2**31 - 1])
-    _assert_close(out, want, "clamped")
+    _assert_close(out, want, "clamped", replay.floor)
     # Each bad user's requests (one per KV head), on each of their 3 slices' readers.
     assert len(report.errors) == 3 * N_KV * 3, report.errors
     for user, value in ((0, CAPACITY + 7), (2, -9), (3, 2**31 - 1)):
