@@ -332,6 +332,8 @@ FREE_FUNCTIONS = {
     # Word 0 of a core's work row is the request count; request r's block follows.
     "request_row_offset": lambda: [(("request_row_offset", r), protocol.request_row_offset(r)) for r in range(64)],
     "work_row_words": lambda: [(("work_row_words", r), protocol.work_row_words(r)) for r in range(0, 22)],
+    "sparse_count_word": lambda: [(("sparse_count_word", r), protocol.sparse_count_word(r))
+                                  for r in range(MAX_REQUESTS_PER_CORE)],
     "work_slot": lambda: [(("work_slot", x, y, gx), protocol.work_slot(x, y, gx))
                           for gx in (1, 8, 13) for y in range(10) for x in range(gx)],
     # The request-count word as the kernels honour it: never more blocks than a core's args hold.

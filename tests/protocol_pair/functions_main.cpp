@@ -72,6 +72,7 @@ int main() {
         FREE1(mask_row_row)
         FREE1(request_row_offset)
         FREE1(work_row_words)
+        FREE1(sparse_count_word)
         FREE3(work_slot)
         FREE1(served_requests)
         FREE2(page_table_entry)

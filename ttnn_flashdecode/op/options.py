@@ -84,13 +84,19 @@ def options_for(**keywords) -> AttentionOptions:
             score modifier. ``accurate_scores`` not None or a bool is a TypeError.
     """
     values = tuple(keywords.values())
-    # Each value with its type: True == 1 and 64.0 == 64, but they are refused where 1 and 64 are not.
-    key = (tuple(keywords), values, tuple(map(type, values)))
+    # Each value with its type, inside tuples too: True == 1, 64.0 == 64 and (1.0, 1.0) == (1, 1), but
+    # they are refused where 1, 64 and (1, 1) are not.
+    key = (tuple(keywords), values, tuple(map(_type_signature, values)))
     try:
         hash(key)
     except TypeError:  # an unhashable keyword (a list grid): validated every call
         return _validated(**keywords)
     return _cached_options(key)
+
+
+def _type_signature(value):
+    """``value``'s type, and its items' for a tuple (a grid of two ints or of cores)."""
+    return (tuple, tuple(map(_type_signature, value))) if isinstance(value, tuple) else type(value)
 
 
 @functools.lru_cache(maxsize=256)

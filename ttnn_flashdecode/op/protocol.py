@@ -94,6 +94,12 @@ def work_row_words(requests: int) -> int:
     return -(-request_row_offset(requests) // 16) * 16
 
 
+def sparse_count_word(r: int) -> int:
+    """Word of the POSITIONS page where a sparse call's reader leaves request ``r``'s virtual cur_pos
+    (``r``: its index in its core's work row; ``sparse_count_word``)."""
+    return r
+
+
 def work_slot(x: int, y: int, grid_x: int) -> int:
     """The work row of the core at logical ``(x, y)`` of a grid ``grid_x`` cores wide."""
     return y * grid_x + x

@@ -41,7 +41,8 @@ import dataclasses
 
 from ttnn_flashdecode.emulator.arch import ArchSpec
 from ttnn_flashdecode.op.tiles import BLOCK_FLOAT_TILE_BYTES
-from ttnn_flashdecode.op.protocol import CB, MAX_REQUESTS_PER_CORE, MAX_SPLIT, const_pages, partial_pages, tree_levels, work_row_words
+from ttnn_flashdecode.op.protocol import (CB, MAX_REQUESTS_PER_CORE, MAX_SPLIT, const_pages, partial_pages, sparse_count_word,
+                                          tree_levels, work_row_words)
 from ttnn_flashdecode.op.kv_walk import PAGE_TABLE_CHUNK_ENTRIES
 
 __all__ = [
@@ -195,7 +196,8 @@ class Residency:
         """Bytes of the POSITIONS CB's one page: :attr:`positions_bytes` (a sparse call: at least a
         word per request of a core, where the reader leaves each request's count for compute,
         ``attention_protocol.hpp`` sparse_count_word) rounded up to :data:`POSITIONS_PAGE_ALIGNMENT`."""
-        words = max(self.positions_bytes, 4 * MAX_REQUESTS_PER_CORE) if self.sparse_k else self.positions_bytes
+        counts = 4 * (sparse_count_word(MAX_REQUESTS_PER_CORE - 1) + 1)
+        words = max(self.positions_bytes, counts) if self.sparse_k else self.positions_bytes
         return -(-words // POSITIONS_PAGE_ALIGNMENT) * POSITIONS_PAGE_ALIGNMENT
 
 
