@@ -113,6 +113,11 @@ constexpr bool append_pieces_aligned(uint32_t tile_bytes) {
     return tile_bytes % 16 == 0 && kAppendWriteBytes % 16 == 0;
 }
 static_assert(!kAppend || append_pieces_aligned(args::kv_tile_bytes()), "fused append: a write-back piece off 16 bytes");
+#ifdef NOC_DRAM_WRITE_ALIGNMENT_BYTES  // a device build: the arch's own alignments (the staging slot keeps 64)
+static_assert(!kAppend || (kAppendWriteBytes % NOC_DRAM_WRITE_ALIGNMENT_BYTES == 0 &&
+                           kAppendWriteBytes % NOC_L1_WRITE_ALIGNMENT_BYTES == 0 && 64 % NOC_DRAM_WRITE_ALIGNMENT_BYTES == 0),
+              "fused append: a write-back piece under the NoC's write alignment");
+#endif
 
 // One datum of ttnn's block-float host packing (blockfloat_common convert_u32_to_bfp, Bfp8_b /
 // Bfp4_b, rounding), `kBits` magnitude bits (7: bfloat8_b, 3: bfloat4_b): float32 bits `bits` under
