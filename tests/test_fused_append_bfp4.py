@@ -166,3 +166,27 @@ def test_bfp4_mla_append_latent_equals_update_then_attend():
     out = run_quiet(attention, q, latent, None, append_latent=new, **call)
     np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
     np.testing.assert_array_equal(_bytes(latent), _bytes(updated))
+
+
+def test_bfp4_paged_dropin_append_equals_update_then_attend():
+    """The paged GQA drop-in (ttnn's call) with append_k / append_v on bfloat4_b caches."""
+    import ttnn
+
+    from ttnn_flashdecode.op import transformer
+
+    rng = np.random.default_rng(27)
+    batch, n_kv, block_size, head_dim = 2, 2, 64, 64
+    table = rng.permutation(batch * 2).reshape(batch, 2).astype(np.int32)
+    q = ttnn.Tensor(rng.standard_normal((1, batch, 8, head_dim), dtype=np.float32).astype(ml_dtypes.bfloat16)
+                    .astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
+    k = _bfp4(rng.standard_normal((batch * 2, n_kv, block_size, head_dim), dtype=np.float32))
+    v = _bfp4(rng.standard_normal((batch * 2, n_kv, block_size, head_dim), dtype=np.float32))
+    new_k, new_v = (rng.standard_normal((1, batch, n_kv, head_dim), dtype=np.float32) for _ in range(2))
+    positions = np.asarray([63, 100], np.int32)
+    k_ref, v_ref = _updated(k, new_k, positions, table, block_size), _updated(v, new_v, positions, table, block_size)
+    call = transformer.paged_scaled_dot_product_attention_decode
+    expected = run_quiet(call, q, k_ref, v_ref, table, cur_pos_tensor=positions)
+    out = run_quiet(call, q, k, v, table, cur_pos_tensor=positions, append_k=new_k, append_v=new_v)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
+    np.testing.assert_array_equal(_bytes(k), _bytes(k_ref))
+    np.testing.assert_array_equal(_bytes(v), _bytes(v_ref))
