@@ -36,10 +36,20 @@
 // bfloat8_b caches (1088-byte tiles: 64 shared exponents, one per face row, then a byte per datum):
 // a row is only its own face rows, so the reader packs it itself instead of step 2's copy: it reads
 // the row's two bfloat16 face rows (their 64-byte chunks) into the stage's scratch and packs each
-// as ttnn's host packer does (pack_bfp8_face_row) into the CB page's data and exponent byte. Step 3
+// as ttnn's host packer does (pack_block_float_face_row) into the CB page's data and exponent byte. Step 3
 // then stages each face row's 16 data bytes and its face's 16 exponent bytes (a 16-byte piece the
 // core owns whole: every row of that tile this call appends is patched before it is staged; the
-// other exponents are the ones just read). bfloat4_b is refused on the host.
+// other exponents are the ones just read).
+//
+// bfloat4_b caches (576-byte tiles: the same 64 exponents, then a nibble per datum, datum 0 of a
+// byte in its low nibble): the same packing with 3 magnitude bits (block_float_datum<3>), a face
+// row 8 bytes. 8 bytes are under the NoC's 16-byte L1 / DRAM write alignment, so step 3 stages the
+// 16-byte piece holding the face row (append_piece): a read-modify-write of that piece, whose other
+// 8 bytes are the neighbouring face row (row ^ 1) of the same face, as read from the cache in this
+// call (or, when appended too, already patched: a tile's rows are all patched before any is staged).
+// The piece is one user's one KV head's tile, which no other core writes in this call (the tile's
+// slice owns it, and shared appended-into blocks are refused on the host), so writing the
+// neighbour's bytes back unchanged is safe; the staging copies it before zero_stale_rows runs.
 #pragma once
 
 #include <cstdint>
@@ -77,14 +87,25 @@ constexpr uint32_t append_page(uint32_t j, uint32_t user, uint32_t kv_head, uint
     return ((j * batch + user) * head_tiles + kv_head / kTilePositions) * dim_tiles + d;
 }
 
-// Every piece the writer writes starts at a multiple of its size in its tile (a face row's data;
-// bfloat8_b: its face's exponents, at face * 16), so with the tile itself 16-byte aligned (a page of
-// 2048 or 1088 = 68 x 16 bytes) each write meets the NoC's 16-byte L1 and DRAM write alignment
+// The offset in its tile of the piece the writer writes for the face row at `offset`: the face row
+// itself (bfloat16: 32 bytes; bfloat8_b: 16), or for bfloat4_b (8 bytes) the 16-byte piece holding it.
+constexpr uint32_t append_piece(uint32_t offset) {
+    if constexpr (kAppendWriteBytes > kv_face_row_bytes(args::kv_tile_bytes())) {
+        return offset & ~(kAppendWriteBytes - 1);
+    }
+    return offset;
+}
+
+// Every piece the writer writes starts at a multiple of its size in its tile (a face row's data, or
+// for bfloat4_b the 16 bytes holding it; block float: its face's exponents, at face * 16) and holds
+// the whole face row, so with the tile itself 16-byte aligned (a page of 2048, 1088 = 68 x 16 or
+// 576 = 36 x 16 bytes) each write meets the NoC's 16-byte L1 and DRAM write alignment
 // (noc_parameters.h, Wormhole and Blackhole). The emulator does not check NoC alignment: this does.
 constexpr bool append_pieces_aligned(uint32_t tile_bytes) {
     for (uint32_t row = 0; row < kTilePositions; ++row) {
         for (uint32_t half = 0; half < 2; ++half) {
-            if (kv_face_row_offset(row, half, tile_bytes) % kAppendWriteBytes != 0) {
+            const uint32_t offset = kv_face_row_offset(row, half, tile_bytes), piece = append_piece(offset);
+            if (piece % kAppendWriteBytes != 0 || offset + kv_face_row_bytes(tile_bytes) > piece + kAppendWriteBytes) {
                 return false;
             }
         }
@@ -92,50 +113,61 @@ constexpr bool append_pieces_aligned(uint32_t tile_bytes) {
     return tile_bytes % 16 == 0 && kAppendWriteBytes % 16 == 0;
 }
 static_assert(!kAppend || append_pieces_aligned(args::kv_tile_bytes()), "fused append: a write-back piece off 16 bytes");
+#ifdef NOC_DRAM_WRITE_ALIGNMENT_BYTES  // a device build: the arch's own alignments (the staging slot keeps 64)
+static_assert(!kAppend || (kAppendWriteBytes % NOC_DRAM_WRITE_ALIGNMENT_BYTES == 0 &&
+                           kAppendWriteBytes % NOC_L1_WRITE_ALIGNMENT_BYTES == 0 && 64 % NOC_DRAM_WRITE_ALIGNMENT_BYTES == 0),
+              "fused append: a write-back piece under the NoC's write alignment");
+#endif
 
-// One datum of ttnn's bfloat8_b host packing (blockfloat_common convert_u32_to_bfp, Bfp8_b, rounding):
-// float32 bits `bits` under shared exponent `shared` (>= its own): the hidden bit added, shifted
-// right by the exponent difference, rounded to 7 bits half to even and clamped, sign << 7 |
-// magnitude; +-0, a denormal (flushed: ttnn's packer as installed does, checked by
-// tests/test_fused_append_bfp8.py) and a magnitude rounded to 0 give 0.
-inline uint32_t bfp8_datum(uint32_t bits, uint32_t shared) {
+// One datum of ttnn's block-float host packing (blockfloat_common convert_u32_to_bfp, Bfp8_b /
+// Bfp4_b, rounding), `kBits` magnitude bits (7: bfloat8_b, 3: bfloat4_b): float32 bits `bits` under
+// shared exponent `shared` (>= its own): the hidden bit added, shifted right by the exponent
+// difference, rounded to kBits bits half to even and clamped, sign << kBits | magnitude; +-0, a
+// denormal (flushed: ttnn's packer as installed does, checked by tests/test_fused_append_bfp8.py
+// and test_fused_append_bfp4.py) and a magnitude rounded to 0 give 0.
+template <uint32_t kBits>
+inline uint32_t block_float_datum(uint32_t bits, uint32_t shared) {
+    constexpr uint32_t kDrop = 24 - kBits, kHalf = 1u << (kDrop - 1), kTop = (1u << kBits) - 1;
     if ((bits & 0x7F800000u) == 0) {
         return 0;
     }
     const uint32_t diff = shared - ((bits >> 23) & 0xFFu);
     uint32_t mantissa = diff > 31 ? 0 : ((1u << 23) | (bits & 0x7FFFFFu)) >> diff;
-    const uint32_t rest = mantissa & 0x1FFFFu;
-    mantissa >>= 17;
-    if (rest > 0x10000u || (rest == 0x10000u && (mantissa & 1u) != 0)) {
+    const uint32_t rest = mantissa & ((1u << kDrop) - 1);
+    mantissa >>= kDrop;
+    if (rest > kHalf || (rest == kHalf && (mantissa & 1u) != 0)) {
         mantissa += 1;
     }
-    mantissa = mantissa > 127 ? 127 : mantissa;
-    return mantissa == 0 ? 0 : ((bits >> 31) << 7) | mantissa;
+    mantissa = mantissa > kTop ? kTop : mantissa;
+    return mantissa == 0 ? 0 : ((bits >> 31) << kBits) | mantissa;
 }
 
-// Packs the 16 bfloat16 values at L1 `src` (8 words) as one bfloat8_b face row: its 16 data bytes
-// at L1 `data` (datum 0 in the low byte of word 0) and its shared exponent (the largest exponent
-// field of the 16) into byte `exponent` of the L1 tile at `tile` (l1_set_byte).
-__attribute__((noinline)) void pack_bfp8_face_row(uint32_t src, uint32_t data, uint32_t tile, uint32_t exponent) {
+// Packs the 16 bfloat16 values at L1 `src` (8 words) as one block-float face row of kBits magnitude
+// bits: its data (bfloat8_b 16 bytes, bfloat4_b 8) at L1 `data` (datum 0 in the low byte / nibble of
+// word 0) and its shared exponent (the largest exponent field of the 16) into byte `exponent` of
+// the L1 tile at `tile` (l1_set_byte).
+template <uint32_t kBits>
+__attribute__((noinline)) void pack_block_float_face_row(uint32_t src, uint32_t data, uint32_t tile, uint32_t exponent) {
+    constexpr uint32_t kDatum = kBits + 1, kPerWord = 32 / kDatum;
     uint32_t shared = 0;
     for (uint32_t i = 0; i < 16; ++i) {
         const uint32_t e = (l1_word(src, i / 2) >> (16 * (i % 2) + 7)) & 0xFFu;
         shared = e > shared ? e : shared;
     }
-    for (uint32_t w = 0; w < 4; ++w) {
+    for (uint32_t w = 0; w < 16 / kPerWord; ++w) {
         uint32_t packed = 0;
-        for (uint32_t b = 0; b < 4; ++b) {
-            const uint32_t i = 4 * w + b;
+        for (uint32_t b = 0; b < kPerWord; ++b) {
+            const uint32_t i = kPerWord * w + b;
             const uint32_t bits = ((l1_word(src, i / 2) >> (16 * (i % 2))) & 0xFFFFu) << 16;
-            packed |= bfp8_datum(bits, shared) << (8 * b);
+            packed |= block_float_datum<kBits>(bits, shared) << (kDatum * b);
         }
         l1_set_word(data, w, packed);
     }
     l1_set_byte(tile + exponent, shared);
 }
 
-// Step 2 for a bfloat8_b cache: row `row` of APPEND page `page` (through `rows_reader`) packed into
-// row `dst_row` of the bfloat8_b tile at L1 `dst`, through the 128-byte L1 `scratch`.
+// Step 2 for a block-float cache: row `row` of APPEND page `page` (through `rows_reader`) packed into
+// row `dst_row` of the cache-format tile at L1 `dst`, through the 128-byte L1 `scratch`.
 template <typename Accessor>
 __attribute__((noinline)) void pack_appended_row(const Accessor& rows_reader, uint32_t page, uint32_t row, uint32_t dst,
                                                  uint32_t dst_row, uint32_t scratch) {
@@ -145,7 +177,7 @@ __attribute__((noinline)) void pack_appended_row(const Accessor& rows_reader, ui
     }
     noc_async_read_barrier();
     for (uint32_t half = 0; half < 2; ++half) {
-        pack_bfp8_face_row(scratch + 64 * half + face_row_offset(row, half) % 64,
+        pack_block_float_face_row<kv_datum_bits(args::kv_tile_bytes()) - 1>(scratch + 64 * half + face_row_offset(row, half) % 64,
                            dst + kv_face_row_offset(dst_row, half, args::kv_tile_bytes()), dst,
                            ((dst_row / 16) * 2 + half) * 16 + dst_row % 16);
     }
@@ -220,7 +252,7 @@ __attribute__((noinline)) void patch_appended_rows(uint32_t cb, const Params& p,
             for (uint32_t k = 0; k < (span.hi - span.lo + 1) * kDimTiles * 2; ++k) {  // (position, dim tile, half)
                 const uint32_t d = k / 2 % kDimTiles;
                 const uint32_t row = (span.lo + k / (2 * kDimTiles)) % kTilePositions;
-                const uint32_t offset = kv_face_row_offset(row, k % 2, kv_tile_bytes);
+                const uint32_t offset = append_piece(kv_face_row_offset(row, k % 2, kv_tile_bytes));
                 stage.add(dst + d * kv_tile_bytes + offset, cache.get_noc_addr(page + d, offset));
                 if constexpr (kAppendBlockFloat) {  // the face's 16 exponents
                     const uint32_t exponents = ((row / 16) * 2 + k % 2) * 16;

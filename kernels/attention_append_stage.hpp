@@ -13,8 +13,9 @@ namespace flashdecode {
 // Rows appended per user (0: no append).
 constexpr uint32_t kAppendRows = args::append_rows();
 constexpr bool kAppend = kAppendRows != 0;
-// A bfloat8_b cache (1088-byte tiles; bfloat16 otherwise: the host refuses bfloat4_b): each appended
-// row is packed on the reader (pack_bfp8_face_row) and writes 16-byte pieces, its face rows' data
+// A block-float cache (bfloat8_b 1088-byte tiles, bfloat4_b 576; bfloat16 otherwise): each appended
+// row is packed on the reader (pack_block_float_face_row) and writes 16-byte pieces, its face rows'
+// data (bfloat4_b: the 16 bytes holding each 8-byte face row, attention_append.hpp append_piece)
 // and the 16 shared exponents of each face it touches; a bfloat16 row writes its 32-byte face rows.
 constexpr bool kAppendBlockFloat = args::kv_tile_bytes() != 2048;
 constexpr uint32_t kAppendWriteBytes = kAppendBlockFloat ? 16 : kFaceRowBytes;
@@ -23,9 +24,9 @@ constexpr uint32_t kAppendWriteBytes = kAppendBlockFloat ? 16 : kFaceRowBytes;
 // append_stage_bytes): from its first 64-byte boundary, a 64-byte header (word 0: the face rows n),
 // the n DRAM NoC addresses (two words each) padded to 64 bytes, then a 64-byte slot per face row,
 // its kAppendWriteBytes at the address's offset modulo 64 in the slot (a NoC write keeps source and
-// destination alignment alike). At most 2 * rows * dim_tiles face rows a request for K (bfloat8_b:
+// destination alignment alike). At most 2 * rows * dim_tiles face rows a request for K (block float:
 // 4, each face row's data and its face's exponents), as many for V (none with values_from_keys);
-// then (bfloat8_b) a 128-byte scratch: a bfloat16 row's two 64-byte chunks, to be packed.
+// then (block float) a 128-byte scratch: a bfloat16 row's two 64-byte chunks, to be packed.
 constexpr uint32_t kAppendStageEntries =
     (args::values_from_keys() != 0 ? 1 : 2) * (kAppendBlockFloat ? 4 : 2) * kAppendRows * kDimTiles;
 constexpr uint32_t kAppendStageData = 64 + (8 * kAppendStageEntries + 63) / 64 * 64;
@@ -49,7 +50,7 @@ public:
         l1_set_word(page_ + 64, 2 * count_ + 1, static_cast<uint32_t>(dst >> 32));
         ++count_;
     }
-    // The bfloat8_b scratch (128 bytes, 64-aligned) after the slots.
+    // The block-float scratch (128 bytes, 64-aligned) after the slots.
     uint32_t scratch() const { return page_ + kAppendStageData + 64 * kAppendStageEntries; }
     // Hands the page to the writer (every valid request pushes one, maybe empty).
     void push() {

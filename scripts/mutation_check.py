@@ -56,6 +56,8 @@ APPEND_SLICE = ("tests/test_fused_append.py::test_decode_append_equals_update_th
                 "tests/test_fused_append.py::test_rows_append_spanning_a_tile_edge")
 # The bfloat8_b append's: packing (edge rows) and cache bytes against ttnn's host packer.
 BFP8_APPEND_SLICE = ("tests/test_fused_append_bfp8.py",)
+# The bfloat4_b append's: 3-bit packing (edge rows), the 16-byte write-back pieces, cache bytes.
+BFP4_APPEND_SLICE = ("tests/test_fused_append_bfp4.py",)
 
 PACKAGE = "ttnn_flashdecode"
 
@@ -758,23 +760,23 @@ MUTATIONS = [
              "the reader keeps the request's write-backs: the writer waits for them forever (or, after the "
              "first request, the reader does), and the cache is never written",
              tests=APPEND_SLICE),
-    # The fused append into bfloat8_b caches (pack_bfp8_face_row: ttnn's host packing, on the reader)
-    Mutation("append-bfp8-exponent-not-updated", "pack_bfp8_face_row",
+    # The fused append into bfloat8_b caches (pack_block_float_face_row<7>: ttnn's host packing, on the reader)
+    Mutation("append-bfp8-exponent-not-updated", "pack_block_float_face_row",
              "l1_set_byte(tile + exponent, shared);",
              "",
              "the new row's data are packed under its shared exponent but the tile keeps the old row's exponent",
              tests=BFP8_APPEND_SLICE),
-    Mutation("append-bfp8-mantissa-truncated", "bfp8_datum",
-             "if (rest > 0x10000u || (rest == 0x10000u && (mantissa & 1u) != 0)) {",
+    Mutation("append-bfp8-mantissa-truncated", "block_float_datum",
+             "if (rest > kHalf || (rest == kHalf && (mantissa & 1u) != 0)) {",
              "if (false) {",
              "mantissas truncated instead of rounded to nearest (ttnn's host packer rounds)",
              tests=BFP8_APPEND_SLICE),
-    Mutation("append-bfp8-ties-away-from-even", "bfp8_datum",
-             "(rest == 0x10000u && (mantissa & 1u) != 0)",
-             "(rest == 0x10000u)",
+    Mutation("append-bfp8-ties-away-from-even", "block_float_datum",
+             "(rest == kHalf && (mantissa & 1u) != 0)",
+             "(rest == kHalf)",
              "a tie rounds up instead of to even",
              tests=BFP8_APPEND_SLICE),
-    Mutation("append-bfp8-denormals-kept", "bfp8_datum",
+    Mutation("append-bfp8-denormals-kept", "block_float_datum",
              "if ((bits & 0x7F800000u) == 0) {",
              "if ((bits & 0x7FFFFFFFu) == 0) {",
              "a bfloat16 denormal packed with a hidden bit instead of flushed to 0 as ttnn's packer does",
@@ -784,6 +786,40 @@ MUTATIONS = [
              "",
              "the face's exponents are patched in L1 (attention is right) but never written to the cache in DRAM",
              tests=BFP8_APPEND_SLICE),
+    # The fused append into bfloat4_b caches (pack_block_float_face_row<3>; 16-byte read-modify-write pieces)
+    Mutation("append-bfp4-nibbles-swapped", "pack_block_float_face_row",
+             "<< (kDatum * b);",
+             "<< (kDatum * (kPerWord - 1 - b));",
+             "the data of a word packed in the wrong order (bfloat4_b: datum 0 of a byte in the high nibble)",
+             tests=BFP4_APPEND_SLICE),
+    Mutation("append-bfp4-ties-away-from-even", "block_float_datum",
+             "(rest == kHalf && (mantissa & 1u) != 0)",
+             "(rest == kHalf)",
+             "a 3-bit tie rounds up instead of to even",
+             tests=BFP4_APPEND_SLICE),
+    Mutation("append-bfp4-top-not-clamped", "block_float_datum",
+             "mantissa = mantissa > kTop ? kTop : mantissa;",
+             "",
+             "a magnitude rounded past 7 (1.875 and up) overflows into the sign bit instead of clamping at 7",
+             tests=BFP4_APPEND_SLICE),
+    Mutation("append-bfp4-denormals-kept", "block_float_datum",
+             "if ((bits & 0x7F800000u) == 0) {",
+             "if ((bits & 0x7FFFFFFFu) == 0) {",
+             "a bfloat16 denormal packed into a bfloat4_b row with a hidden bit instead of flushed to 0",
+             tests=BFP4_APPEND_SLICE),
+    Mutation("append-bfp4-exponent-not-updated", "pack_block_float_face_row",
+             "l1_set_byte(tile + exponent, shared);",
+             "",
+             "the bfloat4_b row's data are packed under its shared exponent but the tile keeps the old exponent",
+             tests=BFP4_APPEND_SLICE),
+    Mutation("append-bfp4-neighbour-zeroed-before-staging", "stream_kv",
+             "patch_appended_rows(kCbK, p, block, table, 0, stage, gather_append);\n        }\n"
+             "        zero_stale_rows(kCbK, p, block);",
+             "zero_stale_rows(kCbK, p, block);\n            patch_appended_rows(kCbK, p, block, table, 0, stage, "
+             "gather_append);\n        }",
+             "K's stale rows (past cur_pos) zeroed in L1 before the append stages its pieces: a bfloat4_b piece's "
+             "other face row, past cur_pos, is written back to the cache as zeros (the read-modify-write's hazard)",
+             tests=BFP4_APPEND_SLICE),
     # The drop-ins' fused append (op/transformer.py, op/mla.py)
     Mutation("append-dropin-paged-rows-dropped", "ttnn_flashdecode/op/transformer.py",
              "append_k=append_k, append_v=append_v,\n                           return_lse=return_lse)\n"

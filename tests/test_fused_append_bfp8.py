@@ -1,7 +1,7 @@
 """The fused KV-cache append into bfloat8_b caches (issue 37 part 2, item 1), on the emulator.
 
 The reader packs each new bfloat16 row itself (``kernels/attention_append.hpp``
-``pack_bfp8_face_row``: the face row's largest exponent shared, mantissas rounded half to even as
+``pack_block_float_face_row<7>``: the face row's largest exponent shared, mantissas rounded half to even as
 ttnn's host packer rounds). Each test pins the fused call against ttnn's update-then-attend: the
 caches' values with the new rows set, packed again by ttnn's own host packer
 (``ttnn.Tensor(x, ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT)``), then the plain call. Outputs are
@@ -127,20 +127,14 @@ def test_bfp8_rows_append_spanning_a_tile_edge():
 
 
 def test_bfp8_refused_append_leaves_the_cache_unchanged():
-    """A refused call (rows of the wrong shape; a bfloat4_b cache) writes nothing."""
-    import ttnn
-
+    """A refused call (rows of the wrong shape) writes nothing (bfloat4_b caches are taken:
+    tests/test_fused_append_bfp4.py)."""
     q, k, v, new_k, new_v = _case(15)
     before = _bytes(k).copy(), _bytes(v).copy()
     with pytest.raises(ValueError, match="append_k: expected \\[rows, batch, n_kv_heads, head_dim\\]"):
         attention(q, k, v, cur_pos=[5, 100, 255], append_k=new_k[:, :, :1], append_v=new_v)
     np.testing.assert_array_equal(_bytes(k), before[0])
     np.testing.assert_array_equal(_bytes(v), before[1])
-    values = tiles.block_float_values(k, "bfloat8_b")
-    k4 = ttnn.Tensor(values, ttnn.bfloat4_b, layout=ttnn.TILE_LAYOUT)
-    v4 = ttnn.Tensor(values, ttnn.bfloat4_b, layout=ttnn.TILE_LAYOUT)
-    with pytest.raises(ValueError, match="append_k: not supported with a bfloat4_b cache"):
-        attention(q, k4, v4, cur_pos=[5, 100, 255], append_k=new_k, append_v=new_v)
 
 
 def test_bfp8_mla_append_latent_equals_update_then_attend():

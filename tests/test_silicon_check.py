@@ -203,6 +203,7 @@ def test_quick_cases_build_every_compile_time_feature():
         "sparse_bfloat8_b": any(c.sparse_k and c.kv_dtype == "bfloat8_b" for c in quick),
         "sparse_per_kv_head": any(c.sparse_heads > 1 for c in quick),
         "append_bfloat8_b": any(c.append and c.kv_dtype == "bfloat8_b" for c in quick),
+        "append_bfloat4_b": any(c.append and c.kv_dtype == "bfloat4_b" for c in quick),
     }
     assert all(features.values()), [name for name, present in features.items() if not present]
 

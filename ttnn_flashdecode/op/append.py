@@ -90,9 +90,11 @@ def check_append(operands, shape, kind: str, *, positions=None, page_table=None,
     Raises:
         TypeError, ValueError: naming ``append_k`` / ``append_v``: rows of the wrong shape or dtype, a V
             missing (or given when V is K), or a call the fused append does not take (a chunk, a
-            non-causal call, a bfloat4_b cache, 16-position blocks, a circular cache, shared
-            page-table rows, a block appended into that another user attends; on the emulator a
-            bfloat16 cache not in numpy or a bfloat8_b cache not a host ttnn.Tensor).
+            non-causal call, 16-position blocks, a circular cache, shared page-table rows, a block
+            appended into that another user attends; on the emulator a bfloat16 cache not in numpy
+            or a bfloat8_b / bfloat4_b cache not a host ttnn.Tensor). bfloat16, bfloat8_b and
+            bfloat4_b caches are all taken (ttnn's update takes them): a block-float row is packed
+            on the device as ttnn's host packer packs it (``kernels/attention_append.hpp``).
     """
     k_rows, v_rows = _latent_or_k(operands, shape)
     if k_rows is None:
@@ -167,8 +169,6 @@ def _check_call(shape, kind: str, operands) -> None:
     refusals = [
         (shape.kind == "chunk", "a chunk (its K/V is in the cache already): decode and ROWS calls only"),
         (not shape.scores.causal, "a non-causal call (every row sits at the cache's end): causal calls only"),
-        (shape.kv_dtype not in ("bfloat16", "bfloat8_b"),
-         f"a {shape.kv_dtype} cache: bfloat16 and bfloat8_b caches only in this version"),
         (shape.cache_half_blocks, "a paged cache of 16-position blocks: blocks of a multiple of 32 positions only"),
         (shape.cache_wrap != 0, "a circular cache (cache_position_modulo)"),
         (shape.users_per_table_row != 1, "users sharing a page-table row (users_per_table_row > 1)"),
@@ -228,7 +228,8 @@ def _cache_rows(shape, positions, page_table):
 def write_back(operands, inputs, k_pages: np.ndarray, v_pages: np.ndarray | None) -> None:
     """Copies the appended rows the kernels wrote into the emulated K (and V) buffers, ``k_pages`` /
     ``v_pages``, into the caller's caches: numpy bfloat16 caches (only those rows: the rest of the
-    buffer is the cache as uploaded), or host ttnn.Tensor bfloat8_b caches (:func:`_write_block_float`)."""
+    buffer is the cache as uploaded), or host ttnn.Tensor bfloat8_b / bfloat4_b caches
+    (:func:`_write_block_float`)."""
     shape = inputs.shape
     targets = [(operands.k, k_pages)] + ([] if v_pages is None or operands.v is operands.k else [(operands.v, v_pages)])
     for cache, pages in targets:

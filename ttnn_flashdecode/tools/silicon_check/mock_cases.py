@@ -167,6 +167,9 @@ CASES = (
     Case("fused append: MLA append_latent on a bfloat8_b d576 latent (K = V), 128 Q heads, paged, scheduler split", 1,
          128, 1, 576, 4096, dict(cur_pos=[4000]), cache_block_size=64, kv_dtype="bfloat8_b", values_from_keys=True,
          append=True),
+    Case("fused append: bfloat4_b paged ROWS 2 across a tile edge, an idle slot, scheduler split", 3, 16, 2, 128, 2048,
+         dict(cur_pos=[32, -1, 2047], rows=2), q_rows_per_user=2, cache_block_size=64, kv_dtype="bfloat4_b",
+         append=True),
 )
 
 
@@ -198,6 +201,7 @@ QUICK_CASE_NAMES = (
     "scheduler split",
     "fused append: paged decode, ragged batch with an idle slot, scheduler split",
     "fused append: bfloat8_b paged ROWS 2 across a tile edge, an idle slot, scheduler split",
+    "fused append: bfloat4_b paged ROWS 2 across a tile edge, an idle slot, scheduler split",
 )
 
 

@@ -1,0 +1,192 @@
+"""The fused KV-cache append into bfloat4_b caches, on the emulator.
+
+ttnn's ``paged_update_cache`` / ``update_cache`` take BFLOAT4_B caches, so the fused append does
+too. The reader packs each new bfloat16 row itself (``kernels/attention_append.hpp``
+``pack_block_float_face_row<3>``: the face row's largest exponent shared, 3 magnitude bits rounded
+half to even and clamped at 7, as ttnn's host packer packs), and the writer writes back the 16-byte
+piece holding each 8-byte face row (a read-modify-write: the piece's other face row is the same
+tile's, as read in this call). Each test pins the fused call against ttnn's update-then-attend:
+the caches' values with the new rows set, packed again by ttnn's own host packer
+(``ttnn.Tensor(x, ttnn.bfloat4_b, layout=ttnn.TILE_LAYOUT)``), then the plain call. Outputs are
+compared bit for bit and the caches byte for byte (exponent section and data), so a face row packed
+with a wrong exponent, rounding, nibble order or sign, written to the wrong place, or a neighbouring
+face row clobbered by the 16-byte write-back, fails.
+
+On the emulator a bfloat4_b cache is a host ``ttnn.Tensor``; the fused call updates its host
+buffer in place (``op/append.py`` ``_write_block_float``), as a device cache is updated.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ttnn_flashdecode import attention
+from ttnn_flashdecode.op import tiles
+from ttnn_flashdecode.op.append import reference_update
+from ttnn_flashdecode.op.operation import to_numpy
+
+from bars import run_quiet
+
+pytestmark = pytest.mark.usefixtures("mock_cluster")  # ttnn's block-float packer needs tt-metal's context
+
+
+def _bfp4(values):
+    import ttnn
+
+    return ttnn.Tensor(np.ascontiguousarray(values, np.float32), ttnn.bfloat4_b, layout=ttnn.TILE_LAYOUT)
+
+
+def _q(rng, shape):
+    import ttnn
+
+    q = rng.standard_normal(shape, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    return ttnn.Tensor(q, ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
+
+
+def _bytes(tensor) -> np.ndarray:
+    return tiles.to_block_float_tile_bytes(tensor, "bfloat4_b")
+
+
+def _updated(cache, rows, positions, table=None, block_size=0):
+    """ttnn's update of a bfloat4_b cache, on the host: its values with the rows set, packed again."""
+    values = tiles.block_float_values(cache, "bfloat4_b")
+    reference_update(values, rows, positions, table, block_size)
+    return _bfp4(values)
+
+
+def _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, positions, *, table=None, block_size=0, **call):
+    paged = {} if table is None else {"page_table_tensor": table}
+    k_ref, v_ref = _updated(k, new_k, positions, table, block_size), _updated(v, new_v, positions, table, block_size)
+    expected = run_quiet(attention, q, k_ref, v_ref, cur_pos=positions, **paged, **call)
+    out = run_quiet(attention, q, k, v, cur_pos=positions, append_k=new_k, append_v=new_v, **paged, **call)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))  # bit for bit
+    np.testing.assert_array_equal(_bytes(k), _bytes(k_ref))  # the caller's cache, updated in place
+    np.testing.assert_array_equal(_bytes(v), _bytes(v_ref))
+
+
+def _case(seed, *, rows=1, batch=3, n_kv=2, n_q=8, head_dim=64, capacity=256):
+    rng = np.random.default_rng(seed)
+    q = _q(rng, (1, 1, batch * rows, n_q * head_dim))
+    k = _bfp4(rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32))
+    v = _bfp4(rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32))
+    new_k = rng.standard_normal((rows, batch, n_kv, head_dim), dtype=np.float32) * 3
+    new_v = rng.standard_normal((rows, batch, n_kv, head_dim), dtype=np.float32)
+    return q, k, v, new_k, new_v
+
+
+def _edge_rows(rng, shape) -> np.ndarray:
+    """Rows ``[P, batch, n_kv, head_dim]`` (head_dim 64: four face rows each) of the 3-bit packer's
+    edge cases, one kind per (user, head) row: zeros (and -0), bfloat16 denormals beside normals,
+    mixed signs on every 3-bit rounding tie (1 + m / 8: m odd is half-way; 1.875 rounds to 8, clamped
+    at 7), those ties two exponents below the row's largest, one huge value over small ones, and
+    random rows."""
+    rows = rng.standard_normal(shape, dtype=np.float32)
+    flat = rows.reshape(-1, shape[-1])
+    signs = np.where(np.arange(shape[-1]) % 3 == 0, -1, 1)
+    flat[0] = 0.0
+    flat[0, 5::7] = -0.0
+    flat[1] = np.float32(3e-39) * np.sign(rng.standard_normal(shape[-1]))  # bfloat16 denormals
+    flat[1, 3] = 1e-38
+    flat[2] = (1 + np.arange(shape[-1]) % 8 / 8) * signs  # every 3-bit tie, and 1.875 past the top
+    flat[3] = (1 + np.arange(shape[-1]) % 16 / 16) * signs  # the shared exponent two above: shifted by 2
+    flat[3, ::16] = 4.0
+    flat[4, :] = rng.standard_normal(shape[-1]) * 1e-2
+    flat[4, 9] = -1e30  # one huge value: the rest round to 0 (sign dropped)
+    flat[5] = 1.9921875 * np.where(rng.standard_normal(shape[-1]) > 0, 1, -1)  # all mantissa bits set
+    flat[5, ::16] = 0.99
+    return rows
+
+
+@pytest.mark.parametrize("split", [1, 3])
+def test_bfp4_decode_append_equals_update_then_attend(split):
+    q, k, v, new_k, new_v = _case(21)
+    _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, [5, 100, 255], split=split)
+
+
+def test_bfp4_append_packs_edge_rows_as_ttnn_packs():
+    """The packing itself, byte for byte against ttnn's host packer, on the edge rows; odd and even
+    rows (the 16-byte write-back piece holds the face row and its neighbour), the tile's last row."""
+    rng = np.random.default_rng(22)
+    q, k, v, _, _ = _case(22, batch=6)
+    new_k = _edge_rows(rng, (1, 6, 2, 64))
+    new_v = _edge_rows(rng, (1, 6, 2, 64))[:, ::-1].copy()
+    _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, [0, 47, 16, 200, 31, 62])
+
+
+def test_bfp4_paged_append_through_a_shuffled_page_table():
+    rng = np.random.default_rng(23)
+    batch, n_kv, block_size, head_dim = 3, 2, 64, 64
+    table = rng.permutation(batch * 4).reshape(batch, 4).astype(np.int32)
+    q = _q(rng, (1, 1, batch, 8 * head_dim))
+    k = _bfp4(rng.standard_normal((batch * 4, n_kv, block_size, head_dim), dtype=np.float32))
+    v = _bfp4(rng.standard_normal((batch * 4, n_kv, block_size, head_dim), dtype=np.float32))
+    new_k = _edge_rows(rng, (1, batch, n_kv, head_dim))
+    new_v = rng.standard_normal((1, batch, n_kv, head_dim), dtype=np.float32)
+    _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, [70, -1, 191], table=table, block_size=block_size,
+                                            split=2)
+
+
+@pytest.mark.parametrize("positions", [[33, 130, -1], [34, 17, 255]])
+def test_bfp4_rows_append_spanning_a_tile_edge(positions):
+    """ROWS 3: rows 31..33 across a tile edge (rows 32 and 33 share a 16-byte piece), and pieces
+    whose other face row is appended too or not (rows 32..34, 15..17 across a face edge)."""
+    rows = 3
+    q, k, v, new_k, new_v = _case(24, rows=rows)
+    _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, positions, rows=rows, split=2)
+
+
+def test_bfp4_refused_append_leaves_the_cache_unchanged():
+    """A refused call (rows of the wrong shape) writes nothing."""
+    q, k, v, new_k, new_v = _case(25)
+    before = _bytes(k).copy(), _bytes(v).copy()
+    with pytest.raises(ValueError, match="append_k: expected \\[rows, batch, n_kv_heads, head_dim\\]"):
+        attention(q, k, v, cur_pos=[5, 100, 255], append_k=new_k[:, :, :1], append_v=new_v)
+    with pytest.raises(ValueError, match="append_v: expected \\[rows, batch, n_kv_heads, head_dim\\]"):
+        attention(q, k, v, cur_pos=[5, 100, 255], append_k=new_k, append_v=new_v[:, :2])
+    np.testing.assert_array_equal(_bytes(k), before[0])
+    np.testing.assert_array_equal(_bytes(v), before[1])
+
+
+def test_bfp4_mla_append_latent_equals_update_then_attend():
+    """MLA on a bfloat4_b latent (V is K, one cache): the row packed and written once."""
+    import ttnn
+
+    rng = np.random.default_rng(26)
+    batch, n_q, head_dim, head_dim_v = 2, 16, 96, 64
+    q = ttnn.Tensor(rng.standard_normal((1, batch, n_q, head_dim), dtype=np.float32).astype(ml_dtypes.bfloat16)
+                    .astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
+    latent = _bfp4(rng.standard_normal((batch, 1, 128, head_dim), dtype=np.float32))
+    new = _edge_rows(rng, (1, 6, 1, head_dim))[:, [2, 4]].copy()  # the ties; one huge value
+    positions = [77, 126]
+    updated = _updated(latent, new, positions)
+    call = dict(cur_pos=positions, q_layout="heads", head_dim_v=head_dim_v, split=2)
+    expected = run_quiet(attention, q, updated, None, **call)
+    out = run_quiet(attention, q, latent, None, append_latent=new, **call)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
+    np.testing.assert_array_equal(_bytes(latent), _bytes(updated))
+
+
+def test_bfp4_paged_dropin_append_equals_update_then_attend():
+    """The paged GQA drop-in (ttnn's call) with append_k / append_v on bfloat4_b caches."""
+    import ttnn
+
+    from ttnn_flashdecode.op import transformer
+
+    rng = np.random.default_rng(27)
+    batch, n_kv, block_size, head_dim = 2, 2, 64, 64
+    table = rng.permutation(batch * 2).reshape(batch, 2).astype(np.int32)
+    q = ttnn.Tensor(rng.standard_normal((1, batch, 8, head_dim), dtype=np.float32).astype(ml_dtypes.bfloat16)
+                    .astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
+    k = _bfp4(rng.standard_normal((batch * 2, n_kv, block_size, head_dim), dtype=np.float32))
+    v = _bfp4(rng.standard_normal((batch * 2, n_kv, block_size, head_dim), dtype=np.float32))
+    new_k, new_v = (rng.standard_normal((1, batch, n_kv, head_dim), dtype=np.float32) for _ in range(2))
+    positions = np.asarray([63, 100], np.int32)
+    k_ref, v_ref = _updated(k, new_k, positions, table, block_size), _updated(v, new_v, positions, table, block_size)
+    call = transformer.paged_scaled_dot_product_attention_decode
+    expected = run_quiet(call, q, k_ref, v_ref, table, cur_pos_tensor=positions)
+    out = run_quiet(call, q, k, v, table, cur_pos_tensor=positions, append_k=new_k, append_v=new_v)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
+    np.testing.assert_array_equal(_bytes(k), _bytes(k_ref))
+    np.testing.assert_array_equal(_bytes(v), _bytes(v_ref))
