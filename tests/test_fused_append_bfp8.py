@@ -19,57 +19,17 @@ import numpy as np
 import pytest
 
 from ttnn_flashdecode import attention
-from ttnn_flashdecode.op import tiles
-from ttnn_flashdecode.op.append import reference_update
 from ttnn_flashdecode.op.operation import to_numpy
 
 from bars import run_quiet
+from block_float_append import BlockFloatAppend
 
 pytestmark = pytest.mark.usefixtures("mock_cluster")  # ttnn's block-float packer needs tt-metal's context
 
 
-def _bfp8(values):
-    import ttnn
-
-    return ttnn.Tensor(np.ascontiguousarray(values, np.float32), ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT)
-
-
-def _q(rng, shape):
-    import ttnn
-
-    q = rng.standard_normal(shape, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
-    return ttnn.Tensor(q, ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
-
-
-def _bytes(tensor) -> np.ndarray:
-    return tiles.to_block_float_tile_bytes(tensor, "bfloat8_b")
-
-
-def _updated(cache, rows, positions, table=None, block_size=0):
-    """ttnn's update of a bfloat8_b cache, on the host: its values with the rows set, packed again."""
-    values = tiles.block_float_values(cache, "bfloat8_b")
-    reference_update(values, rows, positions, table, block_size)
-    return _bfp8(values)
-
-
-def _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, positions, *, table=None, block_size=0, **call):
-    paged = {} if table is None else {"page_table_tensor": table}
-    k_ref, v_ref = _updated(k, new_k, positions, table, block_size), _updated(v, new_v, positions, table, block_size)
-    expected = run_quiet(attention, q, k_ref, v_ref, cur_pos=positions, **paged, **call)
-    out = run_quiet(attention, q, k, v, cur_pos=positions, append_k=new_k, append_v=new_v, **paged, **call)
-    np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))  # bit for bit
-    np.testing.assert_array_equal(_bytes(k), _bytes(k_ref))  # the caller's cache, updated in place
-    np.testing.assert_array_equal(_bytes(v), _bytes(v_ref))
-
-
-def _case(seed, *, rows=1, batch=3, n_kv=2, n_q=8, head_dim=64, capacity=256):
-    rng = np.random.default_rng(seed)
-    q = _q(rng, (1, 1, batch * rows, n_q * head_dim))
-    k = _bfp8(rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32))
-    v = _bfp8(rng.standard_normal((batch, n_kv, capacity, head_dim), dtype=np.float32))
-    new_k = rng.standard_normal((rows, batch, n_kv, head_dim), dtype=np.float32) * 3
-    new_v = rng.standard_normal((rows, batch, n_kv, head_dim), dtype=np.float32)
-    return q, k, v, new_k, new_v
+_APPEND = BlockFloatAppend("bfloat8_b")
+_bfp8, _q, _bytes, _updated = _APPEND.cache, _APPEND.q, _APPEND.bytes, _APPEND.updated
+_assert_fused_equals_update_then_attend, _case = _APPEND.assert_fused_equals_update_then_attend, _APPEND.case
 
 
 def _edge_rows(rng, shape) -> np.ndarray:
