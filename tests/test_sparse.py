@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from bars import POISONS, assert_close, run_quiet
+import ttnn_flashdecode
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op import validate
+from ttnn_flashdecode.op.reference import relative_l2
 from ttnn_flashdecode.op.sparse import live_entries, sparse_lists, sparse_reference
 from ttnn_flashdecode.transformer import flash_multi_latent_attention_decode, paged_flash_multi_latent_attention_decode
 
@@ -214,3 +216,27 @@ def test_sparse_bytes_at_2048_of_32k_within_ten_percent_of_the_rows():
     assert ratio <= 1.10, f"{ratio:.3f}x the minimum"
     want, _ = sparse_mla_reference(q, latent, indices, [context - 1])
     assert_close(out, want, "sparse 2048 of 32k")
+
+
+def test_an_idle_users_stale_list_is_taken_and_attends_nothing():
+    """A serving stack leaves an idle slot's last list in place: the host takes it (the device drops
+    every entry of a user at -1) and the slot's output is 0."""
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((1, 1, 2, 4 * 64), dtype=np.float32)
+    k = rng.standard_normal((2, 1, 256, 64), dtype=np.float32)
+    v = rng.standard_normal((2, 1, 256, 64), dtype=np.float32)
+    lists = np.tile(np.arange(40, dtype=np.int32), (2, 1))
+    out = np.asarray(run_quiet(attention, q, k, v, cur_pos=[-1, 255], sparse_indices=lists), np.float64)
+    want = ttnn_flashdecode.sparse_reference(q, k, v, lists, cur_pos=[-1, 255])
+    assert not out[0, 0, 0].any()
+    assert relative_l2(out[0, 0, 1], want[0, 0, 1]) < 1e-2
+
+
+def test_a_circular_cache_is_refused_by_its_own_keyword():
+    rng = np.random.default_rng(12)
+    q = rng.standard_normal((1, 1, 1, 4 * 64), dtype=np.float32)
+    blocks = rng.standard_normal((8, 1, 32, 64), dtype=np.float32)
+    table = np.arange(8, dtype=np.int32).reshape(1, 8)
+    with pytest.raises(ValueError, match=r"^cache_position_modulo: with sparse_indices, expected None, got 256"):
+        attention(q, blocks, blocks, cur_pos=[100], page_table_tensor=table, cache_position_modulo=256,
+                  sparse_indices=np.arange(10, dtype=np.int32)[None])

@@ -80,6 +80,8 @@ def sparse_lists(indices, *, batch: int, n_kv_heads: int, capacity: int, positio
         raise ValueError(f"{name}{_at(heads, b, h, j)}: expected -1 (padding) or a position in 0..{capacity - 1}, "
                          f"got {values[b, h, j]}")
     for b, position in enumerate(positions or ()):
+        if position < 0:  # an idle slot attends nothing, whatever its (stale) list holds: the device drops it all
+            continue
         past = np.argwhere(values[b] > position)
         if past.size:
             h, j = (int(x) for x in past[0])
@@ -171,9 +173,10 @@ def check_sparse_call(*, request_kind: str, kv_dtype: str, scores, cache_wrap: i
                                                         f"row by face row; a bfloat4_b face row is 8 bytes, under "
                                                         f"the NoC's 16-byte L1 alignment), got {kv_dtype}"),
                 ("is_causal", not scores.causal, "causal decode (the lists are the mask), got is_causal=False"),
+                # a circular cache brings its window with it: named first, as the keyword the caller gave
+                ("cache_position_modulo", bool(cache_wrap), f"None, got {cache_wrap}"),
                 ("sliding_window_size", bool(scores.window), f"None, got {scores.window}"),
                 ("attention_chunk_size", bool(scores.attention_chunk), f"None, got {scores.attention_chunk}"),
-                ("cache_position_modulo", bool(cache_wrap), f"None, got {cache_wrap}"),
                 ("users_per_table_row", users_per_table_row != 1, f"1, got {users_per_table_row}")]
     for name, refused, what in refusals:
         if refused:
