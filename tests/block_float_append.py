@@ -69,3 +69,45 @@ class BlockFloatAppend:
         new_k = rng.standard_normal((rows, batch, n_kv, head_dim), dtype=np.float32) * 3
         new_v = rng.standard_normal((rows, batch, n_kv, head_dim), dtype=np.float32)
         return q, k, v, new_k, new_v
+
+    def assert_mla_append_latent_equals_update_then_attend(self, rng, new_rows, positions, head_dim=96, head_dim_v=64):
+        """MLA on a latent of this dtype (V is K, one cache; ``new_rows(rng)`` the rows ``[1, 2, 1, head_dim]``,
+        drawn after Q and the latent): the fused ``append_latent`` call bit for bit update-then-attend, the
+        latent byte for byte ttnn's update."""
+        import ttnn
+
+        batch, n_q = 2, 16
+        q = ttnn.Tensor(rng.standard_normal((1, batch, n_q, head_dim), dtype=np.float32).astype(ml_dtypes.bfloat16)
+                        .astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
+        latent = self.cache(rng.standard_normal((batch, 1, 128, head_dim), dtype=np.float32))
+        new = new_rows(rng)
+        updated = self.updated(latent, new, positions)
+        call = dict(cur_pos=positions, q_layout="heads", head_dim_v=head_dim_v, split=2)
+        expected = run_quiet(attention, q, updated, None, **call)
+        out = run_quiet(attention, q, latent, None, append_latent=new, **call)
+        np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
+        np.testing.assert_array_equal(self.bytes(latent), self.bytes(updated))
+
+    def assert_paged_dropin_append_equals_update_then_attend(self, seed):
+        """The paged GQA drop-in (ttnn's call) with append_k / append_v on caches of this dtype."""
+        import ttnn
+
+        from ttnn_flashdecode.op import transformer
+
+        rng = np.random.default_rng(seed)
+        batch, n_kv, block_size, head_dim = 2, 2, 64, 64
+        table = rng.permutation(batch * 2).reshape(batch, 2).astype(np.int32)
+        q = ttnn.Tensor(rng.standard_normal((1, batch, 8, head_dim), dtype=np.float32).astype(ml_dtypes.bfloat16)
+                        .astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
+        k = self.cache(rng.standard_normal((batch * 2, n_kv, block_size, head_dim), dtype=np.float32))
+        v = self.cache(rng.standard_normal((batch * 2, n_kv, block_size, head_dim), dtype=np.float32))
+        new_k, new_v = (rng.standard_normal((1, batch, n_kv, head_dim), dtype=np.float32) for _ in range(2))
+        positions = np.asarray([63, 100], np.int32)
+        k_ref = self.updated(k, new_k, positions, table, block_size)
+        v_ref = self.updated(v, new_v, positions, table, block_size)
+        call = transformer.paged_scaled_dot_product_attention_decode
+        expected = run_quiet(call, q, k_ref, v_ref, table, cur_pos_tensor=positions)
+        out = run_quiet(call, q, k, v, table, cur_pos_tensor=positions, append_k=new_k, append_v=new_v)
+        np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
+        np.testing.assert_array_equal(self.bytes(k), self.bytes(k_ref))
+        np.testing.assert_array_equal(self.bytes(v), self.bytes(v_ref))

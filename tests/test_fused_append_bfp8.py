@@ -14,14 +14,11 @@ buffer in place (``op/append.py`` ``_write_block_float``), as a device cache is 
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 from ttnn_flashdecode import attention
-from ttnn_flashdecode.op.operation import to_numpy
 
-from bars import run_quiet
 from block_float_append import BlockFloatAppend
 
 pytestmark = pytest.mark.usefixtures("mock_cluster")  # ttnn's block-float packer needs tt-metal's context
@@ -99,42 +96,10 @@ def test_bfp8_refused_append_leaves_the_cache_unchanged():
 
 def test_bfp8_mla_append_latent_equals_update_then_attend():
     """MLA on a bfloat8_b latent (V is K, one cache): the row packed and written once."""
-    import ttnn
-
-    rng = np.random.default_rng(16)
-    batch, n_q, head_dim, head_dim_v = 2, 16, 96, 64
-    q = ttnn.Tensor(rng.standard_normal((1, batch, n_q, head_dim), dtype=np.float32).astype(ml_dtypes.bfloat16)
-                    .astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
-    latent = _bfp8(rng.standard_normal((batch, 1, 128, head_dim), dtype=np.float32))
-    new = _edge_rows(rng, (1, 5, 1, head_dim))[:, [1, 3]].copy()  # denormals; one huge value
-    positions = [77, 127]
-    updated = _updated(latent, new, positions)
-    call = dict(cur_pos=positions, q_layout="heads", head_dim_v=head_dim_v, split=2)
-    expected = run_quiet(attention, q, updated, None, **call)
-    out = run_quiet(attention, q, latent, None, append_latent=new, **call)
-    np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
-    np.testing.assert_array_equal(_bytes(latent), _bytes(updated))
+    _APPEND.assert_mla_append_latent_equals_update_then_attend(
+        np.random.default_rng(16), lambda rng: _edge_rows(rng, (1, 5, 1, 96))[:, [1, 3]].copy(), [77, 127])  # denormals; one huge value
 
 
 def test_bfp8_paged_dropin_append_equals_update_then_attend():
     """The paged GQA drop-in (ttnn's call) with append_k / append_v on bfloat8_b caches."""
-    import ttnn
-
-    from ttnn_flashdecode.op import transformer
-
-    rng = np.random.default_rng(17)
-    batch, n_kv, block_size, head_dim = 2, 2, 64, 64
-    table = rng.permutation(batch * 2).reshape(batch, 2).astype(np.int32)
-    q = ttnn.Tensor(rng.standard_normal((1, batch, 8, head_dim), dtype=np.float32).astype(ml_dtypes.bfloat16)
-                    .astype(np.float32), ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
-    k = _bfp8(rng.standard_normal((batch * 2, n_kv, block_size, head_dim), dtype=np.float32))
-    v = _bfp8(rng.standard_normal((batch * 2, n_kv, block_size, head_dim), dtype=np.float32))
-    new_k, new_v = (rng.standard_normal((1, batch, n_kv, head_dim), dtype=np.float32) for _ in range(2))
-    positions = np.asarray([63, 100], np.int32)
-    k_ref, v_ref = _updated(k, new_k, positions, table, block_size), _updated(v, new_v, positions, table, block_size)
-    call = transformer.paged_scaled_dot_product_attention_decode
-    expected = run_quiet(call, q, k_ref, v_ref, table, cur_pos_tensor=positions)
-    out = run_quiet(call, q, k, v, table, cur_pos_tensor=positions, append_k=new_k, append_v=new_v)
-    np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
-    np.testing.assert_array_equal(_bytes(k), _bytes(k_ref))
-    np.testing.assert_array_equal(_bytes(v), _bytes(v_ref))
+    _APPEND.assert_paged_dropin_append_equals_update_then_attend(17)

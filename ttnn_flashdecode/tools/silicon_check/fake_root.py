@@ -84,7 +84,7 @@ def build_root(root: Path | None = None) -> Path:
     done = root / ".complete"
     if done.exists():
         return root
-    wheel = ttnn_root()
+    wheel = ttnn_root().resolve()  # the path the root's hash names: symlinks through another venv link would dangle
     if root.exists():
         shutil.rmtree(root)
     sfpi = root / "runtime" / "sfpi"
