@@ -85,8 +85,8 @@ template <int = 0> constexpr uint32_t sparse_k() { return get_named_compile_time
 // head / sparse_gqa).
 template <int = 0> constexpr uint32_t sparse_lists() { return get_named_compile_time_arg_val("sparse_lists"); }
 template <int = 0> constexpr uint32_t sparse_gqa() { return get_named_compile_time_arg_val("sparse_gqa"); }
-// Faces of a row tile holding live stage rows: 2 when every request's stage rows are rows 0..15 of
-// their row tile (the SFPU then runs on faces 0 and 1, VectorMode::R), else 4 (attention_compute_sfpu.hpp).
-template <int = 0> constexpr uint32_t live_row_faces() { return get_named_compile_time_arg_val("live_row_faces"); }
+// Rows of a row tile the SFPU must compute: every request's stage rows, rounded up to a multiple of
+// 4 (an SFPU iteration's rows), 4..32 (attention_compute_sfpu.hpp; op/shape.py DecodeShape.live_rows).
+template <int = 0> constexpr uint32_t live_rows() { return get_named_compile_time_arg_val("live_rows"); }
 
 }  // namespace flashdecode::args

@@ -377,7 +377,8 @@ class CoreStats:
     #: the innermost open zone
     zone_calls: dict[str, int] = dataclasses.field(default_factory=dict)
     #: engine work by kind: ``"sfpu_faces/<api>"`` 16x16 faces an SFPU API computed (4 a call in
-    #: ``VectorMode::RC``, 2 in ``R``); ``"reconfig/<unit>"`` (``srca``, ``srcb``, ``pack``) data-format
+    #: ``VectorMode::RC``, 2 in ``R``); ``"sfpu_iterations/<api>"`` the 32-datum SFPU iterations it ran
+    #: over those faces (8 a face for the whole face, 2 per 4 live rows); ``"reconfig/<unit>"`` (``srca``, ``srcb``, ``pack``) data-format
     #: reconfigurations that reprogram the unit (a call without an old operand, or whose old and new
     #: formats differ; the LLK skips the rest)
     work: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -398,6 +399,11 @@ class CoreStats:
     def sfpu_faces(self) -> dict[str, int]:
         """SFPU API -> faces it computed."""
         return {k.split("/", 1)[1]: v for k, v in self.work.items() if k.startswith("sfpu_faces/")}
+
+    @property
+    def sfpu_iterations(self) -> dict[str, int]:
+        """SFPU API -> 32-datum SFPU iterations it ran (8 per whole face)."""
+        return {k.split("/", 1)[1]: v for k, v in self.work.items() if k.startswith("sfpu_iterations/")}
 
     @property
     def sfpu_face_ops(self) -> int:

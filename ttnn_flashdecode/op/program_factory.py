@@ -188,7 +188,7 @@ class Plan:
                 *self.shape.scores.named_args, ("lse", int(self.shape.lse)),
                 ("row_tiles", r.row_tiles), ("values_from_keys", int(r.values_from_keys)),
                 ("row_tile_users", int(r.row_tile_users)), ("accurate_scores", int(r.fp32_scores)),
-                *append_named_args(self.shape), *sparse_named_args(self.shape), ("live_row_faces", self.shape.live_row_faces)]
+                *append_named_args(self.shape), *sparse_named_args(self.shape), ("live_rows", self.shape.live_rows)]
 
     @property
     def cache_layout_args(self) -> list[tuple[str, int]]:

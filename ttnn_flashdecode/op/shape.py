@@ -299,14 +299,20 @@ class DecodeShape:
         return self.rows if self.kind == "chunk" else self.q_rows
 
     @property
-    def live_row_faces(self) -> int:
-        """Faces of a Q row tile holding live stage rows (the compute kernel's named arg
-        ``live_row_faces``): 2 when every request's stage rows (``attention_protocol.hpp`` "Request
-        kinds": a decode group's ``q_rows`` heads, a chunk's C rows, ROWS' ``q_rows * rows``) are rows
-        0..15 of their row tile, so the SFPU runs on faces 0 and 1 only (``VectorMode::R``); else 4
-        (a wide group's and row-tile users' row tiles are 32 stage rows each)."""
+    def live_rows(self) -> int:
+        """Rows of a Q row tile the SFPU computes (the compute kernel's named arg ``live_rows``):
+        every request's stage rows (``attention_protocol.hpp`` "Request kinds": a decode group's
+        ``q_rows`` heads, a chunk's C rows, ROWS' ``q_rows * rows``) rounded up to a multiple of 4,
+        the rows one SFPU iteration covers (tt-isa-documentation, SFPLOAD: four consecutive rows);
+        32 when a request's rows pass row 15 (a wide group's and row-tile users' row tiles are 32
+        stage rows each): the SFPU then runs on all four faces."""
         stage_rows = self.request_q_rows * (self.rows if self.kind == "rows" else 1)
-        return 2 if stage_rows <= 16 else 4
+        return -(-stage_rows // 4) * 4 if stage_rows <= 16 else 32
+
+    @property
+    def live_row_faces(self) -> int:
+        """Faces of a Q row tile holding live stage rows: 2 (rows 0..15, ``VectorMode::R``) or 4."""
+        return 2 if self.live_rows <= 16 else 4
 
     def kv_positions(self, positions: Sequence[int]) -> list[int]:
         """Per request (plan order), the live positions of its last query row.

@@ -70,6 +70,8 @@ class CallModel:
             (``CoreStats.zone_calls``).
         sfpu_faces_per_call: SFPU API -> 16x16 faces it computed per call over the calibration runs
             (``CoreStats.sfpu_faces``: 4 on ``VectorMode::RC``, 2 on ``R``).
+        sfpu_iterations_per_call: SFPU API -> 32-datum SFPU iterations it ran per call
+            (``CoreStats.sfpu_iterations``: 8 a whole face; the kernels run 2 per 4 live rows).
         reconfig_share: the share of the units the data-format reconfig calls address (SrcA and
             SrcB for ``reconfig_data_format``, one for the other forms) that they reprogrammed
             (``CoreStats.format_reconfigs``; the LLK's ``(old, new)`` forms skip a unit already on
@@ -95,6 +97,7 @@ class CallModel:
     reconfig_share: float = 1.0
     noc1_read_share: float = 0.0
     partial_busiest_noc_share: float = 1.0
+    sfpu_iterations_per_call: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def core_calls(self, features: np.ndarray) -> list[dict[str, int]]:
         """Per core, compute API name -> calls, for ``features`` ``[cores, len(FEATURES)]``."""
@@ -143,7 +146,8 @@ class CallModel:
     def to_json(self) -> dict:
         return dataclasses.asdict(self) | {"calls": dict(self.calls), "bytes": dict(self.bytes),
                                            "zone_calls": dict(self.zone_calls),
-                                           "sfpu_faces_per_call": dict(self.sfpu_faces_per_call)}
+                                           "sfpu_faces_per_call": dict(self.sfpu_faces_per_call),
+                                           "sfpu_iterations_per_call": dict(self.sfpu_iterations_per_call)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> CallModel:
@@ -158,6 +162,7 @@ class CallModel:
             reconfig_share=float(data.get("reconfig_share", 1.0)),
             noc1_read_share=float(data.get("noc1_read_share", 0.0)),
             partial_busiest_noc_share=float(data.get("partial_busiest_noc_share", 1.0)),
+            sfpu_iterations_per_call={k: float(v) for k, v in data.get("sfpu_iterations_per_call", {}).items()},
         )
 
 
@@ -228,9 +233,11 @@ def _emulated_grid() -> tuple[int, int]:
 
 
 def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str, grid: tuple[int, int],
-             split: int | None, block_tiles: int | None, kv_dtype: str = "bfloat16", window: int = 0, chunk: int = 0):
+             split: int | None, block_tiles: int | None, kv_dtype: str = "bfloat16", window: int = 0, chunk: int = 0,
+             values_from_keys: bool = False):
     """The op's own program plan for a batch of ``len(kv_positions)`` users on a cache of
-    ``capacity`` positions (schedule and residency), no device.
+    ``capacity`` positions (schedule and residency), no device. ``values_from_keys``: one cache
+    as K and V (MLA's latent): no CB V, so the planner's blocks may be larger.
 
     Uses the op's planner (``plan.plan_program``) with placeholder operand args, so the schedule,
     block size and split limit are exactly the ones ``attention()`` would use: planned from the
@@ -244,7 +251,8 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
 
     decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity,
-                         kv_dtype=kv_dtype, scores=ScoreModifiers(window=window, attention_chunk=chunk))
+                         kv_dtype=kv_dtype, scores=ScoreModifiers(window=window, attention_chunk=chunk),
+                         values_from_keys=values_from_keys)
     spec = ArchSpec.for_name(arch)
     accessor_args = tuple((2, TILE_BYTES) for _ in range(len(OPERANDS)))
     noc_xy = spec.worker_noc_xy if (grid[0] <= len(spec.worker_xs) and grid[1] <= len(spec.worker_ys)) else (
@@ -276,10 +284,11 @@ _UNITS_PER_RECONFIG = {"reconfig_data_format": 2}
 """Units a reconfig API addresses (SrcA and SrcB; the ``_srca`` / ``_srcb`` / pack forms one)."""
 
 
-def _faces_per_call(stats) -> dict[str, float]:
+def _sfpu_work_per_call(stats, kind: str = "sfpu_faces") -> dict[str, float]:
+    """SFPU API -> ``CoreStats.<kind>`` (``sfpu_faces`` or ``sfpu_iterations``) per call over ``stats``."""
     faces: dict[str, int] = {}
     for s in stats:
-        for api, n in s.sfpu_faces.items():
+        for api, n in getattr(s, kind).items():
             faces[api] = faces.get(api, 0) + n
     calls = {api: sum(s.calls.get(api, 0) for s in stats) for api in faces}
     return {api: faces[api] / calls[api] for api in faces if calls[api]}
@@ -306,7 +315,7 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
         numpy.linalg.LinAlgError: the calibration runs do not determine every feature.
     """
     kernel_hash = _kernel_hash()
-    cache = _cache_dir() / f"calls-v5-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"  # v5: + the partials' NoC split
+    cache = _cache_dir() / f"calls-v6-q{q_rows}-d{dim_tiles}-{kernel_hash}.json"  # v6: + SFPU iterations
     if use_cache and cache.exists():
         return CallModel.from_json(json.loads(cache.read_text()))
     shape = Shape(f"calibration q{q_rows} d{dim_tiles}", q_rows, 1, 32 * dim_tiles)
@@ -328,9 +337,10 @@ def calibrate(q_rows: int, dim_tiles: int, *, use_cache: bool = True) -> CallMod
     zone_calls = {k: _fit(features, np.array([s.zone_calls.get(k, 0) for s in stats]), k) for k in keys}
     reads = [sum(s.zone_noc_reads.get(f"fd-reader-kv/{n}", 0) for s in stats) for n in (0, 1)]
     partials = [sum(s.zone_noc_write_bytes.get(f"fd-writer-partial/{n}", 0) for s in stats) for n in (0, 1)]
-    model = CallModel(q_rows, dim_tiles, True, calls, counters, kernel_hash, zone_calls, _faces_per_call(stats),
+    model = CallModel(q_rows, dim_tiles, True, calls, counters, kernel_hash, zone_calls, _sfpu_work_per_call(stats),
                       _reconfig_share(stats), reads[1] / max(1, sum(reads)),
-                      max(partials) / sum(partials) if sum(partials) else 1.0)
+                      max(partials) / sum(partials) if sum(partials) else 1.0,
+                      _sfpu_work_per_call(stats, "sfpu_iterations"))
     if use_cache:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".tmp{os.getpid()}")

@@ -268,7 +268,8 @@ def _floor_s(plan: Schedule, kv_positions, model: CallModel, dev: Device, weight
 
 def op_schedule(shape: Shape, kv_positions_per_user: Sequence[int], dev: Device, *, capacity: int | None = None,
                 split: int | None = None, block_tiles: int | None = None,
-                kv_dtype: str = "bfloat16", window: int = 0, chunk: int = 0) -> tuple[Schedule, list[int], int]:
+                kv_dtype: str = "bfloat16", window: int = 0, chunk: int = 0,
+                values_from_keys: bool = False) -> tuple[Schedule, list[int], int]:
     """The schedule and block size ``attention()`` would use on ``dev`` for these users.
 
     Args:
@@ -280,13 +281,15 @@ def op_schedule(shape: Shape, kv_positions_per_user: Sequence[int], dev: Device,
         kv_dtype: the cache's dtype (block-float K/V blocks take less L1, so blocks may be larger).
         window: a sliding window (0: none): the plan schedules its tiles, not the cache's.
         chunk: an attention chunk (0: none): likewise.
+        values_from_keys: one cache as K and V (MLA's latent, as ``flash_mla_decode`` passes it):
+            no CB V, so the blocks the planner gives may be larger.
 
     Returns:
         ``(schedule, kv_positions per request, block_tiles)``; requests are user-major.
     """
     capacity = capacity or max(1024, -(-max(kv_positions_per_user) // 1024) * 1024)
     plan = _op_plan(shape, kv_positions_per_user, capacity, dev.arch, dev.grid, split, block_tiles, kv_dtype, window,
-                    chunk)
+                    chunk, values_from_keys)
     kv_requests = [p for p in kv_positions_per_user for _ in range(shape.n_kv_heads)]
     return plan.schedule, kv_requests, plan.residency.block_tiles
 

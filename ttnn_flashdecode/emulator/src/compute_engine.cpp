@@ -378,8 +378,9 @@ const char* work_key(const char* kind, const char* name) {
 }
 
 // Faces an SFPU call touches (llk _llk_math_eltwise_sfpu_apply_vector_mode_: RC all four, R faces 0
-// and 1 -- rows 0..15 --, C faces 0 and 2), counted per core and API (CoreStats.sfpu_faces).
-std::vector<uint32_t> sfpu_faces(const char* api, VecMode mode) {
+// and 1 -- rows 0..15 --, C faces 0 and 2), counted per core and API (CoreStats.sfpu_faces), and the
+// SFPU iterations it runs over them (CoreStats.sfpu_iterations: `iterations` a face).
+std::vector<uint32_t> sfpu_faces(const char* api, VecMode mode, int iterations) {
     std::vector<uint32_t> faces;
     switch (mode) {
         case VecMode::RC: faces = {0, 1, 2, 3}; break;
@@ -389,8 +390,33 @@ std::vector<uint32_t> sfpu_faces(const char* api, VecMode mode) {
             failf(api, "VectorMode " + std::to_string(static_cast<int>(mode)) +
                            " is not supported by the emulator (RC, R and C are)");
     }
+    if (iterations < 1 || iterations > 8) {
+        failf(api, "ITERATIONS " + std::to_string(iterations) + " per face: the LLK's vector modes visit a face in 1..8");
+    }
     count_work(work_key("sfpu_faces", api), static_cast<uint32_t>(faces.size()));
+    count_work(work_key("sfpu_iterations", api), static_cast<uint32_t>(faces.size() * iterations));
     return faces;
+}
+
+// The datums of a 16x16 face (row-major) that `iterations` SFPU iterations load and store: iteration
+// d reads Dst rows 4 * (d / 2) .. + 3, the even columns when d is even, the odd when odd
+// (tt-isa-documentation SFPLOAD: Row = (Addr & ~3) + lane / 8, Column = 2 * (lane & 7) + ((Addr & 2) != 0);
+// the functors advance Addr by 2 an iteration). 8 iterations: the whole face.
+const std::vector<uint32_t>& sfpu_face_datums(int iterations) {
+    static const std::array<std::vector<uint32_t>, 9> datums = [] {
+        std::array<std::vector<uint32_t>, 9> out;
+        for (int n = 0; n <= 8; ++n) {
+            for (int d = 0; d < n; ++d) {
+                for (uint32_t lane = 0; lane < 32; ++lane) {
+                    const uint32_t row = 4 * (d / 2) + lane / 8, col = 2 * (lane & 7) + (d & 1);
+                    out[n].push_back(row * 16 + col);
+                }
+            }
+            std::sort(out[n].begin(), out[n].end());
+        }
+        return out;
+    }();
+    return datums[iterations];
 }
 
 inline float sfpu_store(float f) { return eng().fp32 ? f : sfpu_store_bf16(f); }
@@ -1059,15 +1085,17 @@ void exp_tile(bool approx, bool scale_en, bool clamp_to_negative, int iterations
     require_sfpu(api, SfpuKind::Exp, sc.exp_approx == approx && sc.exp_clamp == clamp_to_negative,
                  std::string("exp_tile_init<approx=") + (approx ? "true" : "false") + ", .., " +
                      (clamp_to_negative ? "ClampToNegative" : "None") + ">()");
-    if (iterations != 8) failf(api, "iterations != 8 is not supported by the emulator");
+    // The approximate exp's LLK (SFPLOADMACRO) is hand-unrolled for 8 iterations and ignores the count
+    // (ckernel_sfpu_exp.h calculate_exponential, tt-llk#1486): a kernel asking it for fewer gets whole faces.
+    if (approx && iterations != 8) failf(api, "the approximate exp with ITERATIONS " + std::to_string(iterations) + ": its LLK runs 8 whatever it is asked");
     check_idst(api, idst);
     Section& s = math_section(api);
     const float scale = bf16_to_float(scale_bf16);
     // Approximate exp scales by exp_tile_init's `scale` (baked into its constants); exp_tile's
     // scale_en / scale apply to the exact path only (calculate_exponential ignores them when approx).
     const float approx_scale = u2f(sc.exp_scale);
-    for (uint32_t face : sfpu_faces(api, mode)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
+    for (uint32_t face : sfpu_faces(api, mode, iterations)) {
+        for (uint32_t k : sfpu_face_datums(iterations)) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
             float y;
@@ -1095,23 +1123,41 @@ void recip_tile_init(bool fp32_dest, int approx_mode) {
     eng().sfpu = c;
 }
 
-void recip_tile(bool fp32_dest, int approx_mode, uint32_t idst, VecMode mode) {
-    const char* api = "recip_tile";
-    enter(api);
-    check_dest_acc(api, fp32_dest);
-    const SfpuCfg& sc = eng().sfpu;
-    require_sfpu(api, SfpuKind::Recip, sc.recip_fp32 == fp32_dest && sc.recip_mode == approx_mode,
-                 "recip_tile_init<> with the same template arguments");
+namespace {
+// 1/x on `iterations` SFPU iterations of each of `mode`'s faces (recip_tile's checks done).
+void recip_faces(const char* api, uint32_t idst, VecMode mode, int iterations) {
     check_idst(api, idst);
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, mode)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
+    for (uint32_t face : sfpu_faces(api, mode, iterations)) {
+        for (uint32_t k : sfpu_face_datums(iterations)) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
             float y = static_cast<float>(1.0 / static_cast<double>(x));
             dst_put(s, idst, i, sfpu_store(y));
         }
     }
+}
+}  // namespace
+
+void recip_tile(bool fp32_dest, int approx_mode, uint32_t idst, VecMode mode, int iterations) {
+    const char* api = "recip_tile";
+    enter(api);
+    check_dest_acc(api, fp32_dest);
+    const SfpuCfg& sc = eng().sfpu;
+    require_sfpu(api, SfpuKind::Recip, sc.recip_fp32 == fp32_dest && sc.recip_mode == approx_mode,
+                 "recip_tile_init<> with the same template arguments");
+    recip_faces(api, idst, mode, iterations);
+}
+
+void recip_functor(bool fp32_dest, bool approximation, uint32_t idst, VecMode mode, int iterations) {
+    const char* api = "recip_tile";
+    enter(api);
+    check_dest_acc(api, fp32_dest);
+    const SfpuCfg& sc = eng().sfpu;
+    const bool init_approximation = sc.recip_mode == 0 ? eng().approx : sc.recip_mode == 2;  // Default: APPROX
+    require_sfpu(api, SfpuKind::Recip, sc.recip_fp32 == fp32_dest && init_approximation == approximation,
+                 "recip_tile_init<> whose ReciprocalApproxMode resolves to the functor's APPROXIMATION_MODE");
+    recip_faces(api, idst, mode, iterations);
 }
 
 void binary_max_tile_init() {
@@ -1123,7 +1169,7 @@ void binary_max_tile_init() {
     eng().sfpu = c;
 }
 
-void binary_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
+void binary_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode, int iterations) {
     const char* api = "binary_max_tile";
     enter(api);
     require_sfpu(api, SfpuKind::BinaryMax, true, "binary_max_tile_init()");
@@ -1131,8 +1177,8 @@ void binary_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode
     check_idst(api, idst1, "idst1");
     check_idst(api, odst, "odst");
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, mode)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
+    for (uint32_t face : sfpu_faces(api, mode, iterations)) {
+        for (uint32_t k : sfpu_face_datums(iterations)) {
             uint32_t i = face * kFaceElems + k;
             float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
             float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
@@ -1195,7 +1241,7 @@ void tanh_tile_init(bool approx, bool is_fp32_dest_acc_en) {
     eng().sfpu = c;
 }
 
-void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode) {
+void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode, int iterations) {
     const char* api = "tanh_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1205,8 +1251,8 @@ void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mod
                  std::string("tanh_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()");
     check_idst(api, idst);
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, mode)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
+    for (uint32_t face : sfpu_faces(api, mode, iterations)) {
+        for (uint32_t k : sfpu_face_datums(iterations)) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
             float y = is_fp32_dest_acc_en ? tanh_fp32_llk(x) : tanh_poly_llk(x);
@@ -1225,7 +1271,7 @@ void binop_with_scalar_tile_init() {
 }
 
 // calculate_binop_with_scalar<.., MUL, ..>: one SFPMAD per datum, val * param in fp32 (one rounding).
-void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits, VecMode mode) {
+void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits, VecMode mode, int iterations) {
     const char* api = "mul_unary_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1233,8 +1279,8 @@ void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32
     check_idst(api, idst);
     Section& s = math_section(api);
     const float param = u2f(param_fp32_bits);
-    for (uint32_t face : sfpu_faces(api, mode)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
+    for (uint32_t face : sfpu_faces(api, mode, iterations)) {
+        for (uint32_t k : sfpu_face_datums(iterations)) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
             if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
@@ -1248,14 +1294,14 @@ namespace {
 // packer cleared reads as +0.0). The I32 layout's SFPLOAD / SFPSTORE convert nothing
 // (tt-isa-documentation SFPLOAD / SFPSTORE, MOD0_FMT_INT32), so subnormals and NaNs pass as bits.
 template <typename Op>
-void sfpu_int_pass(const char* api, SfpuKind kind, const char* init, uint32_t idst, VecMode mode, Op op) {
+void sfpu_int_pass(const char* api, SfpuKind kind, const char* init, uint32_t idst, VecMode mode, int iterations, Op op) {
     enter(api);
     if (!eng().fp32) failf(api, "a 16-bit DST: the emulator models the integer SFPU ops on a 32-bit DST only");
     require_sfpu(api, kind, true, init);
     check_idst(api, idst);
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, mode)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
+    for (uint32_t face : sfpu_faces(api, mode, iterations)) {
+        for (uint32_t k : sfpu_face_datums(iterations)) {
             uint32_t i = face * kFaceElems + k;
             uint32_t bits = dst_cleared(s, idst, i) ? 0u : f2u(dst_get(s, idst, i));
             dst_put(s, idst, i, u2f(op(bits)));
@@ -1265,8 +1311,8 @@ void sfpu_int_pass(const char* api, SfpuKind kind, const char* init, uint32_t id
 }  // namespace
 
 // calculate_add_int32: one SFPIADD a datum (two's complement, wrapping).
-void add_int32_scalar_tile(uint32_t idst, uint32_t scalar, VecMode mode) {
-    sfpu_int_pass("add_unary_tile_int32", SfpuKind::BinopScalar, "binop_with_scalar_tile_init()", idst, mode, [scalar](uint32_t bits) { return bits + scalar; });
+void add_int32_scalar_tile(uint32_t idst, uint32_t scalar, VecMode mode, int iterations) {
+    sfpu_int_pass("add_unary_tile_int32", SfpuKind::BinopScalar, "binop_with_scalar_tile_init()", idst, mode, iterations, [scalar](uint32_t bits) { return bits + scalar; });
 }
 
 void bitwise_and_tile_init() {
@@ -1279,8 +1325,8 @@ void bitwise_and_tile_init() {
 }
 
 // calculate_sfpu_unary_bitwise<.., AND, Int32>: one SFPAND a datum.
-void bitwise_and_scalar_tile(uint32_t idst, uint32_t value, VecMode mode) {
-    sfpu_int_pass("bitwise_and_tile", SfpuKind::BitwiseAnd, "bitwise_and_tile_init()", idst, mode,
+void bitwise_and_scalar_tile(uint32_t idst, uint32_t value, VecMode mode, int iterations) {
+    sfpu_int_pass("bitwise_and_tile", SfpuKind::BitwiseAnd, "bitwise_and_tile_init()", idst, mode, iterations,
                   [value](uint32_t bits) { return bits & value; });
 }
 
@@ -1300,7 +1346,7 @@ void log_tile_init(bool approx, bool is_fp32_dest_acc_en) {
     eng().sfpu = c;
 }
 
-void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode) {
+void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode, int iterations) {
     const char* api = "log_tile";
     enter(api);
     check_dest_acc(api, is_fp32_dest_acc_en);
@@ -1309,8 +1355,8 @@ void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode
                  std::string("log_tile_init<false, ") + (is_fp32_dest_acc_en ? "true" : "false") + ">()");
     check_idst(api, idst);
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, mode)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
+    for (uint32_t face : sfpu_faces(api, mode, iterations)) {
+        for (uint32_t k : sfpu_face_datums(iterations)) {
             uint32_t i = face * kFaceElems + k;
             float x = dst_cleared(s, idst, i) ? 0.0f : dst_get(s, idst, i);
             if (std::fpclassify(x) == FP_SUBNORMAL || x == 0.0f) x = 0.0f;
@@ -1335,15 +1381,15 @@ void sfpu_binary_init(const char* api, SfpuKind kind) {
 // RSUB with DstRoundingMode::NearestEven, not the default).
 template <typename Op>
 void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode,
-                 Op op) {
+                 int iterations, Op op) {
     enter(api);
     require_sfpu(api, kind, true, init);
     check_idst(api, idst0, "idst0");
     check_idst(api, idst1, "idst1");
     check_idst(api, odst, "odst");
     Section& s = math_section(api);
-    for (uint32_t face : sfpu_faces(api, mode)) {
-        for (uint32_t k = 0; k < kFaceElems; ++k) {
+    for (uint32_t face : sfpu_faces(api, mode, iterations)) {
+        for (uint32_t k : sfpu_face_datums(iterations)) {
             uint32_t i = face * kFaceElems + k;
             float a = dst_cleared(s, idst0, i) ? 0.0f : dst_get(s, idst0, i);
             float b = dst_cleared(s, idst1, i) ? 0.0f : dst_get(s, idst1, i);
@@ -1355,23 +1401,23 @@ void sfpu_binary(const char* api, SfpuKind kind, const char* init, uint32_t idst
 
 void add_binary_tile_init() { sfpu_binary_init("add_binary_tile_init", SfpuKind::BinaryAdd); }
 
-void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
-    sfpu_binary("add_binary_tile", SfpuKind::BinaryAdd, "add_binary_tile_init()", idst0, idst1, odst, mode,
+void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode, int iterations) {
+    sfpu_binary("add_binary_tile", SfpuKind::BinaryAdd, "add_binary_tile_init()", idst0, idst1, odst, mode, iterations,
                 [](float a, float b) { return a + b; });
 }
 
 void sub_binary_tile_init() { sfpu_binary_init("sub_binary_tile_init", SfpuKind::BinarySub); }
 
-void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
-    sfpu_binary("sub_binary_tile", SfpuKind::BinarySub, "sub_binary_tile_init()", idst0, idst1, odst, mode,
+void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode, int iterations) {
+    sfpu_binary("sub_binary_tile", SfpuKind::BinarySub, "sub_binary_tile_init()", idst0, idst1, odst, mode, iterations,
                 [](float a, float b) { return a - b; });
 }
 
 void mul_binary_tile_init() { sfpu_binary_init("mul_binary_tile_init", SfpuKind::BinaryMul); }
 
-void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode) {
+void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode, int iterations) {
     check_dest_acc("mul_binary_tile", is_fp32_dest_acc_en);
-    sfpu_binary("mul_binary_tile", SfpuKind::BinaryMul, "mul_binary_tile_init()", idst0, idst1, odst, mode,
+    sfpu_binary("mul_binary_tile", SfpuKind::BinaryMul, "mul_binary_tile_init()", idst0, idst1, odst, mode, iterations,
                 [](float a, float b) { return a * b; });
 }
 

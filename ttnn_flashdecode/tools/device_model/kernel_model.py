@@ -102,9 +102,10 @@ def call_costs(names: Sequence[str], cfg: llk.ComputeConfig, q_rows: int, work: 
                model: cm.CallModel | None = None) -> dict[str, llk.OpCost]:
     """Each API name's :class:`llk_costs.OpCost` for a group of ``q_rows`` Q rows under ``work``.
 
-    With ``model`` (the emulator's counts of today's kernels), an SFPU API is priced at the faces the
-    emulator MEASURED it computing per call (:func:`measured_sfpu_faces`: 2 once the kernels run it
-    on live faces), and a data-format reconfig call at the share of calls that reprogrammed a unit
+    With ``model`` (the emulator's counts of today's kernels), an SFPU API is priced at the work the
+    emulator MEASURED it doing per call, in whole-face equivalents (:func:`measured_sfpu_faces`:
+    SFPU iterations / 8; 0.5 for a GQA group of 4, whose 4 live rows take 2 iterations on each of
+    faces 0 and 1), and a data-format reconfig call at the share of calls that reprogrammed a unit
     (:func:`measured_reconfig_share`; the rest cost a compare, as the LLK's conditional reconfig
     skips the hardware write)."""
     narrow = q_rows <= 16
@@ -121,10 +122,13 @@ def call_costs(names: Sequence[str], cfg: llk.ComputeConfig, q_rows: int, work: 
     return costs
 
 
-def measured_sfpu_faces(model: cm.CallModel) -> dict[str, int]:
-    """SFPU API -> faces per call the emulator MEASURED over the calibration runs
-    (:attr:`cost_model.CallModel.sfpu_faces_per_call`): 4 on ``VectorMode::RC``, 2 on ``R``."""
-    return {api: max(1, round(f)) for api, f in model.sfpu_faces_per_call.items()}
+def measured_sfpu_faces(model: cm.CallModel) -> dict[str, float]:
+    """SFPU API -> the work per call the emulator MEASURED over the calibration runs, in whole-face
+    equivalents: its SFPU iterations per call (:attr:`cost_model.CallModel.sfpu_iterations_per_call`)
+    / :data:`llk_costs.SFPU_ITERATIONS_PER_FACE`: 4 on ``VectorMode::RC``, 2 on ``R`` with whole
+    faces, 2 x live rows / 16 on ``R`` with the live rows' iterations only."""
+    per_face = llk.SFPU_ITERATIONS_PER_FACE
+    return {api: f / per_face for api, f in model.sfpu_iterations_per_call.items()}
 
 
 def measured_reconfig_share(model: cm.CallModel) -> float:

@@ -189,13 +189,15 @@ _FPU_ELTWISE = ("add_tiles", "sub_tiles", "add_reuse_dest_tiles", "copy_tile", "
 _FPU_MUL = ("mul_tiles",)
 
 
-def call_cost(name: str, cfg: ComputeConfig, *, sfpu_faces: int = 4, fpu_faces: int = 4) -> OpCost:
+def call_cost(name: str, cfg: ComputeConfig, *, sfpu_faces: float = 4, fpu_faces: int = 4) -> OpCost:
     """Cycles of one call of compute API ``name`` (the emulator's ``CoreStats.calls`` key).
 
     Args:
         name: the API name (template arguments, e.g. ``unary_bcast<BroadcastType::COL>``, are ignored).
         cfg: the compute config.
-        sfpu_faces: faces an SFPU op processes (4: ``VectorMode::RC``; 2: ``VectorMode::R``).
+        sfpu_faces: faces an SFPU op processes (4: ``VectorMode::RC``; 2: ``VectorMode::R``), in
+            whole-face equivalents: SFPU iterations / :data:`SFPU_ITERATIONS_PER_FACE` (0.5 for 4 live
+            rows on ``R``: 2 iterations on each of two faces).
         fpu_faces: faces an FPU tile op processes (4; 2 for a half-height 16x32 tile).
     """
     base = name.split("<", 1)[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ttnn_flashdecode.tools.device_model import kernel_model as km, llk_costs as llk, versus_ttnn as vt
+from ttnn_flashdecode.tools.device_model import hardware, kernel_model as km, llk_costs as llk, versus_ttnn as vt
 
 __all__ = ["kernel_work_rows", "format_kernel_work", "format_seed", "format_55760", "WORK_SHOWN", "format_fpu_timing",
            "FPU_TIMING_LEGEND", "mla_rescale_split", "format_mla_rescale", "STATE_ROUNDING_CALLS"]
@@ -90,13 +90,17 @@ bits); the rescale itself is FPU work (``mul_tiles``, ``add_reuse_dest_tiles``).
 
 def mla_rescale_split(pub: vt.Published) -> dict[str, float]:
     """Math-thread cycles per row tile of one live tile and of one LATER block's rescale on ``pub``
-    (an MLA row, its compute config), and the share of that rescale spent rounding the state to TF32."""
+    (an MLA row, its compute config), the share of that rescale spent rounding the state to TF32, and
+    the K/V block the op's planner gives the call (``block_tiles``: the latent as K and V)."""
     model = km.cm.calibrate(32, pub.head_dim // 32)
     block = km._unit_cycles(model, pub.config, km.KernelWork(), 0.0, 1.0)
     tile, _ = km.tile_and_block_totals(model, pub.config)
     later = sum(r["fpu"] + r["sfpu"] + r["front"] for r in block.values())
     rounding = sum(r["fpu"] + r["sfpu"] + r["front"] for n, r in block.items() if n in STATE_ROUNDING_CALLS)
-    return {"tile": tile["math"], "later_block": later, "rounding": rounding}
+    shape = km.cm.Shape("mla", pub.q_heads, pub.kv_heads, pub.head_dim)
+    _, _, block_tiles = km.cm.op_schedule(shape, [pub.live_positions] * pub.batch, hardware.device_v2(pub.device).base,
+                                          kv_dtype=pub.kv_dtype, values_from_keys=True)
+    return {"tile": tile["math"], "later_block": later, "rounding": rounding, "block_tiles": block_tiles}
 
 
 def format_mla_rescale(published=vt.PUBLISHED) -> str:
@@ -104,11 +108,13 @@ def format_mla_rescale(published=vt.PUBLISHED) -> str:
     one live tile's own work, and how much of it is the state's TF32 rounding."""
     pub = max((p for p in published if p.kind == "mla"), key=lambda p: p.position)
     split = mla_rescale_split(pub)
+    blocks = split["block_tiles"]
     return (f"MLA ({pub.source}, {pub.config.fidelity} fp32 DST), per row tile, MODELLED: one live tile's own calls "
             f"{split['tile']:.0f} cycles; one LATER block's rescale of the state {split['later_block']:.0f}, of which "
             f"rounding it to TF32 (round_state_to_tf32) {split['rounding']:.0f} ({split['rounding'] / split['later_block']:.0%}).\n"
-            "  With 2-tile blocks (what L1 leaves beside 4 row tiles of 18-tile-wide float32 state) a slice pays that "
-            "rescale\n  every 2 tiles: fewer SFPU passes per rounded tile, or larger blocks, is the kernel work MLA needs.")
+            f"  With {blocks}-tile blocks (what the planner's L1 leaves beside 4 row tiles of 18-tile-wide float32 state, "
+            f"the latent read once as K and V)\n  a slice pays that rescale every {blocks} tiles: fewer SFPU passes per "
+            "rounded tile, or larger blocks, is what would speed MLA further.")
 
 
 def format_55760() -> str:

@@ -167,7 +167,8 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     dim_tiles = pub.head_dim // 32
     model = cm.calibrate(32, dim_tiles)
     shape = cm.Shape("mla", pub.q_heads, pub.kv_heads, pub.head_dim)
-    plan, _, block_tiles = cm.op_schedule(shape, [pub.live_positions] * pub.batch, dev.base, kv_dtype=pub.kv_dtype)
+    plan, _, block_tiles = cm.op_schedule(shape, [pub.live_positions] * pub.batch, dev.base, kv_dtype=pub.kv_dtype,
+                                          values_from_keys=True)  # the latent as K and V, as flash_mla_decode passes it
     block_tiles = work.block_tiles(block_tiles)
     weights, totals = km.weights_v2(model, pub.config, work, block_tiles)
     row_tiles = pub.q_heads // 32

@@ -97,35 +97,37 @@ void exp_tile(bool approx, bool scale_en, bool clamp_to_negative, int iterations
 float exp_approx_llk(float x, float scale, bool clamp_to_negative);
 // approx_mode: 0 = Default (APPROX), 1 = Precise, 2 = Approximate (ReciprocalApproxMode).
 void recip_tile_init(bool fp32_dest, int approx_mode);
-void recip_tile(bool fp32_dest, int approx_mode, uint32_t idst, VecMode mode);
+void recip_tile(bool fp32_dest, int approx_mode, uint32_t idst, VecMode mode, int iterations = 8);
+// The LLK functor recip_tile calls (calculate_reciprocal), its ReciprocalApproxMode resolved to a bool.
+void recip_functor(bool fp32_dest, bool approximation, uint32_t idst, VecMode mode, int iterations);
 void binary_max_tile_init();
-void binary_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode);
+void binary_max_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode, int iterations = 8);
 // tanh (compute_kernel_api.h tanh_tile; fast_and_approx refused) and DST * fp32 scalar
 // (eltwise_unary/binop_with_scalar.h mul_unary_tile), the logit softcap's SFPU passes.
 void tanh_tile_init(bool approx, bool is_fp32_dest_acc_en);
-void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode);
+void tanh_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode, int iterations = 8);
 // One datum of the LLK's bfloat16-DST tanh (calculate_tanh<false, false>) before SFPSTORE.
 float tanh_poly_llk(float x);
 void binop_with_scalar_tile_init();
-void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits, VecMode mode);
+void mul_unary_tile(bool is_fp32_dest_acc_en, uint32_t idst, uint32_t param_fp32_bits, VecMode mode, int iterations = 8);
 // The integer SFPU ops on a 32-bit DST's raw datum bits (SFPLOAD / SFPSTORE INT32 move them
 // unconverted): + an int32 scalar (add_unary_tile_int32, after binop_with_scalar_tile_init) and AND a
 // 32-bit scalar (bitwise_and_tile<Int32>, after bitwise_and_tile_init). A 16-bit DST is refused.
-void add_int32_scalar_tile(uint32_t idst, uint32_t scalar, VecMode mode);
+void add_int32_scalar_tile(uint32_t idst, uint32_t scalar, VecMode mode, int iterations = 8);
 void bitwise_and_tile_init();
-void bitwise_and_scalar_tile(uint32_t idst, uint32_t value, VecMode mode);
+void bitwise_and_scalar_tile(uint32_t idst, uint32_t value, VecMode mode, int iterations = 8);
 // The LSE stage's SFPU passes: log (compute_kernel_api.h log_tile; fast_and_approx refused) and the
 // binary SFPU add of two DST tiles (eltwise_binary_sfpu.h). The `mode` of the SFPU calls whose public
 // API fixes VectorMode::RC (tanh, log, mul_unary, the binary ops) is the LLK call's (SFPU_UNARY_CALL /
 // SFPU_BINARY_CALL, llk_sfpu_calls.h), through which a kernel runs them on fewer faces.
 void log_tile_init(bool approx, bool is_fp32_dest_acc_en);
-void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode);
+void log_tile(bool approx, bool is_fp32_dest_acc_en, uint32_t idst, VecMode mode, int iterations = 8);
 void add_binary_tile_init();
-void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode);
+void add_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode, int iterations = 8);
 void sub_binary_tile_init();
-void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode);
+void sub_binary_tile(uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode, int iterations = 8);
 void mul_binary_tile_init();
-void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode);
+void mul_binary_tile(bool is_fp32_dest_acc_en, uint32_t idst0, uint32_t idst1, uint32_t odst, VecMode mode, int iterations = 8);
 
 // Pack (pack.h).
 void pack_tile(bool out_of_order, bool is_fp32_dest_acc_en, uint32_t idst, uint32_t cb, uint32_t tile_index);
