@@ -17,7 +17,7 @@
 // Compile-time args: named only, those attention_compute_base.hpp reads (attention_args.hpp says what
 // each means): dim_tiles, block_tiles, dst_tiles, exp_approx, row_scaling_on_sfpu, row_sum_groups,
 // window, attention_chunk, sink, mask_users, softcap, softcap_recip, inbox_slots, lse, row_tiles,
-// values_from_keys, row_tile_users, live_row_faces. No positional args. Runtime args: none.
+// values_from_keys, row_tile_users, live_rows. No positional args. Runtime args: none.
 // CBs in (from the reader): WORK 1 page once (this core's work row: the request count, then 16
 // parameter-block words per request), POSITIONS 1 page once (an int32 per user: each request's kv_positions,
 // attention_protocol.hpp kv_positions_at), then per request QSTAGE R*dim_tiles, CONST 4 (const_pages), K and V

@@ -553,6 +553,41 @@ int main() {
              }
              close(got, want, mag, FP32 ? 0.0 : BF16_ULP, "VectorMode::R: rows 0..15 3x, rows 16..31 x");
          }},
+        {"sfpu_iterations_cover_four_rows_even_then_odd_columns",
+         [] {
+             // An SFPU iteration loads four consecutive DST rows, their even columns, then (the next,
+             // Addr + 2) the same rows' odd columns (tt-isa-documentation SFPLOAD), on each face the
+             // vector mode visits: ITERATIONS 1 on R doubles rows 0..3's even columns of faces 0 and 1
+             // (columns 0, 2, .., 30); ITERATIONS 2 rows 0..3 whole; the rest keep what DST held.
+             setup();
+             Tile x = rand_tile(-3, 3);
+             push(0, x, CbFormat::Float16_b);
+             compute_kernel_hw_startup(0, 1, 16);
+             cb_wait_front(0, 1);
+             for (int iterations : {1, 2}) {
+                 tile_regs_acquire();
+                 copy_init(0);
+                 copy_tile(0, 0, 0);
+                 binop_with_scalar_tile_init();
+                 if (iterations == 1) {
+                     SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_binop_with_scalar,
+                                     (APPROX, MUL_UNARY, 1, DST_ACCUM_MODE), 0, VectorMode::R, 0x40000000u);  // 2x
+                 } else {
+                     SFPU_UNARY_CALL(DST_SYNC_MODE, DST_ACCUM_MODE, calculate_binop_with_scalar,
+                                     (APPROX, MUL_UNARY, 2, DST_ACCUM_MODE), 0, VectorMode::R, 0x40000000u);
+                 }
+                 Tile got = commit_pack();
+                 Tile want(1024), mag(1024);
+                 for (int i = 0; i < 1024; ++i) {
+                     const int row = i / 32, col = i % 32;
+                     const bool computed = row < 4 && (iterations == 2 || col % 2 == 0);
+                     want[i] = computed ? 2 * static_cast<float>(x[i]) : static_cast<float>(x[i]);
+                     mag[i] = std::fabs(want[i]);
+                 }
+                 close(got, want, mag, FP32 ? 0.0 : BF16_ULP,
+                       iterations == 1 ? "ITERATIONS 1: rows 0..3, even columns" : "ITERATIONS 2: rows 0..3");
+             }
+         }},
         {"fp32_cb_unpacks_truncated",
          [] {
              setup();

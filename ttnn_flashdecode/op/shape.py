@@ -304,8 +304,7 @@ class DecodeShape:
         every request's stage rows (``attention_protocol.hpp`` "Request kinds": a decode group's
         ``q_rows`` heads, a chunk's C rows, ROWS' ``q_rows * rows``) rounded up to a multiple of 4,
         the rows one SFPU iteration covers (tt-isa-documentation, SFPLOAD: four consecutive rows);
-        32 when a request's rows pass row 15 (a wide group's and row-tile users' row tiles are 32
-        stage rows each): the SFPU then runs on all four faces."""
+        32 past row 15 (a wide group, row-tile users): the SFPU then runs on all four faces."""
         stage_rows = self.request_q_rows * (self.rows if self.kind == "rows" else 1)
         return -(-stage_rows // 4) * 4 if stage_rows <= 16 else 32
 

@@ -15,7 +15,7 @@ v1's (:func:`cost_model.estimate`), with two changes:
   ``noc_async_read`` per K/V tile on its RISC's one NoC, K and V alike, as ttnn's does (#57161).
 
 :class:`KernelWork` names the kernel changes of issue 35 items 3 and 4 and prices them the same way
-(nothing here changes a kernel): SFPU on live faces only, both NoCs for K/V, fewer reconfigs, a
+(nothing here changes a kernel): SFPU on the live rows only, both NoCs for K/V, fewer reconfigs, a
 half-height Q tile.
 """
 
@@ -93,7 +93,7 @@ WORK_ITEMS = (KernelWork(), KernelWork(fewer_reconfigs=True), KernelWork(half_he
               KernelWork(min_block_tiles=16), KernelWork(fewer_reconfigs=True, half_height_q=True),
               KernelWork(fewer_reconfigs=True, half_height_q=True, min_block_tiles=16), KernelWork(fp32_scores=True))
 """The what-ifs bench prints: today, each change not built yet alone, those together; then item 4's
-fp32 scores alone. Today's kernels already run the SFPU on live faces and read K/V over both NoCs,
+fp32 scores alone. Today's kernels already run the SFPU on the live rows only and read K/V over both NoCs,
 which the model takes from the emulator's counts (:func:`measured_sfpu_faces`, :func:`measured_nocs`);
 ``sfpu_live_faces`` and ``both_nocs`` force them where the emulator did not measure them."""
 

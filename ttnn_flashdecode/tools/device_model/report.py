@@ -71,8 +71,9 @@ def format_seed(cfg: llk.ComputeConfig = llk.ComputeConfig()) -> str:
     lines.append(
         "  The gap, op by op: the seed's kernel is not ours and its source is not here (only its header, which says\n"
         "  compute-bound and suspects exp and the two reduces), so its call mix is unknown. In this model exp\n"
-        f"  (accurate, fp32 DST) is {ranked[0][1]['cycles']:.0f} of our {s['ours_cycles_per_tile']:.0f} cycles and the two"
-        f" reduces {s['per_op'].get('reduce_tile', {'cycles': 0})['cycles']:.0f}. What could\n"
+        f"  (accurate, fp32 DST, on the 8 live rows' SFPU iterations) is {s['per_op'].get('exp_tile', {'cycles': 0})['cycles']:.0f}"
+        f" of our {s['ours_cycles_per_tile']:.0f} cycles, the matmuls {s['per_op'].get('matmul_tiles', {'cycles': 0})['cycles']:.0f}"
+        f" and the two reduces {s['per_op'].get('reduce_tile', {'cycles': 0})['cycles']:.0f}. What could\n"
         f"  fill the seed's other ~{s['seed_cycles_per_tile'] - s['ours_cycles_per_tile']:.0f}: our front end of a whole "
         f"16-tile block (reconfigs, inits, handshakes: {block_front:.0f} cycles)\n"
         "  paid per tile instead of per 16-tile block; the pack thread not overlapping the math thread "

@@ -138,7 +138,7 @@ class VersusRow:
 
 WORK = km.KernelWork(fewer_reconfigs=True, half_height_q=True)
 """The kernel work of issue 35 item 3 not built yet: two reconfigs a block, a half-height Q tile (SFPU
-on live faces and K/V over both NoCs are today's kernels)."""
+on the live rows only and K/V over both NoCs are today's kernels)."""
 
 
 def _slice_pace_s(model: cm.CallModel, cfg: llk.ComputeConfig, work: km.KernelWork, tiles: int, block_tiles: int,
@@ -248,7 +248,8 @@ def legend(rows) -> str:
         "  (p100a 448 GB/s, n150 288). %pk: roofline / time. bound: dram, request rate (DRAM pages below ~1.5 KB on one",
         "  NoC, tt-metal #55898), FPU / SFPU / pack (the compute thread setting the pace), combine (split-K tree).",
         "  open: the same with issue 35 item 3's kernel work not built yet (two reconfigs a block, a half-height",
-        "  Q tile); today's kernels already run the SFPU on live faces and read K/V over both NoCs (emulator-measured).",
+        "  Q tile); today's kernels already run the SFPU on the live rows only and read K/V over both NoCs",
+        "  (emulator-measured: SFPU iterations per call, K/V requests per NoC).",
         "  same-exp: today's kernels with the softmax exp ttnn ran on that row (exp_approx=True, an existing option):",
         "  ttnn's decode kernel pins the approximate exp for <= 16 Q heads per KV head (half tiles) whatever its",
         "  config, and defaults exp_approx_mode to true otherwise (the wheel's sdpa_flash_decode.cpp and",
