@@ -127,3 +127,12 @@ def test_the_cycle_finder_finds_a_planted_cycle():
 ])
 def test_the_import_walker_sees_every_form(source, expected):
     assert _imports("ttnn_flashdecode.op.schedule", source, set(_modules())) == expected
+
+
+def test_the_package_exports_the_compute_options():
+    """The compute config a caller passes (``compute_kernel_config=ComputeOptions(...)``, also for
+    ``accurate_scores`` on the drop-ins) comes from the package's top level, as the op does."""
+    import ttnn_flashdecode
+    from ttnn_flashdecode.op.shape import ComputeOptions
+
+    assert ttnn_flashdecode.ComputeOptions is ComputeOptions and "ComputeOptions" in ttnn_flashdecode.__all__

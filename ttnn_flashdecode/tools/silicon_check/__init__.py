@@ -59,8 +59,9 @@ ARCHS = MOCK_CLUSTER_ARCHS
 #: The op's dataflow kernels and the processor each runs on (tt-metal's JIT folder names).
 DATAFLOW_KERNELS = {"attention_reader": "ncrisc", "attention_writer": "brisc"}
 COMPUTE_KERNEL = "attention_compute"
-#: Watcher builds are slow (a compile and link each): the largest JIT variants stand for the rest
-#: (the watcher adds the same instrumentation to every variant).
+#: Watcher builds are slow (a compile and link each): where a kernel's limit is L1-sized (BRISC,
+#: Blackhole's NCRISC; ~1 % used) its largest JIT variants stand for the rest; under an instruction
+#: RAM's limit every variant is built (``code_size.IRAM_LIMIT_BYTES``).
 WATCHER_VARIANTS = 2
 #: The multi-chip mock cluster of the mesh cases (issue 23; ``mock_cases.MESH_CASES``), its chips' arch,
 #: and the report's ``arch`` column for their rows.
