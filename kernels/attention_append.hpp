@@ -173,9 +173,9 @@ __attribute__((noinline)) void pack_appended_row(const Accessor& rows_reader, ui
                                                  uint32_t dst_row, uint32_t scratch) {
     const uint64_t source = rows_reader.get_noc_addr(page, 0);
     for (uint32_t half = 0; half < 2; ++half) {
-        noc_async_read(source + (face_row_offset(row, half) & ~63u), scratch + 64 * half, 64);
+        read_bytes(source + (face_row_offset(row, half) & ~63u), scratch + 64 * half, 64);
     }
-    noc_async_read_barrier();
+    wait_for_reads();
     for (uint32_t half = 0; half < 2; ++half) {
         pack_block_float_face_row<kv_datum_bits(args::kv_tile_bytes()) - 1>(scratch + 64 * half + face_row_offset(row, half) % 64,
                            dst + kv_face_row_offset(dst_row, half, args::kv_tile_bytes()), dst,

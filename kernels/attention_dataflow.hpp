@@ -70,11 +70,27 @@ inline void l1_set_byte(uint32_t addr, uint32_t value) {
     l1_set_word(addr & ~3u, 0, (word & ~(0xFFu << shift)) | ((value & 0xFFu) << shift));
 }
 
+// One NoC read of `bytes` from `src` into this core's L1 at `dst`, on the kernel's NoC, and the wait
+// for the kernel's reads on it. Out of line, as operand_base: a watcher build expands every
+// noc_async_read and read-barrier call site with its NoC sanitizer and waypoints, and one copy keeps
+// the reader inside Wormhole NCRISC's 16 KiB IRAM. (The K/V page reads, which pick their NoC, and
+// TensorAccessor page reads keep their own calls.)
+__attribute__((noinline)) inline void read_bytes(uint64_t src, uint32_t dst, uint32_t bytes) {
+    noc_async_read(src, dst, bytes);
+}
+__attribute__((noinline)) inline void wait_for_reads() { noc_async_read_barrier(); }
+
 // NoC address of `l1_addr` on the core at core-table index `core` (the common runtime args of a
 // split program hold the table).
 __attribute__((noinline)) inline uint64_t core_noc_addr(uint32_t core, uint32_t l1_addr) {
     const uint32_t word = get_common_arg_val<uint32_t>(kCommonCoreTable + core);
     return get_noc_addr(core_noc_x(word), core_noc_y(word), l1_addr);
+}
+
+// Raises semaphore `semaphore_id` by one on the core at core-table index `core` (a split-K tree
+// handshake). Out of line, as read_bytes: one copy of the watcher's checks for every call site.
+__attribute__((noinline)) inline void signal_core(uint32_t core, uint32_t semaphore_id) {
+    noc_semaphore_inc(core_noc_addr(core, get_semaphore(semaphore_id)), 1);
 }
 
 // K/V reads on both NoCs. tt-metal #55898 measured that a DRAM endpoint accepts about one read

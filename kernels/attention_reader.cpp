@@ -94,7 +94,7 @@ inline uint32_t read_work_row(uint32_t cb) {
     const uint32_t page = get_write_ptr(cb);
     const auto work = TensorAccessor(kWorkArgs, operand_base(kCommonWorkBase), kWorkRowBytes);
     noc_async_read_page(work_slot(get_absolute_logical_x(), get_absolute_logical_y(), kGridX), work, page);
-    noc_async_read_barrier();
+    wait_for_reads();
     return page;
 }
 
@@ -137,19 +137,19 @@ __attribute__((noinline)) void gather_row_chunks(uint32_t count, RowAt at, const
             for (uint32_t half = 0; half < 2; ++half) {
                 const uint32_t offset = face_row_offset(c.row, half);
                 const uint32_t slot = landing + (j * 2 + half) * kQueryChunkBytes;
-                noc_async_read(c.page + (offset & ~(kQueryChunkBytes - 1)), slot, kQueryChunkBytes);
+                read_bytes(c.page + (offset & ~(kQueryChunkBytes - 1)), slot, kQueryChunkBytes);
             }
         }
-        noc_async_read_barrier();
+        wait_for_reads();
         for (uint32_t j = 0; j < n; ++j) {
             const RowChunk c = at(gather, first + j);
             for (uint32_t half = 0; half < 2; ++half) {
                 const uint32_t offset = face_row_offset(c.row, half);
                 const uint32_t src = landing + (j * 2 + half) * kQueryChunkBytes + offset % kQueryChunkBytes;
-                noc_async_read(get_noc_addr(src), c.dst + face_row_offset(c.dst_row, half), kFaceRowBytes);
+                read_bytes(get_noc_addr(src), c.dst + face_row_offset(c.dst_row, half), kFaceRowBytes);
             }
         }
-        noc_async_read_barrier();
+        wait_for_reads();
     }
 }
 
@@ -335,8 +335,8 @@ public:
             count_ = page_table_chunk_entries(first_, kPageTableEntries);
             const auto reader = TensorAccessor(kPageTableArgs, operand_base(kCommonPageTableBase),
                                                kPageTableEntries * sizeof(uint32_t));
-            noc_async_read(reader.get_noc_addr(user_, first_ * sizeof(uint32_t)), page_, count_ * sizeof(uint32_t));
-            noc_async_read_barrier();
+            read_bytes(reader.get_noc_addr(user_, first_ * sizeof(uint32_t)), page_, count_ * sizeof(uint32_t));
+            wait_for_reads();
         }
         return static_cast<int32_t>(l1_word(page_, entry - first_));
     }
@@ -576,7 +576,7 @@ void open_inboxes(const Params& p) {
     cb_reserve_back(kCbMaxInbox, kInboxSlots);
     cb_reserve_back(kCbPartials, kInboxPages);
     for (uint32_t level = 0; level < p.tree_children(); ++level) {
-        noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(kSemInboxReady)), 1);
+        signal_core(p.split_first_core + p.tree_child(level), kSemInboxReady);
     }
 }
 
@@ -584,7 +584,7 @@ void open_inboxes(const Params& p) {
 // them all: they have copied what this slice staged for them.
 void share_with_children(const Params& p, Semaphore ready, Semaphore fetched) {
     for (uint32_t level = 0; level < p.tree_children(); ++level) {
-        noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(ready)), 1);
+        signal_core(p.split_first_core + p.tree_child(level), ready);
     }
     noc_semaphore_wait_min(semaphore(fetched), p.tree_children());
     noc_semaphore_set(semaphore(fetched), 0);
@@ -619,9 +619,9 @@ void fetch_request_max(const Params& p, uint32_t combine_rounds) {
     const uint32_t page = get_write_ptr(kCbMaxGlobal);
     const uint32_t source = p.tree_parent() == 0 ? get_write_ptr(kCbMaxOut) : page;
     noc_semaphore_wait_min(semaphore(kSemMaxReady), combine_rounds);
-    noc_async_read(core_noc_addr(parent, source), page, get_tile_size(kCbMaxGlobal));
-    noc_async_read_barrier();
-    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemMaxFetched)), 1);
+    read_bytes(core_noc_addr(parent, source), page, get_tile_size(kCbMaxGlobal));
+    wait_for_reads();
+    signal_core(parent, kSemMaxFetched);
     share_with_children(p, kSemMaxReady, kSemMaxFetched);
     cb_push_back(kCbMaxGlobal, 1);
 }
@@ -655,8 +655,8 @@ bool sparse_virtual_positions(uint32_t row, uint32_t requests, uint32_t page, ui
 // virtual kv_positions.
 uint32_t sparse_list_from_parent(uint32_t r, uint32_t parent) {
     const uint32_t page = get_write_ptr(kCbSparse);
-    noc_async_read(core_noc_addr(parent, page), page, kSparsePageBytes);
-    noc_async_read_barrier();
+    read_bytes(core_noc_addr(parent, page), page, kSparsePageBytes);
+    wait_for_reads();
     const uint32_t count = l1_word(page, SparseList::kStateCount);
     l1_set_word(get_write_ptr(kCbPositions), sparse_count_word(r), count - 1);
     cb_push_back(kCbPositions, 1);
@@ -672,7 +672,7 @@ uint32_t read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions)
     const uint32_t page = get_write_ptr(kCbPositions);
     const auto positions_reader = TensorAccessor(kPositionsArgs, operand_base(kCommonPositionsBase), kPositionsBytes);
     noc_async_read_page(0, positions_reader, page);
-    noc_async_read_barrier();
+    wait_for_reads();
     for (uint32_t r = 0; r < requests; ++r) {
         const Params p = read_request([row](uint32_t i) { return l1_word(row, i); }, r);
         kv_positions[r] = 0;  // row-tile users: the largest of the row tiles' (attention_protocol.hpp)
@@ -711,9 +711,9 @@ uint32_t read_positions(uint32_t row, uint32_t requests, uint32_t* kv_positions)
 void hand_over_work_row(uint32_t row) {
     cb_reserve_back(kCbWork, 1);
     cb_reserve_back(kCbWriterWork, 1);
-    noc_async_read(get_noc_addr(row), get_write_ptr(kCbWork), kWorkRowBytes);
-    noc_async_read(get_noc_addr(row), get_write_ptr(kCbWriterWork), kWorkRowBytes);
-    noc_async_read_barrier();
+    read_bytes(get_noc_addr(row), get_write_ptr(kCbWork), kWorkRowBytes);
+    read_bytes(get_noc_addr(row), get_write_ptr(kCbWriterWork), kWorkRowBytes);
+    wait_for_reads();
     cb_push_back(kCbWork, 1);
     cb_push_back(kCbWriterWork, 1);
 }
@@ -769,7 +769,7 @@ void kernel_main() {
             gather_query(p, q_reader, stage);
             fetch_constants(p, const_reader, pages);
             fetch_masks(p, const_reader, pages, positions_page);
-            noc_async_read_barrier();
+            wait_for_reads();
         } else {
             // Q and CONST pages 0-1 from this slice's parent in the combine tree (slice 0 read them
             // from DRAM, the others from their own parent): a split request reads them from DRAM
@@ -779,11 +779,11 @@ void kernel_main() {
             if constexpr (kSparse) {
                 p.kv_positions = sparse_list_from_parent(r, parent);
             }
-            noc_async_read(core_noc_addr(parent, stage_base), stage, kRowTiles * kDimTiles * kTileBytes);
-            noc_async_read(core_noc_addr(parent, const_base), pages, 2 * kTileBytes);
+            read_bytes(core_noc_addr(parent, stage_base), stage, kRowTiles * kDimTiles * kTileBytes);
+            read_bytes(core_noc_addr(parent, const_base), pages, 2 * kTileBytes);
             fetch_masks(p, const_reader, pages, positions_page);
-            noc_async_read_barrier();
-            noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemFetched)), 1);
+            wait_for_reads();
+            signal_core(parent, kSemFetched);
         }
         if (p.split()) {
             share_with_children(p, kSemQueryReady, kSemFetched);  // the pages stay reserved until then

@@ -103,8 +103,8 @@ public:
             return l1_word(l1_, kStateCount);
         }
         const auto reader = TensorAccessor(kMaskArgs, operand_base(kCommonMaskBase), kSparseK * sizeof(int32_t));
-        noc_async_read(reader.get_noc_addr(page, 0), l1_, kSparseReadBytes);
-        noc_async_read_barrier();
+        read_bytes(reader.get_noc_addr(page, 0), l1_, kSparseReadBytes);
+        wait_for_reads();
         uint32_t count = 0;
         for (uint32_t j = 0; j < kSparseK; ++j) {
             const int32_t index = static_cast<int32_t>(l1_word(l1_, j));
@@ -191,7 +191,7 @@ public:
             base_ = get_write_ptr(kCbQ);
         }
         const uint32_t slot = base_ + count_ * kSparseReadAlign;
-        noc_async_read(source & ~uint64_t(kSparseReadAlign - 1), slot, kSparseReadAlign);
+        read_bytes(source & ~uint64_t(kSparseReadAlign - 1), slot, kSparseReadAlign);
         offset_[count_] = static_cast<uint32_t>(source) % kSparseReadAlign | kind;
         destination_[count_] = destination;
         if (++count_ == kSlots) {
@@ -203,7 +203,7 @@ public:
         if (count_ == 0) {
             return;
         }
-        noc_async_read_barrier();
+        wait_for_reads();
         for (uint32_t i = 0; i < count_; ++i) {
             const uint32_t landed = base_ + i * kSparseReadAlign + (offset_[i] & ~kExponents);
             if (kSparseBlockFloat && (offset_[i] & kExponents) != 0) {
@@ -212,9 +212,9 @@ public:
                 }
                 continue;
             }
-            noc_async_read(get_noc_addr(landed), destination_[i], kSparseRowBytes);
+            read_bytes(get_noc_addr(landed), destination_[i], kSparseRowBytes);
         }
-        noc_async_read_barrier();
+        wait_for_reads();
         count_ = 0;
     }
 
@@ -257,7 +257,7 @@ void gather_sparse_tile(const SparseList& list, uint32_t count, uint32_t tile, c
                 const uint64_t source = page + kv_face_row_offset(at.row, half, kSparseTileBytes);
                 const uint32_t target = tile_dst + kv_face_row_offset(j, half, kSparseTileBytes);
                 if ((static_cast<uint32_t>(source) - target) % kSparseReadAlign == 0) {
-                    noc_async_read(source, target, kSparseRowBytes);
+                    read_bytes(source, target, kSparseRowBytes);
                 } else {
                     landing.add(source, target);
                 }

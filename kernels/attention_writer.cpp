@@ -66,7 +66,7 @@ void send_to_parent(const Params& p, uint32_t combine_rounds, uint32_t from, uin
         noc_async_write_barrier(1 - noc_index);
     }
     noc_async_write_barrier();
-    noc_semaphore_inc(core_noc_addr(parent, get_semaphore(kSemArrived + p.tree_slot())), 1);
+    signal_core(parent, kSemArrived + p.tree_slot());
     noc_async_atomic_barrier();  // the increment has landed before the next one (or kernel exit)
     cb_pop_front(from, pages);
 }
@@ -77,7 +77,7 @@ void share_request_max(const Params& p) {
     DeviceZoneScopedN("fd-writer-max");
     cb_wait_front(kCbMaxOut, 1);
     for (uint32_t level = 0; level < p.tree_children(); ++level) {
-        noc_semaphore_inc(core_noc_addr(p.split_first_core + p.tree_child(level), get_semaphore(kSemMaxReady)), 1);
+        signal_core(p.split_first_core + p.tree_child(level), kSemMaxReady);
     }
     noc_semaphore_wait_min(semaphore(kSemMaxFetched), p.tree_children());
     noc_semaphore_set(semaphore(kSemMaxFetched), 0);

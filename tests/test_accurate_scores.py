@@ -27,7 +27,7 @@ from ttnn_flashdecode.op.options import options_for
 from ttnn_flashdecode.op.plan import plan_program
 from ttnn_flashdecode.op.reference import attention_reference, relative_l2
 from ttnn_flashdecode.op.residency import FLOAT16_B, FLOAT32, Residency, cb_plan, l1_bytes
-from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.compute_options import ComputeOptions
 
 BF16_SCORES_FLOOR = 3e-2
 """The user's case with bfloat16 scores measures 4.4e-2 rel-L2 (the issue's report: 5.2e-2 on its
@@ -254,3 +254,20 @@ def test_the_drop_ins_take_the_mode_through_compute_options():
     np.testing.assert_array_equal(np.asarray(out, np.float64).reshape(want.shape), np.asarray(want, np.float64))
     assert relative_l2(np.asarray(want, np.float64),
                        attention_reference(rows_q, k, v, cur_pos=[63, 200], attention_sink=logits)) <= MAX_RELATIVE_L2
+
+
+@pytest.mark.parametrize("field, value", [("math_fidelity", "HiFi2"), ("math_fidelity", 2), ("fp32_dest_acc_en", "no"),
+                                          ("fp32_dest_acc_en", 0), ("math_approx_mode", None), ("dst_full_sync_en", 1.0),
+                                          ("exp_approx", "yes"), ("exp_approx", 1)])
+def test_compute_options_refuse_a_field_of_the_wrong_type_by_name(field, value):
+    """A compute config's fields are checked when it is built, each by name (not deep in a launch)."""
+    with pytest.raises(TypeError, match=field):
+        ComputeOptions(**{field: value})
+    import types
+
+    duck = types.SimpleNamespace(math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=True, math_approx_mode=False)
+    if field in vars(duck):  # a ttnn-style config object with the bad field is refused the same way
+        setattr(duck, field, value)
+        if field == "math_fidelity":
+            with pytest.raises(TypeError, match=field):
+                ComputeOptions.from_config(duck)

@@ -133,6 +133,6 @@ def test_the_package_exports_the_compute_options():
     """The compute config a caller passes (``compute_kernel_config=ComputeOptions(...)``, also for
     ``accurate_scores`` on the drop-ins) comes from the package's top level, as the op does."""
     import ttnn_flashdecode
-    from ttnn_flashdecode.op.shape import ComputeOptions
+    from ttnn_flashdecode.op.compute_options import ComputeOptions
 
     assert ttnn_flashdecode.ComputeOptions is ComputeOptions and "ComputeOptions" in ttnn_flashdecode.__all__

@@ -54,7 +54,7 @@ from hypothesis import strategies as st
 from test_attention import _inputs
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op import kv_walk
-from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.compute_options import ComputeOptions
 from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
 
 from bars import run_quiet

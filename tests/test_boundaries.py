@@ -39,7 +39,8 @@ from ttnn_flashdecode.op import plan, residency, transformer
 from ttnn_flashdecode.op.plan import DEFAULT_ARCH, Target, plan_program
 from ttnn_flashdecode.op.program_factory import OPERANDS
 from ttnn_flashdecode.op.residency import Residency, l1_bytes
-from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.compute_options import ComputeOptions
+from ttnn_flashdecode.op.shape import DecodeShape
 from ttnn_flashdecode.op.options import options_for
 
 from bars import assert_close, assert_quiet

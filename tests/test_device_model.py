@@ -218,7 +218,8 @@ def test_mla_rows_are_planned_as_flash_mla_decode_calls_the_op():
     from ttnn_flashdecode.emulator.arch import ArchSpec
     from ttnn_flashdecode.op.plan import Target, plan_program
     from ttnn_flashdecode.op.program_factory import OPERANDS
-    from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+    from ttnn_flashdecode.op.compute_options import ComputeOptions
+    from ttnn_flashdecode.op.shape import DecodeShape
     from ttnn_flashdecode.tools.device_model import hardware, report
 
     mla = max((p for p in vt.PUBLISHED if p.kind == "mla"), key=lambda p: p.position)

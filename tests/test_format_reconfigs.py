@@ -27,7 +27,7 @@ import ttnn
 from bars import assert_close, run_quiet
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op.reference import attention_reference
-from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.compute_options import ComputeOptions
 
 BEFORE_REPROGRAMMED = {"HiFi4 fp32 DST": 32, "HiFi2 fp32 DST": 41, "HiFi4 bf16 DST": 31}
 """Unit reprogrammings per block before this change (this emulator on commit 895fb9a's kernel)."""

@@ -38,7 +38,7 @@ from bars import assert_close, run_quiet
 from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op import tiles
 from ttnn_flashdecode.op.reference import attention_reference, max_abs, pcc, relative_l2
-from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.compute_options import ComputeOptions
 from ttnn_flashdecode.transformer import paged_scaled_dot_product_attention_decode, scaled_dot_product_attention_decode
 
 BF16_DST = ComputeOptions(math_fidelity=ttnn.MathFidelity.HiFi4, fp32_dest_acc_en=False)

@@ -298,7 +298,7 @@ def test_merge_of_host_tensors_and_errors():
 
 def test_return_lse_needs_fp32_statistics():
     q, k, v = _inputs(21)
-    from ttnn_flashdecode.op.shape import ComputeOptions
+    from ttnn_flashdecode.op.compute_options import ComputeOptions
 
     with pytest.raises(ValueError, match="return_lse: expected a compute config with fp32_dest_acc_en=True"):
         attention(q, k, v, cur_pos=POSITIONS, return_lse=True, compute_kernel_config=ComputeOptions(fp32_dest_acc_en=False))

@@ -149,7 +149,8 @@ def test_reader_never_follows_an_entry_outside_the_cache():
     from ttnn_flashdecode.op.operation import DEFAULT_ARCH, plan_program, program_for
     from ttnn_flashdecode.op.plan import Target
     from ttnn_flashdecode.op.program_factory import Addresses, operand_accessor_args, set_addresses, work_table
-    from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+    from ttnn_flashdecode.op.compute_options import ComputeOptions
+    from ttnn_flashdecode.op.shape import DecodeShape
 
     rng = np.random.default_rng(8)
     k, v = _bf16(rng, (1, 1, 256, 64)), _bf16(rng, (1, 1, 256, 64))

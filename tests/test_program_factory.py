@@ -9,7 +9,8 @@ from ttnn_flashdecode.op.program_factory import (
     KERNEL_FILES, MAX_REQUESTS_PER_CORE, Addresses, build_program, decode_requests, plan_decode, set_addresses, work_table,
 )
 from ttnn_flashdecode.op.modifiers import ScoreModifiers
-from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.compute_options import ComputeOptions
+from ttnn_flashdecode.op.shape import DecodeShape
 from ttnn_flashdecode.op.residency import Residency, cb_plan
 from ttnn_flashdecode.op.schedule import schedule
 

@@ -31,7 +31,8 @@ from ttnn_flashdecode import attention, last_report
 from ttnn_flashdecode.op import plan as plans
 from ttnn_flashdecode.op.reference import attention_reference, pcc, relative_l2
 from test_attention_adversarial import APPROX_EXP_BARS
-from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.compute_options import ComputeOptions
+from ttnn_flashdecode.op.shape import DecodeShape
 
 HIFI2 = ComputeOptions(math_fidelity=ttnn.MathFidelity.HiFi2)
 BF16_DST = ComputeOptions(fp32_dest_acc_en=False)

@@ -318,7 +318,8 @@ def test_device_plan_fits_beside_l1_small_and_a_live_l1_tensor(mock_device):
     from ttnn_flashdecode import attention
     from ttnn_flashdecode.op.operation import plan_program
     from ttnn_flashdecode.op.plan import Target
-    from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+    from ttnn_flashdecode.op.compute_options import ComputeOptions
+    from ttnn_flashdecode.op.shape import DecodeShape
     from ttnn_flashdecode.op.residency import (
         DEVICE_L1_MARGIN_BYTES, available_l1_bytes, device_cb_budget_bytes, l1_bytes,
     )

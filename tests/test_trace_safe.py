@@ -28,7 +28,8 @@ from ttnn_flashdecode.emulator import Emulator, tensor_accessor_compile_time_arg
 from ttnn_flashdecode.op.operation import DEFAULT_ARCH, IDLE, plan_program, program_for
 from ttnn_flashdecode.op.plan import Target
 from ttnn_flashdecode.op.program_factory import Addresses, operand_accessor_args, set_addresses, work_table
-from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.compute_options import ComputeOptions
+from ttnn_flashdecode.op.shape import DecodeShape
 from ttnn_flashdecode.op.reference import attention_reference, pcc, relative_l2
 
 from bars import run_quiet, work_row_bytes

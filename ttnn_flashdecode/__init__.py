@@ -23,7 +23,7 @@ from ttnn_flashdecode.op.devices import ensure_host_context  # noqa: E402
 from ttnn_flashdecode.op.merge import merge_attention_states  # noqa: E402
 from ttnn_flashdecode.op.operation import attention, last_report  # noqa: E402
 from ttnn_flashdecode.op.reference import attention_reference  # noqa: E402
-from ttnn_flashdecode.op.shape import ComputeOptions  # noqa: E402
+from ttnn_flashdecode.op.compute_options import ComputeOptions  # noqa: E402
 from ttnn_flashdecode.op.sparse import sparse_reference  # noqa: E402
 
 __all__ = ["ComputeOptions", "attention", "attention_reference", "context_parallel_attention", "ensure_host_context",

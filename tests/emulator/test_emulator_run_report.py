@@ -19,7 +19,7 @@ from ttnn_flashdecode.emulator import (  # noqa: E402
     Emulator,
     tensor_accessor_compile_time_args,
 )
-from ttnn_flashdecode.op.shape import ComputeOptions  # noqa: E402
+from ttnn_flashdecode.op.compute_options import ComputeOptions  # noqa: E402
 from ttnn_flashdecode.op.residency import Residency, cb_plan  # noqa: E402
 from ttnn_flashdecode.op.paths import kernel_dir, named_args_used  # noqa: E402
 

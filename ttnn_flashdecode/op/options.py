@@ -15,7 +15,8 @@ from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.constants import SCALE_MAX
 from ttnn_flashdecode.op.modifiers import MODIFIER_KEYWORDS, ScoreModifiers, scalar_modifiers
 from ttnn_flashdecode.op.modifiers.base import as_bool, is_int
-from ttnn_flashdecode.op.shape import Q_LAYOUTS, ComputeOptions
+from ttnn_flashdecode.op.compute_options import ComputeOptions
+from ttnn_flashdecode.op.shape import Q_LAYOUTS
 
 __all__ = ["AttentionOptions", "options_for", "resolve_grid", "BACKENDS", "is_int", "as_bool"]
 
@@ -32,7 +33,7 @@ class AttentionOptions:
         scale: the query scale (None: ``1/sqrt(head_dim)``).
         block_tiles: the K/V block in position tiles (None: the planner's).
         q_layout: ``"rows"`` or ``"heads"``.
-        compute: the compute-kernel options (:class:`~ttnn_flashdecode.op.shape.ComputeOptions`).
+        compute: the compute-kernel options (:class:`~ttnn_flashdecode.op.compute_options.ComputeOptions`).
         memory_config: the output's ``ttnn.MemoryConfig`` (None: DRAM interleaved).
         split, max_split: split-K slices per request (None: the scheduler's), most slices per request.
         grid: ``None``, ``(x, y)`` or a tuple of ``(x, y)`` cores (a CoreRangeSet's cores in order).

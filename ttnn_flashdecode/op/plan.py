@@ -14,7 +14,8 @@ from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op import kv_walk
 from ttnn_flashdecode.op.grid import grid_size, grid_text
 from ttnn_flashdecode.op.program_factory import MAX_REQUESTS_PER_CORE, Plan, build_program, plan_decode
-from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape, RequestLayout
+from ttnn_flashdecode.op.compute_options import ComputeOptions
+from ttnn_flashdecode.op.shape import DecodeShape, RequestLayout
 from ttnn_flashdecode.op.residency import MAX_ROW_TILES, Residency, cb_budget_bytes, l1_bytes, max_block_tiles
 from ttnn_flashdecode.op.schedule import DEFAULT_MIN_SLICE_TILES, schedule
 

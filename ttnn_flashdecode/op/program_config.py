@@ -11,7 +11,7 @@ import ttnn
 from ttnn_flashdecode.op import protocol
 from ttnn_flashdecode.op.operation import DEFAULT_ARCH
 from ttnn_flashdecode.op.options import resolve_grid
-from ttnn_flashdecode.op.shape import ComputeOptions
+from ttnn_flashdecode.op.compute_options import ComputeOptions
 
 __all__ = ["program_config_keywords"]
 

@@ -39,11 +39,10 @@ from ttnn_flashdecode.op.sparse import sparse_named_args
 from ttnn_flashdecode.op.grid import core_range_set, grid_cores, grid_size, grid_text, is_rectangle
 from ttnn_flashdecode.op.paths import kernel_dir, named_args_used
 from ttnn_flashdecode.op.protocol import Operand, Request
-from ttnn_flashdecode.op.residency import (
-    BFP4_B, BFP8_B, FLOAT16_B, FLOAT32, INT32, KV_FORMATS, Residency, cb_plan, check_fits,
-)
+from ttnn_flashdecode.op.residency import BFP4_B, BFP8_B, FLOAT16_B, FLOAT32, INT32, KV_FORMATS, Residency, cb_plan, check_fits
 from ttnn_flashdecode.op.schedule import Schedule
-from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+from ttnn_flashdecode.op.compute_options import ComputeOptions
+from ttnn_flashdecode.op.shape import DecodeShape
 from ttnn_flashdecode.op.data_movement import data_movement_config
 
 __all__ = [

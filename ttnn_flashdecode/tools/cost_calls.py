@@ -248,7 +248,8 @@ def _op_plan(shape: Shape, kv_positions: Sequence[int], capacity: int, arch: str
     from ttnn_flashdecode.emulator.arch import ArchSpec
     from ttnn_flashdecode.op.program_factory import OPERANDS
     from ttnn_flashdecode.op.modifiers import ScoreModifiers
-    from ttnn_flashdecode.op.shape import ComputeOptions, DecodeShape
+    from ttnn_flashdecode.op.compute_options import ComputeOptions
+    from ttnn_flashdecode.op.shape import DecodeShape
 
     decode = DecodeShape(len(kv_positions), shape.n_q_heads, shape.n_kv_heads, shape.head_dim, capacity,
                          kv_dtype=kv_dtype, scores=ScoreModifiers(window=window, attention_chunk=chunk),

@@ -42,7 +42,8 @@ def kernel_work_rows(published=vt.PUBLISHED, shown=WORK_SHOWN) -> list[dict]:
 
 def format_kernel_work(rows: list[dict]) -> str:
     """One block per row: each kernel change's modelled time, % of peak and bound."""
-    lines = ["What the kernel work of issue 35 items 3 and 4 would buy (MODELLED; today = the kernels as they are):"]
+    lines = ["What the kernel work of issue 35 items 3 and 4 would buy or cost (MODELLED; today = the kernels as they "
+             "are; fp32_scores is accurate_scores, a cost):"]
     for row in rows:
         pub = row["published"]
         lines.append(f"  {pub.source} {vt._SHORT[pub.kv_dtype]} {pub.kind} B={pub.batch} pos {pub.position}: ttnn "
