@@ -888,7 +888,7 @@ MUTATIONS = [
              "",
              "S + an attention mask's bias is packed unrounded, so SrcA truncates it and biases the weights",
              tests=("tests/test_accurate_scores.py::test_an_attention_mask_is_added_and_rounded_again",)),
-    Mutation("accurate-scores-on-a-bfloat16-dst", "ttnn_flashdecode/op/shape.py",
+    Mutation("accurate-scores-on-a-bfloat16-dst", "ttnn_flashdecode/op/compute_options.py",
              'if as_bool("accurate_scores", accurate_scores) and not fp32_dest_acc_en:',
              'if as_bool("accurate_scores", accurate_scores) and False:',
              "the mode is accepted with a bfloat16 DST, which has rounded S to bfloat16 before it is packed",
