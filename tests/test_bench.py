@@ -37,11 +37,15 @@ def test_bench_rows_say_modelled_and_match_the_emulator(tmp_path, capsys):
 
 
 def test_bench_minicpm_batch1_8k_anchor():
-    """The issue's anchor, analytic on p150 (n150 rows are checked against the emulator elsewhere)."""
+    """The issue's anchor, analytic on p150 (n150 rows are checked against the emulator elsewhere):
+    device model v2 (the default) puts it on the DRAM roofline, model v1 (one fitted cost per call)
+    behind the split-K tree; both read the same bytes."""
     (row,) = bench.run(["minicpm5-1b"], [8192], [1], ["p150"], emulate_budget=0)
-    assert row.cores_used >= 32
+    (v1,) = bench.run(["minicpm5-1b"], [8192], [1], ["p150"], emulate_budget=0, weights="uniform")
+    assert row.cores_used >= 32 and row.dram_read_bytes == v1.dram_read_bytes
     assert row.dram_ratio <= 1.02
-    assert row.critical == "split"
+    assert row.weights.startswith("llk-v2") and row.critical == "dram" and row.roofline_s <= row.time_s <= 1.05 * row.roofline_s
+    assert v1.weights == "uniform" and v1.critical == "split" and v1.time_s > 2 * row.time_s
 
 
 def test_bench_rejects_unknown_model(capsys):
@@ -195,8 +199,13 @@ def test_bench_weights_llk_v2_prices_the_compute_config(tmp_path, capsys):
     rows = {r["kv_dtype"]: r for r in payload["rows"]}
     assert rows["bfloat16"]["critical"] == "dram" and rows["bfloat4_b"]["critical"] == "req"  # #55898's request rate
     assert all(r["time_s"] >= r["roofline_s"] for r in rows.values())
-    # bfloat4_b pages on one NoC reach 62 % of the channel: 1 / 0.62 of the roofline at best.
-    assert rows["bfloat4_b"]["time_s"] / rows["bfloat4_b"]["roofline_s"] == pytest.approx(1 / 0.62, rel=0.01)
+    # bfloat4_b's 576-byte pages reach 62 % of a channel on one NoC, 95 % on two (#55898); the reader
+    # alternates its K/V pages over both (the emulator's count), so 1 / 0.95 of the roofline at best.
+    from ttnn_flashdecode.tools.device_model import hardware
+
+    both = hardware.dram_efficiency("blackhole", 576, 2)
+    assert 0.9 < both and hardware.dram_efficiency("blackhole", 576, 1) < 0.65
+    assert rows["bfloat4_b"]["time_s"] / rows["bfloat4_b"]["roofline_s"] == pytest.approx(1 / both, rel=0.01)
     hifi4 = bench.run(["llama-3.1-8b"], [8192], [8], ["p150"], emulate_budget=0, kv_dtypes=["bfloat16"],
                       weights=ComputeConfig())
     assert hifi4[0].weights == "llk-v2 HiFi4 fp32 DST, exp accurate"

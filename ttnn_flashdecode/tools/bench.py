@@ -4,8 +4,12 @@ For each model shape (MiniCPM5-1B 16/2 heads d128, Llama-3.1-8B 32/8 d128, SmolL
 context (1k, 8k, 32k, 128k; every user at the full context) and batch (1, 32), and for n150 and
 p150, it prints what the op's own planner schedules (cores used, max/min live tiles per core,
 largest split), the DRAM bytes it reads against the minimum (every live K and V tile once), the
-L1-to-L1 NoC bytes of the split-K combine, and a **modelled, not measured** time per call
-(:mod:`ttnn_flashdecode.tools.cost_model`) next to the DRAM roofline (minimum bytes / DRAM bandwidth).
+L1-to-L1 NoC bytes of the split-K combine, and a **modelled, not measured** time per call next to
+the DRAM roofline (minimum bytes / DRAM bandwidth): device model v2 by default
+(:mod:`ttnn_flashdecode.tools.device_model`: each compute call priced from the LLK sources at the
+op's compute config, HiFi4 fp32 DST accurate exp; ``--fidelity`` / ``--dst`` / ``--exp-approx``
+change it), or model v1 with ``--weights uniform`` / ``tile-ops`` (one cost per call, fitted to the
+seed's single-core slope: :mod:`ttnn_flashdecode.tools.cost_model`).
 
 Where a run is affordable (``batch x n_kv_heads x context`` up to ``--emulate-budget``), the n150
 row's byte counts and cores come from the host emulator running the real kernels (``src``
@@ -109,7 +113,7 @@ def run(
     batches: Sequence[int] = BATCHES,
     devices: Sequence[str] = cm.DEVICES,
     *,
-    weights: str = "uniform",
+    weights=None,
     emulate_budget: int = EMULATE_BUDGET,
     p150_cores: int | None = None,
     split: int | None = None,
@@ -120,6 +124,10 @@ def run(
     chunk: int = 0,
 ) -> list[Row]:
     """Compute every row (see the module docstring).
+
+    ``weights``: None (default) for device model v2 at the op's compute config, a
+    ``device_model.llk_costs.ComputeConfig`` for v2 at that config, or a v1 weighting
+    (``cost_model.WEIGHTINGS``: ``"uniform"``, ``"tile-ops"``).
 
     ``min_slice_tiles`` overrides the planner's smallest split-K slice
     (``schedule.DEFAULT_MIN_SLICE_TILES``) to compare bounds. ``kv_dtypes``: the K/V cache dtypes
@@ -133,6 +141,10 @@ def run(
         cost_model.CalibrationError: the kernels no longer fit the cost model's features.
         RuntimeError: an emulator run's bytes or cores disagree with the analytic model.
     """
+    if weights is None:
+        from ttnn_flashdecode.tools.device_model.llk_costs import ComputeConfig
+
+        weights = ComputeConfig()  # the op's: HiFi4, fp32 DST, the accurate exp
     with _min_slice_tiles(min_slice_tiles):
         return _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores, split, kv_dtypes, log,
                     window, chunk)
@@ -184,12 +196,13 @@ def _run(models, contexts, batches, devices, weights, emulate_budget, p150_cores
 
 def _estimate(plan, kv, block_tiles, model, seed, dev, cfg, batch, kv_dtype, window, chunk) -> cm.Estimate:
     """Device model v2 for a bench row: per-call LLK cycles at ``cfg``, DRAM at the request-rate
-    efficiency of the cache's pages on the reader's one NoC; the roofline stays at the chip's peak
-    and ``critical`` says ``req`` where the request rate binds."""
+    efficiency of the cache's pages on the NoCs the reader uses (both: the emulator's count,
+    ``kernel_model.measured_nocs``); the roofline stays at the chip's peak and ``critical`` says
+    ``req`` where the request rate binds."""
     from ttnn_flashdecode.tools.device_model import hardware, kernel_model as km
 
     weights, _ = km.weights_v2(model, cfg, block_tiles=block_tiles)
-    efficiency = hardware.dram_efficiency(dev.arch, cm.kv_tile_bytes(kv_dtype))
+    efficiency = hardware.dram_efficiency(dev.arch, cm.kv_tile_bytes(kv_dtype), km.measured_nocs(model))
     est = cm.estimate(plan, kv, block_tiles, model, seed, dataclasses.replace(dev, dram_gbps=dev.dram_gbps * efficiency),
                       weights=weights, users=batch, kv_dtype=kv_dtype, window=window, chunk=chunk)
     roofline = cm.roofline_s(cm.windowed_kv_positions(kv, window, chunk), model.dim_tiles, dev, kv_dtype)
@@ -227,10 +240,11 @@ def format_table(rows: Sequence[Row]) -> str:
 def _legend_v2(cfg) -> str:
     return "\n".join([
         f"* MODELLED, not measured: device model v2 (ttnn_flashdecode/tools/device_model) at {cfg.label}: each compute",
-        "  call priced from the LLK sources (fidelity phases, DST mode, faces), the emulator's call counts per core, DRAM at",
-        "  the fraction of peak the cache's page size reaches on one NoC (tt-metal #55898). Not fitted to the seed.",
-        "  bound: dram = chip DRAM bandwidth; req = the DRAM request rate (pages under ~1.5 KB on one NoC); core = a core",
-        "  of unsplit requests; split = a split request's slices and combine tree. Other columns as with --weights uniform.",
+        "  call priced from the LLK sources (fidelity phases, DST mode, SFPU iterations), the emulator's call counts per core,",
+        "  DRAM at the fraction of peak the cache's page size reaches on the NoCs the reader uses (both; tt-metal #55898).",
+        "  Not fitted to the seed (model v1, fitted to it: --weights uniform). bound: dram = chip DRAM bandwidth; req = the",
+        "  DRAM request rate (small pages); core = a core of unsplit requests; split = a split request's slices and",
+        "  combine tree.",
     ])
 
 
@@ -338,10 +352,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--contexts", type=_ints, default=list(CONTEXTS), help="comma-separated positions (default 1k,8k,32k,128k)")
     parser.add_argument("--batches", type=_ints, default=list(BATCHES), help="comma-separated (default 1,32)")
     parser.add_argument("--devices", default=",".join(cm.DEVICES), help="comma-separated, from n150, p150")
-    parser.add_argument("--weights", choices=(*cm.WEIGHTINGS, "llk-v2"), default="uniform",
-                        help="per-call cost weighting of the model (default uniform; tile-ops: inits and DST handshakes "
-                             "free; llk-v2: device model v2, each call priced from the LLK sources at the compute config "
-                             "--fidelity / --dst / --exp-approx, DRAM at the request-rate efficiency)")
+    parser.add_argument("--weights", choices=(*cm.WEIGHTINGS, "llk-v2"), default="llk-v2",
+                        help="the device model (default llk-v2: device model v2, each call priced from the LLK sources "
+                             "at the compute config --fidelity / --dst / --exp-approx, DRAM at the request-rate "
+                             "efficiency; uniform: model v1, one cost per call fitted to the seed's slope; tile-ops: v1 "
+                             "with inits and DST handshakes free)")
     parser.add_argument("--fidelity", choices=("LoFi", "HiFi2", "HiFi3", "HiFi4"), default="HiFi4",
                         help="with --weights llk-v2: math fidelity (default HiFi4, the op's)")
     parser.add_argument("--dst", choices=("fp32", "bf16"), default="fp32",
