@@ -88,6 +88,20 @@ class BlockFloatAppend:
         np.testing.assert_array_equal(to_numpy(out), to_numpy(expected))
         np.testing.assert_array_equal(self.bytes(latent), self.bytes(updated))
 
+    def assert_paged_append_through_a_shuffled_page_table(self, seed, edge_rows):
+        """A paged cache of this dtype behind a shuffled page table (blocks of 64, split 2, an idle
+        slot): the fused call against update-then-attend, K's new rows ``edge_rows(rng, shape)``."""
+        rng = np.random.default_rng(seed)
+        batch, n_kv, block_size, head_dim = 3, 2, 64, 64
+        table = rng.permutation(batch * 4).reshape(batch, 4).astype(np.int32)
+        q = self.q(rng, (1, 1, batch, 8 * head_dim))
+        k = self.cache(rng.standard_normal((batch * 4, n_kv, block_size, head_dim), dtype=np.float32))
+        v = self.cache(rng.standard_normal((batch * 4, n_kv, block_size, head_dim), dtype=np.float32))
+        new_k = edge_rows(rng, (1, batch, n_kv, head_dim))
+        new_v = rng.standard_normal((1, batch, n_kv, head_dim), dtype=np.float32)
+        self.assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, [70, -1, 191], table=table,
+                                                    block_size=block_size, split=2)
+
     def assert_paged_dropin_append_equals_update_then_attend(self, seed):
         """The paged GQA drop-in (ttnn's call) with append_k / append_v on caches of this dtype."""
         import ttnn

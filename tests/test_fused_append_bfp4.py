@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("mock_cluster")  # ttnn's block-float packe
 
 
 _APPEND = BlockFloatAppend("bfloat4_b")
-_bfp4, _q, _bytes, _updated = _APPEND.cache, _APPEND.q, _APPEND.bytes, _APPEND.updated
+_bytes = _APPEND.bytes
 _assert_fused_equals_update_then_attend, _case = _APPEND.assert_fused_equals_update_then_attend, _APPEND.case
 
 
@@ -73,16 +73,7 @@ def test_bfp4_append_packs_edge_rows_as_ttnn_packs():
 
 
 def test_bfp4_paged_append_through_a_shuffled_page_table():
-    rng = np.random.default_rng(23)
-    batch, n_kv, block_size, head_dim = 3, 2, 64, 64
-    table = rng.permutation(batch * 4).reshape(batch, 4).astype(np.int32)
-    q = _q(rng, (1, 1, batch, 8 * head_dim))
-    k = _bfp4(rng.standard_normal((batch * 4, n_kv, block_size, head_dim), dtype=np.float32))
-    v = _bfp4(rng.standard_normal((batch * 4, n_kv, block_size, head_dim), dtype=np.float32))
-    new_k = _edge_rows(rng, (1, batch, n_kv, head_dim))
-    new_v = rng.standard_normal((1, batch, n_kv, head_dim), dtype=np.float32)
-    _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, [70, -1, 191], table=table, block_size=block_size,
-                                            split=2)
+    _APPEND.assert_paged_append_through_a_shuffled_page_table(23, _edge_rows)
 
 
 @pytest.mark.parametrize("positions", [[33, 130, -1], [34, 17, 255]])

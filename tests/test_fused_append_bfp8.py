@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("mock_cluster")  # ttnn's block-float packe
 
 
 _APPEND = BlockFloatAppend("bfloat8_b")
-_bfp8, _q, _bytes, _updated = _APPEND.cache, _APPEND.q, _APPEND.bytes, _APPEND.updated
+_bytes = _APPEND.bytes
 _assert_fused_equals_update_then_attend, _case = _APPEND.assert_fused_equals_update_then_attend, _APPEND.case
 
 
@@ -65,16 +65,7 @@ def test_bfp8_append_packs_edge_rows_as_ttnn_packs():
 
 
 def test_bfp8_paged_append_through_a_shuffled_page_table():
-    rng = np.random.default_rng(13)
-    batch, n_kv, block_size, head_dim = 3, 2, 64, 64
-    table = rng.permutation(batch * 4).reshape(batch, 4).astype(np.int32)
-    q = _q(rng, (1, 1, batch, 8 * head_dim))
-    k = _bfp8(rng.standard_normal((batch * 4, n_kv, block_size, head_dim), dtype=np.float32))
-    v = _bfp8(rng.standard_normal((batch * 4, n_kv, block_size, head_dim), dtype=np.float32))
-    new_k = _edge_rows(rng, (1, batch, n_kv, head_dim))
-    new_v = rng.standard_normal((1, batch, n_kv, head_dim), dtype=np.float32)
-    _assert_fused_equals_update_then_attend(q, k, v, new_k, new_v, [70, -1, 191], table=table, block_size=block_size,
-                                            split=2)
+    _APPEND.assert_paged_append_through_a_shuffled_page_table(13, _edge_rows)
 
 
 def test_bfp8_rows_append_spanning_a_tile_edge():

@@ -377,6 +377,21 @@ const char* work_key(const char* kind, const char* name) {
     return keys.try_emplace(key, key).first->second.c_str();
 }
 
+// The CoreStats.work keys of an SFPU API, built once per API and thread (work_key takes a lock and
+// builds a string; every SFPU call counts two). API names are string literals: keyed by pointer.
+struct SfpuWorkKeys {
+    const char* faces;
+    const char* iterations;
+};
+const SfpuWorkKeys& sfpu_work_keys(const char* api) {
+    thread_local std::map<const char*, SfpuWorkKeys> keys;
+    auto it = keys.find(api);
+    if (it == keys.end()) {
+        it = keys.emplace(api, SfpuWorkKeys{work_key("sfpu_faces", api), work_key("sfpu_iterations", api)}).first;
+    }
+    return it->second;
+}
+
 // Faces an SFPU call touches (llk _llk_math_eltwise_sfpu_apply_vector_mode_: RC all four, R faces 0
 // and 1 -- rows 0..15 --, C faces 0 and 2), counted per core and API (CoreStats.sfpu_faces), and the
 // SFPU iterations it runs over them (CoreStats.sfpu_iterations: `iterations` a face).
@@ -393,8 +408,9 @@ std::vector<uint32_t> sfpu_faces(const char* api, VecMode mode, int iterations) 
     if (iterations < 1 || iterations > 8) {
         failf(api, "ITERATIONS " + std::to_string(iterations) + " per face: the LLK's vector modes visit a face in 1..8");
     }
-    count_work(work_key("sfpu_faces", api), static_cast<uint32_t>(faces.size()));
-    count_work(work_key("sfpu_iterations", api), static_cast<uint32_t>(faces.size() * iterations));
+    const SfpuWorkKeys& keys = sfpu_work_keys(api);
+    count_work(keys.faces, static_cast<uint32_t>(faces.size()));
+    count_work(keys.iterations, static_cast<uint32_t>(faces.size() * iterations));
     return faces;
 }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ttnn_flashdecode.tools.device_model import hardware, kernel_model as km, llk_costs as llk, versus_ttnn as vt
+from ttnn_flashdecode.tools.device_model import kernel_model as km, llk_costs as llk, versus_ttnn as vt
 
 __all__ = ["kernel_work_rows", "format_kernel_work", "format_seed", "format_55760", "WORK_SHOWN", "format_fpu_timing",
            "FPU_TIMING_LEGEND", "mla_rescale_split", "format_mla_rescale", "STATE_ROUNDING_CALLS"]
@@ -99,9 +99,7 @@ def mla_rescale_split(pub: vt.Published) -> dict[str, float]:
     tile, _ = km.tile_and_block_totals(model, pub.config)
     later = sum(r["fpu"] + r["sfpu"] + r["front"] for r in block.values())
     rounding = sum(r["fpu"] + r["sfpu"] + r["front"] for n, r in block.items() if n in STATE_ROUNDING_CALLS)
-    shape = km.cm.Shape("mla", pub.q_heads, pub.kv_heads, pub.head_dim)
-    _, _, block_tiles = km.cm.op_schedule(shape, [pub.live_positions] * pub.batch, hardware.device_v2(pub.device).base,
-                                          kv_dtype=pub.kv_dtype, values_from_keys=True)
+    _, block_tiles = vt.mla_schedule(pub)
     return {"tile": tile["math"], "later_block": later, "rounding": rounding, "block_tiles": block_tiles}
 
 

@@ -32,7 +32,7 @@ from ttnn_flashdecode.tools import cost_model as cm
 from ttnn_flashdecode.tools.device_model import hardware, kernel_model as km, llk_costs as llk
 
 __all__ = ["Published", "PUBLISHED", "VersusRow", "run", "format_table", "legend", "to_json", "estimate_mla", "closes_gap",
-           "MLA_LATENT", "MLA_VALUE", "ttnn_exp_approx", "with_ttnn_exp", "HALF_TILE_MAX_HEADS"]
+           "MLA_LATENT", "MLA_VALUE", "mla_schedule", "ttnn_exp_approx", "with_ttnn_exp", "HALF_TILE_MAX_HEADS"]
 
 MLA_LATENT, MLA_VALUE = 576, 512
 """DeepSeek-V3's MLA: the latent's 576 columns (512 + 64 RoPE), V its first 512."""
@@ -166,9 +166,7 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     dev = hardware.device_v2(pub.device)
     dim_tiles = pub.head_dim // 32
     model = cm.calibrate(32, dim_tiles)
-    shape = cm.Shape("mla", pub.q_heads, pub.kv_heads, pub.head_dim)
-    plan, _, block_tiles = cm.op_schedule(shape, [pub.live_positions] * pub.batch, dev.base, kv_dtype=pub.kv_dtype,
-                                          values_from_keys=True)  # the latent as K and V, as flash_mla_decode passes it
+    plan, block_tiles = mla_schedule(pub)
     block_tiles = work.block_tiles(block_tiles)
     weights, totals = km.weights_v2(model, pub.config, work, block_tiles)
     row_tiles = pub.q_heads // 32
@@ -194,6 +192,15 @@ def estimate_mla(pub: Published, work: km.KernelWork = km.KernelWork()) -> tuple
     if protocol.tree_levels(split) * level > slice_s:
         return compute, roofline, "combine", eff
     return compute, roofline, km._compute_bound(totals), eff
+
+
+def mla_schedule(pub: Published):
+    """The op planner's schedule and K/V block for an MLA row: the latent passed as K and V (values
+    from keys, no CB V), as ``flash_mla_decode`` passes it."""
+    shape = cm.Shape("mla", pub.q_heads, pub.kv_heads, pub.head_dim)
+    plan, _, block_tiles = cm.op_schedule(shape, [pub.live_positions] * pub.batch, hardware.device_v2(pub.device).base,
+                                          kv_dtype=pub.kv_dtype, values_from_keys=True)
+    return plan, block_tiles
 
 
 def _ours(pub: Published, work: km.KernelWork) -> tuple[float, float, str, float]:
